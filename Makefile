@@ -1,0 +1,99 @@
+# cleanup-operator
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+# Tools and test binaries are built from Go modules into bin/ once.
+LOCALBIN ?= $(shell pwd)/bin
+export PATH := $(LOCALBIN):$(PATH)
+
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+
+# The Kubernetes version the tests and the local control plane run.
+KUBE_APISERVER ?= $(LOCALBIN)/kube-apiserver
+KUBE_CONTROLLER_MANAGER ?= $(LOCALBIN)/kube-controller-manager
+KUBECTL ?= $(LOCALBIN)/kubectl
+ETCD ?= $(LOCALBIN)/etcd
+CRDS ?= $(LOCALBIN)/crds
+
+# The test binaries envtest runs, and the CRDs it installs besides ours.
+export KUBEBUILDER_ASSETS := $(LOCALBIN)
+export CLEANUP_CRDS_DIR := $(CRDS)
+
+GO_TEST_FLAGS ?= -count=1
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  %-22s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRD, RBAC and webhook manifests.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./internal/...;./cmd/..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate the DeepCopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: verify
+verify: manifests generate ## Fail if generated files are not committed as generated.
+	@git diff --exit-code -- config/ api/ || (echo "generated files differ: run 'make manifests generate' and commit" && exit 1)
+
+.PHONY: test
+test: manifests generate fmt vet envtest-bins crds ## Run every unit and envtest suite on a real API server.
+	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: envtest-bins crds ## Run the benchmarks.
+	go test -run '^$$' -bench . -benchmem ./...
+
+##@ Build
+
+.PHONY: build
+build: manifests generate fmt vet ## Build the manager.
+	go build -o $(LOCALBIN)/manager ./cmd
+
+.PHONY: run
+run: manifests generate fmt vet ## Run the manager against the cluster in KUBECONFIG.
+	ENABLE_WEBHOOKS=false go run ./cmd
+
+##@ Test binaries, built from Go modules (no download of prebuilt binaries)
+
+.PHONY: envtest-bins
+envtest-bins: $(KUBE_APISERVER) $(ETCD) $(KUBECTL) ## Build kube-apiserver, etcd and kubectl into bin/.
+
+$(KUBE_APISERVER): hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -o $@ ./cmd/kube-apiserver
+
+$(KUBE_CONTROLLER_MANAGER): hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -o $@ ./cmd/kube-controller-manager
+
+$(KUBECTL): hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -o $@ ./cmd/kubectl
+
+$(ETCD): hack/tools/etcd/go.mod
+	cd hack/tools/etcd && go build -o $@ .
+
+.PHONY: crds
+crds: ## Copy the OCM and policy CRDs from their Go modules into bin/crds.
+	hack/crds.sh $(CRDS)
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN)
+$(CONTROLLER_GEN):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

@@ -1,0 +1,390 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Bounds on list sizes and expression lengths. They keep the API server's
+// estimated cost of validating a CleanupPolicy bounded and give the CEL
+// compiler a known worst case per policy.
+const (
+	// MaxExpressionLength is the longest CEL expression a field accepts.
+	MaxExpressionLength = 4096
+	// MaxRules is the longest list of rules, variables, stages or monitored resources.
+	MaxRules = 32
+)
+
+// RemoveStrategyType says what happens to a cluster's content on the managed
+// cluster when the ManagedCluster is deleted.
+// +kubebuilder:validation:Enum=Needless;BestEffort;Required
+type RemoveStrategyType string
+
+const (
+	// RemoveStrategyNeedless leaves everything on the managed cluster: every
+	// ManifestWork is orphaned before the hub-side objects are deleted.
+	RemoveStrategyNeedless RemoveStrategyType = "Needless"
+	// RemoveStrategyBestEffort deletes and waits, and after the timeout (or at
+	// once when the cluster is unavailable) forces the hub side clean.
+	RemoveStrategyBestEffort RemoveStrategyType = "BestEffort"
+	// RemoveStrategyRequired deletes and waits for every object to be gone; it never forces.
+	RemoveStrategyRequired RemoveStrategyType = "Required"
+)
+
+// RemoveStrategyTypes lists the valid strategies in the order of the enum.
+var RemoveStrategyTypes = []RemoveStrategyType{RemoveStrategyNeedless, RemoveStrategyBestEffort, RemoveStrategyRequired}
+
+// PruneBehavior is the value stamped on ConfigurationPolicy spec.pruneObjectBehavior.
+// +kubebuilder:validation:Enum=DeleteAll;DeleteIfCreated;None
+type PruneBehavior string
+
+const (
+	// PruneDeleteAll deletes every object the ConfigurationPolicy references when it is deleted.
+	PruneDeleteAll PruneBehavior = "DeleteAll"
+	// PruneDeleteIfCreated deletes only the objects the ConfigurationPolicy created.
+	PruneDeleteIfCreated PruneBehavior = "DeleteIfCreated"
+	// PruneNone leaves every object in place.
+	PruneNone PruneBehavior = "None"
+)
+
+// PruneBehaviors lists the valid prune behaviours in the order of the enum.
+var PruneBehaviors = []PruneBehavior{PruneDeleteAll, PruneDeleteIfCreated, PruneNone}
+
+// CleanupPolicySpec declares, in CEL, which clusters the policy governs and
+// what happens to their content when they, their ManifestWorks or their
+// ConfigurationPolicies are deleted.
+type CleanupPolicySpec struct {
+	// clusterSelector is a CEL expression over `cluster` (the ManagedCluster)
+	// that returns bool. Empty selects every ManagedCluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	ClusterSelector string `json:"clusterSelector,omitempty"`
+
+	// priority orders policies that select the same cluster: the highest wins,
+	// and ties break by name, lowest first. Defaults to 0.
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+
+	// variables are named CEL values over `cluster` and earlier variables,
+	// usable as `variables.<name>` in every later expression.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Variables []Variable `json:"variables,omitempty"`
+
+	// removeStrategy decides what a cluster's deletion does to the content on
+	// the managed cluster.
+	// +required
+	RemoveStrategy RemoveStrategy `json:"removeStrategy"`
+
+	// monitoredResources are resources in the cluster namespace that other
+	// controllers clean up: while any of them remains, nothing is deleted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	MonitoredResources []MonitoredResource `json:"monitoredResources,omitempty"`
+
+	// deletionStages are deleted in order, each once the previous is empty.
+	// Absent: ManagedClusterAddOns, then ManifestWorks.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	DeletionStages []DeletionStage `json:"deletionStages,omitempty"`
+
+	// keepNamespace is a CEL expression over `namespace` (the cluster
+	// namespace), `cluster` and `variables`; true keeps the namespace when the
+	// cluster is deleted. Empty: the namespace is deleted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	KeepNamespace string `json:"keepNamespace,omitempty"`
+
+	// deletionSignal is the ManifestWork kept on every governed cluster and
+	// deleted first when the cluster is deleted, so that in-cluster
+	// controllers can clean up. Absent: a work named cleanup-signal with no manifests.
+	// +optional
+	DeletionSignal *DeletionSignal `json:"deletionSignal,omitempty"`
+
+	// orphaning rules decide, per manifest of a ManifestWork, whether the
+	// resource stays on the managed cluster when the work is deleted.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Orphaning []OrphaningRule `json:"orphaning,omitempty"`
+
+	// prune decides the pruneObjectBehavior of ConfigurationPolicies.
+	// Absent: the operator does not write pruneObjectBehavior.
+	// +optional
+	Prune *Prune `json:"prune,omitempty"`
+
+	// dryRun computes and reports every decision without changing anything.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// Variable is a named CEL value.
+type Variable struct {
+	// name is how later expressions refer to the value: `variables.<name>`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z_][a-zA-Z0-9_]*$`
+	Name string `json:"name"`
+
+	// expression is a CEL expression over `cluster` and earlier variables.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression"`
+}
+
+// RemoveStrategy picks the strategy for a cluster.
+type RemoveStrategy struct {
+	// default is the strategy when no rule matches.
+	// +required
+	Default RemoveStrategyType `json:"default"`
+
+	// rules are tried in order; the first whose `when` is true wins.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Rules []StrategyRule `json:"rules,omitempty"`
+
+	// timeout is how long a cluster's cleanup may take before Required reports
+	// CleanupFailed and BestEffort and Needless force the hub side clean.
+	// +optional
+	// +kubebuilder:default="30m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// StrategyRule selects a strategy for the clusters where `when` is true.
+type StrategyRule struct {
+	// when is a CEL expression over `cluster` and `variables` that returns bool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when"`
+
+	// strategy applies when `when` is true.
+	// +required
+	Strategy RemoveStrategyType `json:"strategy"`
+}
+
+// GroupVersionResource names a resource in a cluster namespace.
+type GroupVersionResource struct {
+	// group is the API group; empty for the core group.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+
+	// version is the API version.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Version string `json:"version"`
+
+	// resource is the plural resource name, for example manifestworks.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Resource string `json:"resource"`
+}
+
+// MonitoredResource is a resource that must be gone from the cluster
+// namespace before anything in it is deleted.
+type MonitoredResource struct {
+	GroupVersionResource `json:",inline"`
+
+	// when is an optional CEL filter over `object` (the resource's metadata),
+	// `cluster` and `variables`: only objects for which it is true hold the
+	// cleanup. Empty: every object of the resource holds it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when,omitempty"`
+}
+
+// DeletionStage is one step of a cluster's cleanup.
+type DeletionStage struct {
+	// name identifies the stage in conditions, events and metrics.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	GroupVersionResource `json:",inline"`
+
+	// when is an optional CEL filter over `object` (the resource's metadata),
+	// `cluster` and `variables`: only objects for which it is true belong to
+	// the stage. Empty: every object of the resource not taken by an earlier stage.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when,omitempty"`
+}
+
+// DeletionSignal is the ManifestWork that tells the managed cluster it is being deleted.
+type DeletionSignal struct {
+	// workName is the name of the signal ManifestWork in each cluster namespace.
+	// +optional
+	// +kubebuilder:default=cleanup-signal
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	WorkName string `json:"workName,omitempty"`
+
+	// manifests are the objects the signal work keeps on the managed cluster.
+	// In-cluster controllers put finalizers on them to hold the cleanup until
+	// they have cleaned up.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Manifests []Manifest `json:"manifests,omitempty"`
+}
+
+// Manifest is a whole Kubernetes object.
+type Manifest struct {
+	// +kubebuilder:validation:EmbeddedResource
+	// +kubebuilder:pruning:PreserveUnknownFields
+	runtime.RawExtension `json:",inline"`
+}
+
+// OrphaningRule keeps the manifests for which `when` is true on the managed
+// cluster when their ManifestWork is deleted.
+type OrphaningRule struct {
+	// name identifies the rule in status and events.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// when is a CEL expression over `manifest` (one entry of the work's
+	// manifests), `work`, `cluster` and `variables` that returns bool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when"`
+}
+
+// Prune decides ConfigurationPolicy spec.pruneObjectBehavior.
+type Prune struct {
+	// default is the behaviour when no rule matches.
+	// +optional
+	// +kubebuilder:default=None
+	Default PruneBehavior `json:"default,omitempty"`
+
+	// rules are tried in order; the first whose `when` is true wins.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Rules []PruneRule `json:"rules,omitempty"`
+}
+
+// PruneRule selects a prune behaviour for the ConfigurationPolicies where `when` is true.
+type PruneRule struct {
+	// when is a CEL expression over `policy` (the ConfigurationPolicy),
+	// `cluster` (null without a ManagedCluster) and `variables` that returns bool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when"`
+
+	// behavior applies when `when` is true.
+	// +required
+	Behavior PruneBehavior `json:"behavior"`
+}
+
+// CleanupPolicyStatus is what the operator observed when it last reconciled the policy.
+type CleanupPolicyStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready is always present; Reconciling and Stalled only while true.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// matchedClusters counts the ManagedClusters whose clusterSelector is true.
+	// +optional
+	MatchedClusters int32 `json:"matchedClusters"`
+
+	// governedClusters counts the matched clusters this policy governs, that
+	// is where no other policy wins on priority or name.
+	// +optional
+	GovernedClusters int32 `json:"governedClusters"`
+
+	// evaluationErrors counts the clusters for which an expression failed at
+	// run time; those clusters are held, not governed by a guess.
+	// +optional
+	EvaluationErrors int32 `json:"evaluationErrors,omitempty"`
+
+	// overlaps lists the other policies that select some of the same clusters
+	// at the same priority; the name decides which governs them.
+	// +optional
+	// +listType=map
+	// +listMapKey=policy
+	// +kubebuilder:validation:MaxItems=16
+	Overlaps []PolicyOverlap `json:"overlaps,omitempty"`
+}
+
+// PolicyOverlap is another policy selecting the same clusters at the same priority.
+type PolicyOverlap struct {
+	// policy is the other CleanupPolicy's name.
+	// +required
+	Policy string `json:"policy"`
+
+	// clusters counts the clusters both policies select.
+	// +required
+	Clusters int32 `json:"clusters"`
+
+	// governedBy is the policy that governs those clusters: the lower name.
+	// +required
+	GovernedBy string `json:"governedBy"`
+
+	// examples names up to three of the shared clusters.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	Examples []string `json:"examples,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=cpol
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedClusters`
+// +kubebuilder:printcolumn:name="Governed",type=integer,JSONPath=`.status.governedClusters`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// CleanupPolicy governs what happens to the content of ManagedClusters,
+// ManifestWorks and ConfigurationPolicies when they are deleted.
+type CleanupPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired behaviour.
+	// +required
+	Spec CleanupPolicySpec `json:"spec"`
+
+	// status is what the operator observed.
+	// +optional
+	Status CleanupPolicyStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// CleanupPolicyList contains a list of CleanupPolicy.
+type CleanupPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CleanupPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CleanupPolicy{}, &CleanupPolicyList{})
+}

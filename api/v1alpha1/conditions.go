@@ -1,0 +1,36 @@
+package v1alpha1
+
+// Condition types on a CleanupPolicy, read by kstatus (Argo CD, Flux, kubectl wait).
+const (
+	// ReadyCondition is always present: True when every expression compiled
+	// and the policy was evaluated against the fleet without error.
+	ReadyCondition = "Ready"
+	// ReconcilingCondition is present, True, only while the operator is
+	// working towards the latest generation.
+	ReconcilingCondition = "Reconciling"
+	// StalledCondition is present, True, only while the policy cannot make
+	// progress until someone changes it or the objects it reads.
+	StalledCondition = "Stalled"
+)
+
+// Reasons of the policy's conditions.
+const (
+	// SucceededReason surfaces when the policy compiled and was evaluated
+	// against every ManagedCluster without error.
+	SucceededReason = "Succeeded"
+	// ProgressingReason surfaces when the operator has seen a new generation
+	// and has not finished evaluating it.
+	ProgressingReason = "Progressing"
+	// InvalidCELExpressionReason surfaces when an expression does not parse,
+	// names an unbound variable, returns the wrong type or may cost too much.
+	// The message names the field path. The policy governs nothing new and
+	// the clusters it governed are held until it is fixed.
+	InvalidCELExpressionReason = "InvalidCELExpression"
+	// InvalidSpecReason surfaces when the spec is wrong in a way the schema
+	// does not catch, such as two stages with the same resource and no filter.
+	InvalidSpecReason = "InvalidSpec"
+	// EvaluationErrorReason surfaces when an expression failed at run time for
+	// some clusters (a missing key, a wrong type, the cost budget used up).
+	// Those clusters are held: no decision is taken on a guess.
+	EvaluationErrorReason = "EvaluationError"
+)

@@ -1,0 +1,313 @@
+package cel
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/library"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// Expression is one compiled expression of a policy.
+type Expression struct {
+	// Path is the field the expression came from, such as spec.orphaning[1].when.
+	Path *field.Path
+	// Source is the expression as written.
+	Source  string
+	program cel.Program
+	output  *cel.Type
+}
+
+// Policy is a compiled CleanupPolicy: the spec it was compiled from and one
+// program per expression. A nil expression is a field left empty.
+type Policy struct {
+	UID        types.UID
+	Name       string
+	Generation int64
+	Spec       *v1alpha1.CleanupPolicySpec
+
+	ClusterSelector *Expression
+	Variables       []*Expression // parallel to Spec.Variables
+	StrategyRules   []*Expression // parallel to Spec.RemoveStrategy.Rules
+	MonitoredWhen   []*Expression // parallel to Spec.MonitoredResources; nil entries match every object
+	StageWhen       []*Expression // parallel to Spec.DeletionStages; nil entries match every object
+	KeepNamespace   *Expression
+	Orphaning       []*Expression // parallel to Spec.Orphaning
+	PruneRules      []*Expression // parallel to Spec.Prune.Rules
+
+	env  *Env
+	vars *apiservercel.DeclType
+}
+
+// compiler holds what one Compile call shares between fields.
+type compiler struct {
+	env  *Env
+	vars *apiservercel.DeclType
+	envs [numScopes]*cel.Env
+	errs field.ErrorList
+}
+
+// Compile type-checks every expression of the policy, checks what the schema
+// cannot (duplicate names, enum values when the schema was bypassed, empty
+// resource names) and builds the programs. Every error names its field.
+func Compile(env *Env, p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
+	c := &compiler{
+		env:  env,
+		vars: apiservercel.NewObjectType("dev.fleetops.cleanup.Variables", map[string]*apiservercel.DeclField{}),
+	}
+	s := p.Spec.DeepCopy()
+	specPath := field.NewPath("spec")
+	out := &Policy{UID: p.UID, Name: p.Name, Generation: p.Generation, Spec: s, env: env, vars: c.vars}
+
+	// Variables first: each one is typed by its expression and visible to the
+	// expressions after it.
+	varsPath := specPath.Child("variables")
+	seen := map[string]bool{}
+	for i, v := range s.Variables {
+		path := varsPath.Index(i)
+		if seen[v.Name] {
+			c.errs = append(c.errs, field.Duplicate(path.Child("name"), v.Name))
+			continue
+		}
+		seen[v.Name] = true
+		expr := c.compile(ScopeVariable, path.Child("expression"), v.Expression, nil)
+		out.Variables = append(out.Variables, expr)
+		if expr != nil {
+			c.vars.Fields[v.Name] = apiservercel.NewDeclField(v.Name, declTypeOf(expr.output), true, nil, nil)
+		}
+	}
+
+	out.ClusterSelector = c.compileOptional(ScopeSelector, specPath.Child("clusterSelector"), s.ClusterSelector)
+
+	rsPath := specPath.Child("removeStrategy")
+	c.checkStrategy(rsPath.Child("default"), s.RemoveStrategy.Default)
+	for i, r := range s.RemoveStrategy.Rules {
+		path := rsPath.Child("rules").Index(i)
+		c.checkStrategy(path.Child("strategy"), r.Strategy)
+		out.StrategyRules = append(out.StrategyRules, c.compile(ScopeStrategy, path.Child("when"), r.When, cel.BoolType))
+	}
+	if t := s.RemoveStrategy.Timeout; t != nil && t.Duration <= 0 {
+		c.errs = append(c.errs, field.Invalid(rsPath.Child("timeout"), t.Duration.String(), "must be positive"))
+	}
+
+	for i, m := range s.MonitoredResources {
+		path := specPath.Child("monitoredResources").Index(i)
+		c.checkGVR(path, m.GroupVersionResource)
+		out.MonitoredWhen = append(out.MonitoredWhen, c.compileOptional(ScopeObject, path.Child("when"), m.When))
+	}
+
+	stageNames := map[string]bool{}
+	for i, st := range s.DeletionStages {
+		path := specPath.Child("deletionStages").Index(i)
+		c.checkName(path.Child("name"), st.Name, stageNames)
+		c.checkGVR(path, st.GroupVersionResource)
+		out.StageWhen = append(out.StageWhen, c.compileOptional(ScopeObject, path.Child("when"), st.When))
+	}
+
+	out.KeepNamespace = c.compileOptional(ScopeNamespace, specPath.Child("keepNamespace"), s.KeepNamespace)
+
+	if sig := s.DeletionSignal; sig != nil {
+		c.checkManifests(specPath.Child("deletionSignal", "manifests"), sig.Manifests)
+	}
+
+	ruleNames := map[string]bool{}
+	for i, r := range s.Orphaning {
+		path := specPath.Child("orphaning").Index(i)
+		c.checkName(path.Child("name"), r.Name, ruleNames)
+		out.Orphaning = append(out.Orphaning, c.compile(ScopeManifest, path.Child("when"), r.When, cel.BoolType))
+	}
+
+	if pr := s.Prune; pr != nil {
+		prunePath := specPath.Child("prune")
+		if pr.Default != "" {
+			c.checkPrune(prunePath.Child("default"), pr.Default)
+		}
+		for i, r := range pr.Rules {
+			path := prunePath.Child("rules").Index(i)
+			c.checkPrune(path.Child("behavior"), r.Behavior)
+			out.PruneRules = append(out.PruneRules, c.compile(ScopePrune, path.Child("when"), r.When, cel.BoolType))
+		}
+	}
+
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return out, nil
+}
+
+func (c *compiler) compileOptional(scope Scope, path *field.Path, src string) *Expression {
+	if src == "" {
+		return nil
+	}
+	return c.compile(scope, path, src, cel.BoolType)
+}
+
+// compile compiles one expression; want nil accepts any result type. It
+// records an error and returns nil when the expression is not valid.
+func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.Type) *Expression {
+	if src == "" {
+		c.errs = append(c.errs, field.Required(path, "an expression is required"))
+		return nil
+	}
+	if len(src) > v1alpha1.MaxExpressionLength {
+		c.errs = append(c.errs, field.TooLong(path, "", v1alpha1.MaxExpressionLength))
+		return nil
+	}
+	env, err := c.scopeEnv(scope)
+	if err != nil {
+		c.errs = append(c.errs, field.InternalError(path, err))
+		return nil
+	}
+	ast, issues := env.Compile(renameNamespace(src))
+	if issues.Err() != nil {
+		c.errs = append(c.errs, field.Invalid(path, src, "compilation failed: "+restoreNamespace(issues.Err().Error())))
+		return nil
+	}
+	// dyn is accepted where bool is wanted: values of a dynamic variable
+	// (a manifest) are only known at run time, where the type is checked.
+	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
+		c.errs = append(c.errs, field.Invalid(path, src,
+			restoreNamespace(fmt.Sprintf("must evaluate to %s, but evaluates to %s", want, ast.OutputType()))))
+		return nil
+	}
+	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: c.sizes(scope)})
+	if err != nil {
+		c.errs = append(c.errs, field.InternalError(path, fmt.Errorf("estimating the cost: %w", err)))
+		return nil
+	}
+	if est.Max > MaxEstimatedCost {
+		c.errs = append(c.errs, field.Forbidden(path, fmt.Sprintf(
+			"estimated cost %d exceeds the limit %d: bound the lists and strings it iterates, or iterate fewer of them",
+			est.Max, uint64(MaxEstimatedCost))))
+		return nil
+	}
+	prog, err := env.Program(ast,
+		cel.CostLimit(PerCallCostLimit),
+		cel.InterruptCheckFrequency(checkFrequency),
+	)
+	if err != nil {
+		c.errs = append(c.errs, field.InternalError(path, err))
+		return nil
+	}
+	return &Expression{Path: path, Source: src, program: prog, output: ast.OutputType()}
+}
+
+func (c *compiler) scopeEnv(scope Scope) (*cel.Env, error) {
+	// The variables scope is rebuilt for each variable: each one sees the
+	// fields declared before it. The others are built once per policy,
+	// after the variables are known.
+	if c.envs[scope] == nil || scope == ScopeVariable {
+		env, err := c.env.scopeEnv(scope, c.vars)
+		if err != nil {
+			return nil, err
+		}
+		c.envs[scope] = env
+	}
+	return c.envs[scope], nil
+}
+
+func (c *compiler) sizes(scope Scope) *sizeEstimator {
+	roots := map[string]*apiservercel.DeclType{}
+	for _, name := range scope.Variables() {
+		if name == VarVariables {
+			roots[name] = c.vars
+		} else if t := c.env.types[name]; t != nil {
+			roots[celName(name)] = t.decl
+		}
+	}
+	return &sizeEstimator{roots: roots}
+}
+
+func (c *compiler) checkStrategy(path *field.Path, s v1alpha1.RemoveStrategyType) {
+	if !slices.Contains(v1alpha1.RemoveStrategyTypes, s) {
+		c.errs = append(c.errs, field.NotSupported(path, s, v1alpha1.RemoveStrategyTypes))
+	}
+}
+
+func (c *compiler) checkPrune(path *field.Path, b v1alpha1.PruneBehavior) {
+	if !slices.Contains(v1alpha1.PruneBehaviors, b) {
+		c.errs = append(c.errs, field.NotSupported(path, b, v1alpha1.PruneBehaviors))
+	}
+}
+
+func (c *compiler) checkName(path *field.Path, name string, seen map[string]bool) {
+	switch {
+	case name == "":
+		c.errs = append(c.errs, field.Required(path, "a name is required"))
+	case seen[name]:
+		c.errs = append(c.errs, field.Duplicate(path, name))
+	}
+	seen[name] = true
+}
+
+func (c *compiler) checkGVR(path *field.Path, gvr v1alpha1.GroupVersionResource) {
+	if gvr.Version == "" {
+		c.errs = append(c.errs, field.Required(path.Child("version"), "the API version is required"))
+	}
+	if gvr.Resource == "" {
+		c.errs = append(c.errs, field.Required(path.Child("resource"), "the plural resource name is required, for example manifestworks"))
+	}
+}
+
+func (c *compiler) checkManifests(path *field.Path, manifests []v1alpha1.Manifest) {
+	for i, m := range manifests {
+		p := path.Index(i)
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(m.Raw, &obj); err != nil {
+			c.errs = append(c.errs, field.Invalid(p, string(m.Raw), "not a Kubernetes object: "+err.Error()))
+			continue
+		}
+		if obj.APIVersion == "" {
+			c.errs = append(c.errs, field.Required(p.Child("apiVersion"), ""))
+		}
+		if obj.Kind == "" {
+			c.errs = append(c.errs, field.Required(p.Child("kind"), ""))
+		}
+		if obj.Metadata.Name == "" {
+			c.errs = append(c.errs, field.Required(p.Child("metadata", "name"), ""))
+		}
+	}
+}
+
+// declTypeOf gives a variable's result type the declaration the variables
+// object needs, so that later expressions are checked against it.
+func declTypeOf(t *cel.Type) *apiservercel.DeclType {
+	switch {
+	case t.IsExactType(cel.BoolType):
+		return apiservercel.BoolType
+	case t.IsExactType(cel.IntType):
+		return apiservercel.IntType
+	case t.IsExactType(cel.UintType):
+		return apiservercel.UintType
+	case t.IsExactType(cel.DoubleType):
+		return apiservercel.DoubleType
+	case t.IsExactType(cel.StringType):
+		return apiservercel.StringType
+	case t.IsExactType(cel.BytesType):
+		return apiservercel.BytesType
+	case t.IsExactType(cel.DurationType):
+		return apiservercel.DurationType
+	case t.IsExactType(cel.TimestampType):
+		return apiservercel.TimestampType
+	}
+	params := t.Parameters()
+	switch {
+	case t.Kind() == cel.ListType(cel.DynType).Kind() && len(params) == 1:
+		return apiservercel.NewListType(declTypeOf(params[0]), -1)
+	case t.Kind() == cel.MapType(cel.DynType, cel.DynType).Kind() && len(params) == 2:
+		return apiservercel.NewMapType(declTypeOf(params[0]), declTypeOf(params[1]), -1)
+	}
+	return apiservercel.DynType
+}

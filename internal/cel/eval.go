@@ -1,0 +1,176 @@
+package cel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+	"k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/lazy"
+	"k8s.io/apiserver/pkg/cel/openapi"
+)
+
+// ErrBudgetExhausted is returned once a reconcile has spent its cost budget.
+var ErrBudgetExhausted = errors.New("CEL cost budget for this reconcile exhausted")
+
+// EvalError is a run-time failure of one expression. It is never taken as
+// true or false: the decision that needed it is not taken.
+type EvalError struct {
+	Path string
+	Err  error
+}
+
+func (e *EvalError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *EvalError) Unwrap() error { return e.Err }
+
+// Budget is the cost one reconcile may spend on evaluation. It is safe for
+// concurrent use.
+type Budget struct{ remaining atomic.Int64 }
+
+// NewBudget returns a budget of the given cost.
+func NewBudget(cost int64) *Budget {
+	b := &Budget{}
+	b.remaining.Store(cost)
+	return b
+}
+
+// Remaining is the cost left.
+func (b *Budget) Remaining() int64 { return b.remaining.Load() }
+
+func (b *Budget) spend(cost int64) { b.remaining.Add(-cost) }
+
+// Activation binds the variables of one evaluation. Variables are computed
+// lazily, at most once per activation, and shared with the activations
+// derived from it by With.
+type Activation struct {
+	ctx    context.Context
+	budget *Budget
+	policy *Policy
+	values map[string]any
+	vars   *lazy.MapValue
+}
+
+// Bind starts the activations for one cluster. cluster may be nil, where no
+// ManagedCluster exists (a standalone ConfigurationPolicy): it is then null.
+func (p *Policy) Bind(ctx context.Context, budget *Budget, cluster map[string]any) *Activation {
+	a := &Activation{ctx: ctx, budget: budget, policy: p, values: map[string]any{}}
+	a.values[VarCluster] = p.env.value(VarCluster, cluster)
+	a.vars = lazy.NewMapValue(p.vars.CelType())
+	for i, v := range p.Spec.Variables {
+		expr := p.Variables[i]
+		a.vars.Append(v.Name, func(*lazy.MapValue) ref.Val {
+			val, err := expr.eval(a)
+			if err != nil {
+				return types.WrapErr(err)
+			}
+			return val
+		})
+	}
+	return a
+}
+
+// With returns an activation that also binds name to obj. Variables already
+// computed are shared.
+func (a *Activation) With(name string, obj map[string]any) *Activation {
+	values := make(map[string]any, len(a.values)+1)
+	for k, v := range a.values {
+		values[k] = v
+	}
+	values[celName(name)] = a.policy.env.value(name, obj)
+	return &Activation{ctx: a.ctx, budget: a.budget, policy: a.policy, values: values, vars: a.vars}
+}
+
+// ResolveName implements interpreter.Activation.
+func (a *Activation) ResolveName(name string) (any, bool) {
+	if name == VarVariables {
+		return a.vars, true
+	}
+	v, ok := a.values[name]
+	return v, ok
+}
+
+// Parent implements interpreter.Activation.
+func (a *Activation) Parent() interpreter.Activation { return nil }
+
+// Bool evaluates an expression that yields bool.
+func (e *Expression) Bool(a *Activation) (bool, error) {
+	val, err := e.eval(a)
+	if err != nil {
+		return false, err
+	}
+	b, ok := val.(types.Bool)
+	if !ok {
+		return false, &EvalError{Path: e.Path.String(), Err: fmt.Errorf("must evaluate to bool, but evaluated to %s", val.Type().TypeName())}
+	}
+	return bool(b), nil
+}
+
+func (e *Expression) eval(a *Activation) (ref.Val, error) {
+	if a.budget.Remaining() <= 0 {
+		return nil, &EvalError{Path: e.Path.String(), Err: ErrBudgetExhausted}
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, PerCallTimeout)
+	defer cancel()
+	val, details, err := e.program.ContextEval(ctx, a)
+	if details != nil && details.ActualCost() != nil {
+		cost := *details.ActualCost()
+		if cost > math.MaxInt64 {
+			cost = math.MaxInt64
+		}
+		a.budget.spend(int64(cost))
+	}
+	if err != nil {
+		var inner *EvalError
+		if errors.As(err, &inner) {
+			// A variable failed: report the variable's path, not the caller's.
+			return nil, inner
+		}
+		return nil, &EvalError{Path: e.Path.String(), Err: err}
+	}
+	return val, nil
+}
+
+// value converts an object for the variable name: through its schema where
+// the variable is typed, so field names are escaped as the checker expects.
+// metadata.labels and metadata.annotations are always present, so that
+// `cluster.metadata.labels[?'x']` works on objects without labels.
+func (e *Env) value(name string, obj map[string]any) any {
+	if obj == nil {
+		return types.NullValue
+	}
+	obj = withMetadataMaps(obj)
+	if t := e.types[name]; t != nil {
+		return common.UnstructuredToVal(obj, &openapi.Schema{Schema: t.schema})
+	}
+	return types.DefaultTypeAdapter.NativeToValue(obj)
+}
+
+func withMetadataMaps(obj map[string]any) map[string]any {
+	md, _ := obj["metadata"].(map[string]any)
+	_, hasLabels := md["labels"].(map[string]any)
+	_, hasAnnotations := md["annotations"].(map[string]any)
+	if hasLabels && hasAnnotations {
+		return obj
+	}
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		out[k] = v
+	}
+	newMD := make(map[string]any, len(md)+2)
+	for k, v := range md {
+		newMD[k] = v
+	}
+	if !hasLabels {
+		newMD["labels"] = map[string]any{}
+	}
+	if !hasAnnotations {
+		newMD["annotations"] = map[string]any{}
+	}
+	out["metadata"] = newMD
+	return out
+}
