@@ -29,6 +29,10 @@ const (
 	// InvalidSpecReason surfaces when the spec is wrong in a way the schema
 	// does not catch, such as two stages with the same resource and no filter.
 	InvalidSpecReason = "InvalidSpec"
+	// BudgetExhaustedReason surfaces when one reconcile spent its CEL cost
+	// budget before every cluster was evaluated; the next reconcile goes on
+	// from where it stopped.
+	BudgetExhaustedReason = "BudgetExhausted"
 	// EvaluationErrorReason surfaces when an expression failed at run time for
 	// some clusters (a missing key, a wrong type, the cost budget used up).
 	// Those clusters are held: no decision is taken on a guess.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -64,6 +65,17 @@ func (c *Cache) Evict(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.entries, uid)
+}
+
+// Retain forgets every policy whose UID is not in live.
+func (c *Cache) Retain(live sets.Set[types.UID]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid := range c.entries {
+		if !live.Has(uid) {
+			delete(c.entries, uid)
+		}
+	}
 }
 
 // Compilations counts the compilations the cache has run.

@@ -174,3 +174,14 @@ func withMetadataMaps(obj map[string]any) map[string]any {
 	out["metadata"] = newMD
 	return out
 }
+
+// Transient reports whether an evaluation error says nothing about the
+// object evaluated: the reconcile's budget ran out or the evaluation was
+// interrupted for time. Such a result must not be remembered.
+func Transient(err error) bool {
+	if errors.Is(err, ErrBudgetExhausted) {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, interpreter.InterruptError{})
+}

@@ -144,7 +144,7 @@ func TestBudgetExhaustion(t *testing.T) {
 			break
 		}
 	}
-	if !errors.Is(err, cel.ErrBudgetExhausted) {
+	if !errors.Is(err, cel.ErrBudgetExhausted) || !cel.Transient(err) {
 		t.Fatalf("got %v, want the budget exhausted", err)
 	}
 }
@@ -165,6 +165,9 @@ func TestPerCallCostLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cost limit exceeded") {
 		t.Fatalf("got %v, want the per-call cost limit exceeded", err)
 	}
+	if cel.Transient(err) {
+		t.Fatal("the cost limit is a property of the object, not transient")
+	}
 }
 
 func TestSlowEvaluationIsInterrupted(t *testing.T) {
@@ -183,6 +186,9 @@ func TestSlowEvaluationIsInterrupted(t *testing.T) {
 	var evalErr *cel.EvalError
 	if !errors.As(err, &evalErr) || evalErr.Path != "spec.orphaning[0].when" {
 		t.Fatalf("got %v, want the evaluation interrupted", err)
+	}
+	if !cel.Transient(err) {
+		t.Fatalf("an interrupted evaluation must be transient: %v", err)
 	}
 }
 

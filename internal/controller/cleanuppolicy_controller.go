@@ -1,0 +1,291 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+// maxReported bounds the clusters and errors a status or event names.
+const maxReported = 3
+
+// CleanupPolicyReconciler compiles each CleanupPolicy, evaluates its
+// selector against the fleet and reports what it matches and governs, and
+// where it overlaps another policy.
+type CleanupPolicyReconciler struct {
+	client.Client
+	Cache      *cel.Cache
+	Governance *policy.Governance
+	Recorder   events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile compiles the policy and evaluates it against every ManagedCluster.
+func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	p := &v1alpha1.CleanupPolicy{}
+	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.forgetDeleted(ctx)
+		}
+		return reconcile.Result{}, err
+	}
+	orig := p.DeepCopy()
+	defer func() {
+		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, p))
+	}()
+
+	compiled, errs := r.Cache.Get(p)
+	p.Status.ObservedGeneration = p.Generation
+	if len(errs) > 0 {
+		setInvalidCondition(p, errs)
+		if !equality.Semantic.DeepEqual(orig.Status.Conditions, p.Status.Conditions) {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.InvalidCELExpressionReason, "Compile", "%s", errs.ToAggregate().Error())
+		}
+		// Terminal: only a new generation can fix it.
+		return reconcile.Result{}, reconcile.TerminalError(errs.ToAggregate())
+	}
+	return r.reconcileFleet(ctx, p, compiled)
+}
+
+// reconcileFleet evaluates every valid policy's selector on every cluster and
+// reports this policy's share: what it matches, governs, and shares.
+func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha1.CleanupPolicy, compiled *cel.Policy) (reconcile.Result, error) {
+	ranked, err := r.rankedPolicies(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	clusters := newManagedClusterList()
+	if err := r.List(ctx, clusters); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing ManagedClusters: %w", err)
+	}
+	// In name order, so that the examples a status names do not change
+	// from one reconcile to the next.
+	slices.SortFunc(clusters.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+
+	budget := cel.NewBudget(cel.ReconcileCostBudget)
+	prev := p.Status.DeepCopy()
+	var (
+		evaluated         int
+		matched, governed int32
+		evalErrors        []string
+		overlaps          = map[string]*v1alpha1.PolicyOverlap{}
+		exhausted         bool
+	)
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		res := r.Governance.Resolve(ctx, budget, ranked, c)
+		if err, failed := errorOf(res, compiled); failed {
+			if cel.Transient(err) {
+				exhausted = true
+				break
+			}
+			evaluated++
+			evalErrors = append(evalErrors, fmt.Sprintf("%s: %v", c.GetName(), err))
+			continue
+		}
+		evaluated++
+		if !slices.ContainsFunc(res.Matched, samePolicy(compiled)) {
+			continue
+		}
+		matched++
+		if res.Governor != nil && res.Governor.UID == compiled.UID {
+			governed++
+		}
+		for _, other := range res.Matched {
+			if other.UID == compiled.UID || other.Spec.Priority != compiled.Spec.Priority {
+				continue
+			}
+			o := overlaps[other.Name]
+			if o == nil {
+				o = &v1alpha1.PolicyOverlap{Policy: other.Name, GovernedBy: min(other.Name, compiled.Name)}
+				overlaps[other.Name] = o
+			}
+			o.Clusters++
+			if len(o.Examples) < maxReported {
+				o.Examples = append(o.Examples, c.GetName())
+			}
+		}
+	}
+
+	p.Status.MatchedClusters = matched
+	p.Status.GovernedClusters = governed
+	p.Status.EvaluationErrors = int32(len(evalErrors))
+	p.Status.Overlaps = sortedOverlaps(overlaps)
+	if !equality.Semantic.DeepEqual(prev.Overlaps, p.Status.Overlaps) {
+		r.reportOverlaps(p)
+	}
+
+	switch {
+	case exhausted:
+		setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, fmt.Sprintf(
+			"evaluated %d of %d clusters before the CEL cost budget ran out; continuing", evaluated, len(clusters.Items)))
+		logf.FromContext(ctx).Info("CEL cost budget exhausted, requeueing", "policy", p.Name)
+		return reconcile.Result{Requeue: true}, nil
+	case len(evalErrors) > 0:
+		msg := fmt.Sprintf("the selector failed on %d cluster(s), which are held: %s",
+			len(evalErrors), strings.Join(evalErrors[:min(len(evalErrors), maxReported)], "; "))
+		setStalledCondition(p, v1alpha1.EvaluationErrorReason, msg)
+		if prev.EvaluationErrors != p.Status.EvaluationErrors || readyMessage(prev) != msg {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Evaluate", "%s", msg)
+		}
+	default:
+		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason,
+			fmt.Sprintf("matches %d cluster(s) and governs %d", matched, governed))
+	}
+	r.forgetClusters(clusters)
+	return reconcile.Result{}, nil
+}
+
+// forgetClusters drops the remembered results of clusters that are gone.
+func (r *CleanupPolicyReconciler) forgetClusters(clusters *unstructured.UnstructuredList) {
+	live := sets.New[types.UID]()
+	for i := range clusters.Items {
+		live.Insert(clusters.Items[i].GetUID())
+	}
+	r.Governance.Forget(func(_ types.UID, _ int64, c types.UID) bool { return live.Has(c) })
+}
+
+func readyMessage(s *v1alpha1.CleanupPolicyStatus) string {
+	for _, c := range s.Conditions {
+		if c.Type == v1alpha1.ReadyCondition {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// rankedPolicies compiles every policy (from the cache) and ranks the valid ones.
+func (r *CleanupPolicyReconciler) rankedPolicies(ctx context.Context) ([]*cel.Policy, error) {
+	var list v1alpha1.CleanupPolicyList
+	if err := r.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing CleanupPolicies: %w", err)
+	}
+	var valid []*cel.Policy
+	for i := range list.Items {
+		if compiled, errs := r.Cache.Get(&list.Items[i]); len(errs) == 0 {
+			valid = append(valid, compiled)
+		}
+	}
+	return policy.Ranked(valid), nil
+}
+
+// forgetDeleted drops the compiled programs and remembered results of
+// policies and clusters that are gone.
+func (r *CleanupPolicyReconciler) forgetDeleted(ctx context.Context) error {
+	var list v1alpha1.CleanupPolicyList
+	if err := r.List(ctx, &list); err != nil {
+		return err
+	}
+	live := sets.New[types.UID]()
+	for i := range list.Items {
+		live.Insert(list.Items[i].UID)
+	}
+	r.Cache.Retain(live)
+	r.Governance.Forget(func(p types.UID, _ int64, _ types.UID) bool { return live.Has(p) })
+	return nil
+}
+
+func (r *CleanupPolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.CleanupPolicy) error {
+	if equality.Semantic.DeepEqual(orig.Status, p.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patching the status of CleanupPolicy %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// reportOverlaps emits an Event when the policies sharing clusters change.
+func (r *CleanupPolicyReconciler) reportOverlaps(p *v1alpha1.CleanupPolicy) {
+	if len(p.Status.Overlaps) == 0 {
+		return
+	}
+	var parts []string
+	for _, o := range p.Status.Overlaps {
+		parts = append(parts, fmt.Sprintf("%s on %d cluster(s), governed by %s", o.Policy, o.Clusters, o.GovernedBy))
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "Overlap", "Evaluate",
+		"selects clusters that other policies of priority %d select too: %s", p.Spec.Priority, strings.Join(parts, "; "))
+}
+
+func errorOf(res policy.Resolution, p *cel.Policy) (error, bool) {
+	for q, err := range res.Errors {
+		if q.UID == p.UID {
+			return err, true
+		}
+	}
+	return nil, false
+}
+
+func samePolicy(p *cel.Policy) func(*cel.Policy) bool {
+	return func(q *cel.Policy) bool { return q.UID == p.UID }
+}
+
+func sortedOverlaps(m map[string]*v1alpha1.PolicyOverlap) []v1alpha1.PolicyOverlap {
+	out := make([]v1alpha1.PolicyOverlap, 0, len(m))
+	for _, o := range m {
+		out = append(out, *o)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.PolicyOverlap) int { return strings.Compare(a.Policy, b.Policy) })
+	if len(out) > 16 {
+		out = out[:16]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// SetupWithManager watches CleanupPolicies, and ManagedClusters, whose
+// changes can change what every policy matches.
+func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
+	allPolicies := handler.EnqueueRequestsFromMapFunc(r.allPolicies)
+	return builder.ControllerManagedBy(mgr).
+		Named("cleanuppolicy").
+		For(&v1alpha1.CleanupPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Another policy's change can change this one's overlaps.
+		Watches(&v1alpha1.CleanupPolicy{}, allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(newManagedCluster(), allPolicies).
+		WithOptions(ctrl.Options{MaxConcurrentReconciles: 2}).
+		Complete(r)
+}
+
+func (r *CleanupPolicyReconciler) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.CleanupPolicyList
+	if err := r.List(ctx, &list); err != nil {
+		logf.FromContext(ctx).Error(err, "listing CleanupPolicies")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
+	}
+	return reqs
+}

@@ -1,0 +1,22 @@
+package controller
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+)
+
+// ManagedClusters are read unstructured: CEL evaluates their content as is,
+// with no conversion per evaluation.
+var managedClusterGVK = clusterv1.GroupVersion.WithKind("ManagedCluster")
+
+func newManagedClusterList() *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(managedClusterGVK.GroupVersion().WithKind("ManagedClusterList"))
+	return l
+}
+
+func newManagedCluster() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(managedClusterGVK)
+	return u
+}

@@ -1,0 +1,63 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+// The suite runs the operator's manager, webhook included, against a real
+// kube-apiserver and etcd with the OCM and policy CRDs installed, and
+// asserts through a client of its own.
+var (
+	env    *testenv.Env
+	k8s    client.Client
+	op     *operator.Operator
+	ctx    context.Context
+	cancel context.CancelFunc
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controller suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+
+	var err error
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+
+	k8s, err = client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions(operator.ManagerOptions()))
+	Expect(err).NotTo(HaveOccurred())
+	op, err = operator.Setup(ctx, mgr, operator.Options{EnableWebhooks: true})
+	Expect(err).NotTo(HaveOccurred())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	Expect(env.WaitForWebhook(ctx)).To(Succeed())
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})

@@ -1,0 +1,96 @@
+// Package operator wires the reconcilers, the webhook and the metrics into a
+// manager; cmd/main.go and the test suites share it.
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
+)
+
+// FieldManager is the field manager of every write the operator makes.
+const FieldManager = "cleanup-operator"
+
+// NewScheme returns the scheme of every type the operator reads or writes.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// ManagerOptions are the manager options the operator needs wherever it
+// runs; callers add addresses, leader election and the webhook server.
+func ManagerOptions() ctrl.Options {
+	return ctrl.Options{
+		Scheme: NewScheme(),
+		// The cache keeps no managedFields: a fleet's worth of them is most
+		// of its memory and the operator never reads them.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// ManagedClusters are read unstructured; serve them from the cache too.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	}
+}
+
+// Options choose what Setup starts.
+type Options struct {
+	// EnableWebhooks registers the CleanupPolicy validating webhook.
+	EnableWebhooks bool
+}
+
+// Operator is what Setup built, for tests and metrics to observe.
+type Operator struct {
+	Cache      *cel.Cache
+	Governance *policy.Governance
+}
+
+// Setup reads the schemas of the OCM and policy CRDs, builds the CEL
+// environment once, and registers the reconcilers, the webhook and the
+// metrics with the manager.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, error) {
+	log := logf.FromContext(ctx).WithName("setup")
+	schemas, missing, err := controller.LoadSchemas(ctx, mgr.GetAPIReader())
+	if err != nil {
+		return nil, fmt.Errorf("reading the CRDs that type CEL variables: %w", err)
+	}
+	if len(missing) > 0 {
+		log.Info("CRDs not installed: their CEL variables are checked at run time only", "crds", missing)
+	}
+	env, err := cel.NewEnv(schemas)
+	if err != nil {
+		return nil, err
+	}
+	op := &Operator{Cache: cel.NewCache(env), Governance: policy.NewGovernance()}
+
+	if err := (&controller.CleanupPolicyReconciler{
+		Client:     mgr.GetClient(),
+		Cache:      op.Cache,
+		Governance: op.Governance,
+		Recorder:   mgr.GetEventRecorder(FieldManager),
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
+	}
+	if opts.EnableWebhooks {
+		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {
+			return nil, fmt.Errorf("setting up the CleanupPolicy webhook: %w", err)
+		}
+	}
+	registerMetrics(op)
+	return op, nil
+}

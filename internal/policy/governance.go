@@ -1,0 +1,147 @@
+package policy
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+)
+
+// Match is one policy's selector evaluated on one cluster.
+type Match struct {
+	Matched bool
+	// Err is the run-time error of the selector; Matched is then false and
+	// the cluster must be held, not released, by the policies it might match.
+	Err error
+}
+
+// Resolution says which policy governs one cluster.
+type Resolution struct {
+	// Governor is the policy that governs the cluster; nil if none does or
+	// if a selector failed (see Errors).
+	Governor *cel.Policy
+	// Matched are the policies whose selector is true, Governor first.
+	Matched []*cel.Policy
+	// Errors are the policies whose selector failed on this cluster. While
+	// any policy that could outrank the governor failed, nobody governs.
+	Errors map[*cel.Policy]error
+}
+
+// Ranked sorts policies by precedence: highest priority first, then lowest name.
+func Ranked(policies []*cel.Policy) []*cel.Policy {
+	out := slices.Clone(policies)
+	slices.SortFunc(out, func(a, b *cel.Policy) int {
+		if c := cmp.Compare(b.Spec.Priority, a.Spec.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// Governance evaluates selectors and remembers each result until the policy
+// generation or the cluster's resourceVersion changes, so that a fleet is
+// evaluated once per change, not once per reconcile. It is safe for
+// concurrent use.
+type Governance struct {
+	mu   sync.Mutex
+	memo map[memoKey]memoEntry
+	// Evaluations counts the selector evaluations run (memo misses).
+	evaluations int64
+}
+
+type memoKey struct {
+	policy     types.UID
+	generation int64
+	cluster    types.UID
+}
+
+type memoEntry struct {
+	resourceVersion string
+	match           Match
+}
+
+// NewGovernance returns an empty Governance.
+func NewGovernance() *Governance {
+	return &Governance{memo: map[memoKey]memoEntry{}}
+}
+
+// Evaluations is the number of selector evaluations run so far.
+func (g *Governance) Evaluations() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.evaluations
+}
+
+// Match evaluates p's selector on cluster, or returns the remembered result.
+func (g *Governance) Match(ctx context.Context, budget *cel.Budget, p *cel.Policy, cluster *unstructured.Unstructured) Match {
+	key := memoKey{policy: p.UID, generation: p.Generation, cluster: cluster.GetUID()}
+	rv := cluster.GetResourceVersion()
+	g.mu.Lock()
+	if e, ok := g.memo[key]; ok && e.resourceVersion == rv {
+		g.mu.Unlock()
+		return e.match
+	}
+	g.evaluations++
+	g.mu.Unlock()
+
+	m := Match{Matched: true}
+	if p.ClusterSelector != nil {
+		m.Matched, m.Err = p.ClusterSelector.Bool(p.Bind(ctx, budget, cluster.Object))
+	}
+	if m.Err != nil {
+		m.Matched = false
+		if cel.Transient(m.Err) {
+			// Not a property of the cluster: do not remember it.
+			return m
+		}
+	}
+	g.mu.Lock()
+	g.memo[key] = memoEntry{resourceVersion: rv, match: m}
+	g.mu.Unlock()
+	return m
+}
+
+// Resolve decides which of the ranked policies governs cluster: the first
+// whose selector is true, unless a policy ranked before it failed, in which
+// case nobody governs until the failure is resolved.
+func (g *Governance) Resolve(ctx context.Context, budget *cel.Budget, ranked []*cel.Policy, cluster *unstructured.Unstructured) Resolution {
+	var r Resolution
+	blocked := false
+	for _, p := range ranked {
+		m := g.Match(ctx, budget, p, cluster)
+		switch {
+		case m.Err != nil:
+			if r.Errors == nil {
+				r.Errors = map[*cel.Policy]error{}
+			}
+			r.Errors[p] = m.Err
+			if r.Governor == nil {
+				blocked = true
+			}
+		case m.Matched:
+			r.Matched = append(r.Matched, p)
+			if r.Governor == nil && !blocked {
+				r.Governor = p
+			}
+		}
+	}
+	return r
+}
+
+// Forget drops the remembered results that keep does not keep, such as those
+// of deleted clusters and old policy generations.
+func (g *Governance) Forget(keep func(policy types.UID, generation int64, cluster types.UID) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.memo {
+		if !keep(k.policy, k.generation, k.cluster) {
+			delete(g.memo, k)
+		}
+	}
+}

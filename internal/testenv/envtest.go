@@ -1,0 +1,119 @@
+package testenv
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Env is a running kube-apiserver and etcd with every CRD installed and the
+// CleanupPolicy webhook registered.
+type Env struct {
+	*envtest.Environment
+	Config *rest.Config
+	// Kubeconfig is a file for kubectl, as an administrator.
+	Kubeconfig string
+}
+
+// BinDir is where `make envtest-bins` built kube-apiserver, etcd and kubectl.
+func BinDir() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	return filepath.Join(RepoRoot(), "bin")
+}
+
+// Start starts the control plane.
+func Start() (*Env, error) {
+	paths, err := CRDPaths()
+	if err != nil {
+		return nil, err
+	}
+	bin := BinDir()
+	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
+		return nil, fmt.Errorf("no kube-apiserver in %s: run 'make envtest-bins' (or 'make test')", bin)
+	}
+	e := &envtest.Environment{
+		CRDDirectoryPaths:     paths,
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: bin,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")},
+		},
+	}
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the test API server: %w", err)
+	}
+	env := &Env{Environment: e, Config: cfg}
+	user, err := e.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "cleanup-envtest-kubeconfig-*")
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	if _, err := f.Write(kubeconfig); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	_ = f.Close()
+	env.Kubeconfig = f.Name()
+	return env, nil
+}
+
+// Stop stops the control plane and removes the kubeconfig.
+func (e *Env) Stop() error {
+	_ = os.Remove(e.Kubeconfig)
+	return e.Environment.Stop()
+}
+
+// ManagerOptions fills in what a manager needs to run on this control plane:
+// no metrics or probe listeners, and the webhook server where the API server
+// expects it.
+func (e *Env) ManagerOptions(base ctrl.Options) ctrl.Options {
+	wh := e.WebhookInstallOptions
+	base.Metrics = metricsserver.Options{BindAddress: "0"}
+	base.HealthProbeBindAddress = "0"
+	base.WebhookServer = webhook.NewServer(webhook.Options{
+		Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
+	})
+	return base
+}
+
+// WaitForWebhook returns once the webhook server accepts TLS connections.
+func (e *Env) WaitForWebhook(ctx context.Context) error {
+	wh := e.WebhookInstallOptions
+	addr := net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
+	dialer := &net.Dialer{Timeout: time.Second}
+	for {
+		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("webhook server at %s not ready: %w", addr, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
