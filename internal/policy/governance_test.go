@@ -1,0 +1,115 @@
+package policy_test
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+func compile(t *testing.T, env *cel.Env, name string, priority int32, selector string) *cel.Policy {
+	t.Helper()
+	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Generation: 1},
+		Spec: v1alpha1.CleanupPolicySpec{
+			ClusterSelector: selector, Priority: priority,
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
+		},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	return p
+}
+
+func cluster(name, rv string, labels map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetName(name)
+	u.SetUID(types.UID(name))
+	u.SetResourceVersion(rv)
+	u.SetLabels(labels)
+	return u
+}
+
+func TestResolve(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := compile(t, env, "all", 0, "")
+	prod := compile(t, env, "prod", 10, "cluster.metadata.labels[?'env'].orValue('') == 'prod'")
+	prodToo := compile(t, env, "aprod", 10, "cluster.metadata.labels[?'env'].orValue('') == 'prod'")
+	strict := compile(t, env, "strict", 20, "cluster.metadata.labels['tier'] == 'gold'")
+	ranked := policy.Ranked([]*cel.Policy{all, prod, prodToo})
+	if names := []string{ranked[0].Name, ranked[1].Name, ranked[2].Name}; names[0] != "aprod" || names[1] != "prod" || names[2] != "all" {
+		t.Fatalf("ranked %v: want priority first, then name", names)
+	}
+
+	cases := []struct {
+		name     string
+		policies []*cel.Policy
+		cluster  *unstructured.Unstructured
+		governor *cel.Policy
+		matched  int
+		errors   int
+	}{
+		{"the highest priority wins", ranked, cluster("c1", "1", map[string]string{"env": "prod"}), prodToo, 3, 0},
+		{"the fallback takes the rest", ranked, cluster("c2", "1", map[string]string{"env": "dev"}), all, 1, 0},
+		{"a failing higher policy holds the cluster", policy.Ranked([]*cel.Policy{strict, all}), cluster("c3", "1", nil), nil, 1, 1},
+		{"a failing lower policy does not", policy.Ranked([]*cel.Policy{strict, all}), cluster("c4", "1", map[string]string{"tier": "gold"}), strict, 2, 0},
+		{"no policy", nil, cluster("c5", "1", nil), nil, 0, 0},
+	}
+	g := policy.NewGovernance()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := g.Resolve(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), tc.policies, tc.cluster)
+			if r.Governor != tc.governor || len(r.Matched) != tc.matched || len(r.Errors) != tc.errors {
+				t.Fatalf("governor %v, %d matched, %d errors; want %v, %d, %d",
+					r.Governor, len(r.Matched), len(r.Errors), tc.governor, tc.matched, tc.errors)
+			}
+		})
+	}
+}
+
+func TestMemoKeepsResultsUntilSomethingChanges(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := compile(t, env, "prod", 0, "cluster.metadata.labels[?'env'].orValue('') == 'prod'")
+	g := policy.NewGovernance()
+	budget := cel.NewBudget(cel.ReconcileCostBudget)
+	c := cluster("c", "1", map[string]string{"env": "prod"})
+	for range 100 {
+		if !g.Match(context.Background(), budget, p, c).Matched {
+			t.Fatal("not matched")
+		}
+	}
+	if n := g.Evaluations(); n != 1 {
+		t.Fatalf("%d evaluations of an unchanged cluster, want 1", n)
+	}
+	changed := cluster("c", "2", map[string]string{"env": "dev"})
+	if g.Match(context.Background(), budget, p, changed).Matched {
+		t.Fatal("a changed cluster kept the old result")
+	}
+	g.Forget(func(types.UID, int64, types.UID) bool { return false })
+	g.Match(context.Background(), budget, p, changed)
+	if n := g.Evaluations(); n != 3 {
+		t.Fatalf("%d evaluations, want 3", n)
+	}
+
+	// An exhausted budget says nothing about the cluster: not remembered.
+	empty := cel.NewBudget(0)
+	if m := g.Match(context.Background(), empty, p, cluster("d", "1", nil)); m.Err == nil || !cel.Transient(m.Err) {
+		t.Fatalf("got %+v, want a transient error", m)
+	}
+	if m := g.Match(context.Background(), budget, p, cluster("d", "1", nil)); m.Err != nil {
+		t.Fatalf("the transient error was remembered: %v", m.Err)
+	}
+}
