@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -15,9 +16,10 @@ import (
 )
 
 var (
-	envOnce sync.Once
-	testEnv *cel.Env
-	envErr  error
+	loadedCRDs []apiextensionsv1.CustomResourceDefinition
+	envOnce    sync.Once
+	testEnv    *cel.Env
+	envErr     error
 )
 
 // typedEnv is the environment typed by the real OCM and policy CRDs.
@@ -29,6 +31,7 @@ func typedEnv(t testing.TB) *cel.Env {
 			envErr = err
 			return
 		}
+		loadedCRDs = crds
 		schemas, err := cel.SchemasFromCRDs(crds)
 		if err != nil {
 			envErr = err
@@ -44,6 +47,11 @@ func typedEnv(t testing.TB) *cel.Env {
 		t.Fatal(envErr)
 	}
 	return testEnv
+}
+
+func mustCRDs(t testing.TB) []apiextensionsv1.CustomResourceDefinition {
+	typedEnv(t)
+	return loadedCRDs
 }
 
 type stringErr string

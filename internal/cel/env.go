@@ -88,8 +88,8 @@ type Env struct {
 
 // varType is how one variable is typed at compile time and converted at run time.
 type varType struct {
-	decl   *apiservercel.DeclType // nil: dynamic
-	schema *spec.Schema           // nil: dynamic
+	decl   *apiservercel.DeclType
+	schema common.Schema
 }
 
 func (t *varType) celType() *cel.Type {
@@ -134,7 +134,7 @@ func NewEnv(s Schemas) (*Env, error) {
 
 func typed(name string, s *spec.Schema) *varType {
 	decl := common.SchemaDeclType(&openapi.Schema{Schema: s}, false).MaybeAssignTypeName(name)
-	return &varType{decl: decl, schema: s}
+	return &varType{decl: decl, schema: newCachedSchema(s)}
 }
 
 // Typed reports whether the variable is type-checked against a schema.

@@ -12,7 +12,6 @@ import (
 	"github.com/google/cel-go/interpreter"
 	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/lazy"
-	"k8s.io/apiserver/pkg/cel/openapi"
 )
 
 // ErrBudgetExhausted is returned once a reconcile has spent its cost budget.
@@ -145,7 +144,7 @@ func (e *Env) value(name string, obj map[string]any) any {
 	}
 	obj = withMetadataMaps(obj)
 	if t := e.types[name]; t != nil {
-		return common.UnstructuredToVal(obj, &openapi.Schema{Schema: t.schema})
+		return common.UnstructuredToVal(obj, t.schema)
 	}
 	return types.DefaultTypeAdapter.NativeToValue(obj)
 }
