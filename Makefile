@@ -97,3 +97,9 @@ crds: ## Copy the OCM and policy CRDs from their Go modules into bin/crds.
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+##@ Local control plane
+
+.PHONY: run-local
+run-local: manifests generate envtest-bins crds ## Run the operator on a local control plane with the samples and a sample fleet.
+	go run ./hack/run-local

@@ -49,7 +49,7 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: bin,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")},
+			Paths: []string{filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")},
 		},
 	}
 	cfg, err := e.Start()
