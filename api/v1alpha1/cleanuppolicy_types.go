@@ -102,7 +102,8 @@ type CleanupPolicySpec struct {
 
 	// deletionSignal is the ManifestWork kept on every governed cluster and
 	// deleted first when the cluster is deleted, so that in-cluster
-	// controllers can clean up. Absent: a work named cleanup-signal with no manifests.
+	// controllers can clean up. Absent: no signal work; the cluster namespace
+	// is still labelled.
 	// +optional
 	DeletionSignal *DeletionSignal `json:"deletionSignal,omitempty"`
 

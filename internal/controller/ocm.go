@@ -2,6 +2,7 @@ package controller
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 )
 
@@ -20,3 +21,8 @@ func newManagedCluster() *unstructured.Unstructured {
 	u.SetGroupVersionKind(managedClusterGVK)
 	return u
 }
+
+var (
+	manifestWorkGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
+	addonGVK        = schema.GroupVersionKind{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Kind: "ManagedClusterAddOn"}
+)

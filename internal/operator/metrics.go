@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // current is the operator the metrics read; a process may set up more than
@@ -13,11 +15,16 @@ import (
 var (
 	current      atomic.Pointer[Operator]
 	registerOnce sync.Once
+	cleanup      = controller.NewMetrics()
 )
+
+// sharedMetrics are the process's cleanup metrics, shared by every manager.
+func sharedMetrics() *controller.Metrics { return cleanup }
 
 func registerMetrics(op *Operator) {
 	current.Store(op)
 	registerOnce.Do(func() {
+		metrics.Registry.MustRegister(cleanup.Collectors()...)
 		metrics.Registry.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "cleanup_cel_compilations_total",

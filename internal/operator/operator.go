@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -22,9 +23,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/policy"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
-
-// FieldManager is the field manager of every write the operator makes.
-const FieldManager = "cleanup-operator"
 
 // NewScheme returns the scheme of every type the operator reads or writes.
 func NewScheme() *runtime.Scheme {
@@ -58,6 +56,7 @@ type Options struct {
 type Operator struct {
 	Cache      *cel.Cache
 	Governance *policy.Governance
+	Metrics    *controller.Metrics
 }
 
 // Setup reads the schemas of the OCM and policy CRDs, builds the CEL
@@ -76,15 +75,24 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{Cache: cel.NewCache(env), Governance: policy.NewGovernance()}
+	op := &Operator{Cache: cel.NewCache(env), Governance: policy.NewGovernance(), Metrics: sharedMetrics()}
+	recorder := mgr.GetEventRecorder(v1alpha1.FieldManager)
 
 	if err := (&controller.CleanupPolicyReconciler{
 		Client:     mgr.GetClient(),
 		Cache:      op.Cache,
 		Governance: op.Governance,
-		Recorder:   mgr.GetEventRecorder(FieldManager),
+		Recorder:   recorder,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
+	}
+	fleet := &controller.Fleet{Reader: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
+	if err := (&controller.Reconciler[*unstructured.Unstructured]{
+		Client:  mgr.GetClient(),
+		Fleet:   fleet,
+		Adapter: controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics),
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the ManagedCluster controller: %w", err)
 	}
 	if opts.EnableWebhooks {
 		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {

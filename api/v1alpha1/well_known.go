@@ -1,0 +1,66 @@
+package v1alpha1
+
+// Names the operator puts on other objects. The finalizer, the namespace
+// label and the condition are fixed by the API contract.
+const (
+	// ClusterCleanupFinalizer is on every governed ManagedCluster; the
+	// operator removes it once the cluster's content is cleaned up.
+	ClusterCleanupFinalizer = "cleanup.fleetops.dev/cluster-cleanup"
+	// ClusterDeletingLabel marks, with value "true", the namespace of a
+	// cluster being cleaned up; admission refuses new work there.
+	ClusterDeletingLabel = "cleanup.fleetops.dev/cluster-deleting"
+	// GoverningPolicyAnnotation names, on a ManagedCluster, the policy that
+	// governs it. A cleanup in progress stays with that policy.
+	GoverningPolicyAnnotation = "cleanup.fleetops.dev/policy"
+	// SignalWorkLabel marks the deletion-signal ManifestWork.
+	SignalWorkLabel = "cleanup.fleetops.dev/deletion-signal"
+	// SpecHashAnnotation is the hash of the spec the operator last applied
+	// to an object it owns, so that unchanged objects are not rewritten.
+	SpecHashAnnotation = "cleanup.fleetops.dev/spec-hash"
+	// FieldManager is the field manager of every write the operator makes.
+	FieldManager = "cleanup-operator"
+)
+
+// ContentDeleteSuccessCondition is on a governed ManagedCluster being
+// deleted: False while its content is removed, True at the end.
+const ContentDeleteSuccessCondition = "ContentDeleteSuccess"
+
+// Reasons of ContentDeleteSuccess.
+const (
+	// SignallingReason surfaces while the cluster namespace is labelled and
+	// the deletion-signal work is deleted and awaited.
+	SignallingReason = "Signalling"
+	// WaitingForMonitoredResourcesReason surfaces while monitored resources
+	// remain in the cluster namespace; nothing is deleted meanwhile.
+	WaitingForMonitoredResourcesReason = "WaitingForMonitoredResources"
+	// DeletingStageReason surfaces when the operator deletes a stage's objects.
+	DeletingStageReason = "DeletingStage"
+	// ResourcesRemainingReason surfaces while deleted objects of a stage
+	// have not gone yet (their finalizers are still being processed).
+	ResourcesRemainingReason = "ResourcesRemaining"
+	// CleanupFailedReason surfaces when the cleanup cannot go on: the timeout
+	// passed under Required, a policy does not compile or failed at run
+	// time, or a write was refused. The message names what remains.
+	CleanupFailedReason = "CleanupFailed"
+	// CompletedReason surfaces when everything was removed as declared.
+	CompletedReason = "Completed"
+	// OrphanedReason surfaces when, under Needless, the hub side was removed
+	// and everything on the managed cluster left in place.
+	OrphanedReason = "Orphaned"
+	// ForcedReason surfaces when the work agent's finalizer was removed from
+	// some objects to clean the hub side (BestEffort, or Needless after the timeout).
+	ForcedReason = "Forced"
+	// DryRunReason surfaces when the governing policy is in dry run: the
+	// message is the plan; nothing is deleted and the finalizer stays.
+	DryRunReason = "DryRun"
+)
+
+// OCM finalizers the operator knows.
+const (
+	// WorkAgentFinalizer is the work agent's finalizer on ManifestWorks.
+	WorkAgentFinalizer = "cluster.open-cluster-management.io/manifest-work-cleanup"
+	// OCMResourceCleanupFinalizer is put by OCM's own cleanup controller
+	// (feature gate ResourceCleanup), which deletes a cluster's add-ons and
+	// works without gates or order; it should be off where this operator governs.
+	OCMResourceCleanupFinalizer = "cluster.open-cluster-management.io/resource-cleanup"
+)

@@ -1,0 +1,570 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+// ForcedObjectsAnnotation counts, on a ManagedCluster being cleaned up, the
+// objects whose work-agent finalizer the operator removed; it survives a
+// restart so that the cleanup ends with reason Forced.
+const ForcedObjectsAnnotation = "cleanup.fleetops.dev/forced-objects"
+
+// maxNamed bounds the objects a condition message names.
+const maxNamed = 5
+
+// cleanup is one reconcile of a cluster being deleted: what the policy
+// decided for it and what the cluster namespace holds.
+type cleanup struct {
+	mc        *unstructured.Unstructured
+	g         *Governed
+	strategy  v1alpha1.RemoveStrategyType
+	deadline  time.Time
+	now       time.Time
+	available bool
+	dryRun    bool
+	namespace *metav1.PartialObjectMetadata // nil: no cluster namespace
+	objects   map[schema.GroupVersionResource][]policy.Object
+	plan      []string // dry run: what would happen, step by step
+}
+
+// step is where a cleanup stands after one phase.
+type step struct {
+	done    bool
+	reason  string
+	message string
+	// event, when set, is emitted on the cluster with the step's reason.
+	event   string
+	requeue time.Duration
+}
+
+func (c *cleanup) pastDeadline() bool { return !c.now.Before(c.deadline) }
+
+// mayForce says whether the work agent's finalizer may be removed now.
+func (c *cleanup) mayForce() bool {
+	switch c.strategy {
+	case v1alpha1.RemoveStrategyBestEffort:
+		return c.pastDeadline() || !c.available
+	case v1alpha1.RemoveStrategyNeedless:
+		return c.pastDeadline()
+	}
+	return false
+}
+
+// waiting is the step of a phase that waits for objects to go: at the
+// deadline a requeue, after it CleanupFailed naming what remains.
+func (c *cleanup) waiting(reason, message string, remaining []policy.Object) step {
+	if c.pastDeadline() && !c.mayForce() {
+		return step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason, message: fmt.Sprintf(
+			"%s; the %s timeout passed and %d object(s) remain: %s", message, c.strategy,
+			len(remaining), policy.Names(remaining, maxNamed))}
+	}
+	s := step{reason: reason, message: message}
+	if !c.pastDeadline() {
+		s.requeue = c.deadline.Sub(c.now)
+	}
+	return s
+}
+
+// reconcileDeletion removes the cluster's content in the declared order and
+// then the finalizer. Each call recomputes where the cleanup stands from
+// what exists, so a restart resumes it without repeating or skipping a step.
+func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+	if g.Held != nil {
+		return a.report(ctx, mc, step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason,
+			message: "held, nothing is deleted: " + g.Held.Error()})
+	}
+	if g.Policy == nil {
+		// No policy governs the cluster: the operator has no mandate.
+		return reconcile.Result{}, a.removeFinalizer(ctx, mc, "Released", "no CleanupPolicy governs the cluster; its content is left as it is")
+	}
+	c, err := a.newCleanup(ctx, mc, g)
+	if err != nil {
+		var evalErr *celError
+		if errors.As(err, &evalErr) {
+			return a.report(ctx, mc, step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason,
+				message: "held, nothing is deleted: " + err.Error()})
+		}
+		return reconcile.Result{}, err
+	}
+
+	phases := []func(context.Context, *cleanup) (step, error){
+		a.reconcileOrphaning,
+		a.reconcileSignal,
+		a.reconcileGate,
+		a.reconcileStages,
+		a.reconcileNamespace,
+	}
+	for _, phase := range phases {
+		s, err := phase(ctx, c)
+		if err != nil {
+			var evalErr *celError
+			if errors.As(err, &evalErr) {
+				return a.report(ctx, mc, step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason,
+					message: "held, nothing more is deleted: " + err.Error()})
+			}
+			return reconcile.Result{}, err
+		}
+		if !s.done {
+			return a.report(ctx, mc, s)
+		}
+	}
+	if c.dryRun {
+		return a.report(ctx, mc, step{reason: v1alpha1.DryRunReason, event: v1alpha1.DryRunReason,
+			message: fmt.Sprintf("dry run, nothing is deleted (strategy %s): %s", c.strategy, strings.Join(c.plan, "; "))})
+	}
+	return reconcile.Result{}, a.finish(ctx, c)
+}
+
+// celError marks an expression that failed at run time during a cleanup.
+type celError struct{ err error }
+
+func (e *celError) Error() string { return e.err.Error() }
+func (e *celError) Unwrap() error { return e.err }
+
+func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (*cleanup, error) {
+	p := g.Policy
+	strategy, err := policy.Strategy(p, g.Activation)
+	if err != nil {
+		return nil, &celError{err}
+	}
+	c := &cleanup{
+		mc: mc, g: g, strategy: strategy, now: time.Now(),
+		deadline:  mc.GetDeletionTimestamp().Add(policy.Timeout(p)),
+		available: clusterAvailable(mc),
+		dryRun:    p.Spec.DryRun,
+		objects:   map[schema.GroupVersionResource][]policy.Object{},
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	switch err := a.Client.Get(ctx, client.ObjectKey{Name: mc.GetName()}, ns); {
+	case err == nil:
+		c.namespace = ns
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	if c.namespace == nil {
+		return c, nil
+	}
+	resources := append(policy.Resources(p), policy.ManifestWorks)
+	for _, gvr := range resources {
+		if _, done := c.objects[gvr]; done {
+			continue
+		}
+		items, err := a.watches.list(ctx, a.Client, gvr, mc.GetName())
+		if err != nil {
+			return nil, err
+		}
+		objs := make([]policy.Object, 0, len(items))
+		for i := range items {
+			value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, policy.Object{GVR: gvr, Meta: &items[i], Value: value})
+		}
+		c.objects[gvr] = objs
+	}
+	return c, nil
+}
+
+// reconcileOrphaning, under Needless, gives every ManifestWork of the
+// cluster deleteOption Orphan before anything is deleted.
+func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *cleanup) (step, error) {
+	if c.strategy != v1alpha1.RemoveStrategyNeedless {
+		return step{done: true}, nil
+	}
+	var todo []policy.Object
+	for _, w := range c.objects[policy.ManifestWorks] {
+		if w.Meta.DeletionTimestamp == nil && !a.inflight.has(orphaned, w.Meta.UID) {
+			todo = append(todo, w)
+		}
+	}
+	if c.dryRun {
+		c.plan = append(c.plan, fmt.Sprintf("would orphan %d ManifestWork(s), leaving their resources on the managed cluster", len(todo)))
+		return step{done: true}, nil
+	}
+	for _, w := range todo {
+		if err := a.orphanWork(ctx, w.Meta, false); err != nil {
+			if apierrors.IsConflict(err) {
+				return step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason, message: fmt.Sprintf(
+					"Needless: cannot orphan ManifestWork %s: another manager owns spec.deleteOption: %v", w.Meta.Name, err)}, nil
+			}
+			return step{}, err
+		}
+		a.inflight.add(orphaned, c.mc.GetName(), w.Meta.UID)
+		a.Metrics.OrphanedWorks.Inc()
+	}
+	return step{done: true}, nil
+}
+
+// reconcileSignal labels the cluster namespace and deletes the
+// deletion-signal work, then waits until the work agent has removed it.
+func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup) (step, error) {
+	name := policy.SignalWorkName(c.g.Policy)
+	var work *policy.Object
+	for i, w := range c.objects[policy.ManifestWorks] {
+		if name != "" && w.Meta.Name == name {
+			work = &c.objects[policy.ManifestWorks][i]
+		}
+	}
+	if c.dryRun {
+		msg := fmt.Sprintf("would label namespace %s %s=true", c.mc.GetName(), v1alpha1.ClusterDeletingLabel)
+		if work != nil {
+			msg += fmt.Sprintf(" and delete the deletion-signal work %s", name)
+		}
+		c.plan = append(c.plan, msg)
+		return step{done: true}, nil
+	}
+	if c.namespace != nil && c.namespace.DeletionTimestamp == nil && c.namespace.Labels[v1alpha1.ClusterDeletingLabel] != "true" {
+		before := c.namespace.DeepCopy()
+		if c.namespace.Labels == nil {
+			c.namespace.Labels = map[string]string{}
+		}
+		c.namespace.Labels[v1alpha1.ClusterDeletingLabel] = "true"
+		if err := a.Client.Patch(ctx, c.namespace, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+			return step{}, err
+		}
+	}
+	if work == nil {
+		return step{done: true}, nil
+	}
+	deleted, err := a.deleteObjects(ctx, []policy.Object{*work})
+	if err != nil {
+		return step{}, err
+	}
+	forced, err := a.force(ctx, c, []policy.Object{*work})
+	if err != nil {
+		return step{}, err
+	}
+	msg := fmt.Sprintf("waiting for the deletion-signal work %s to be removed from the managed cluster", name)
+	if forced > 0 {
+		msg = fmt.Sprintf("removed the work agent's finalizer from the deletion-signal work %s", name)
+	}
+	s := c.waiting(v1alpha1.SignallingReason, msg, []policy.Object{*work})
+	if deleted > 0 {
+		s.event = v1alpha1.SignallingReason
+	}
+	return s, nil
+}
+
+// reconcileGate waits until no monitored object remains. It deletes none.
+func (a *ManagedClusterAdapter) reconcileGate(_ context.Context, c *cleanup) (step, error) {
+	holding, err := policy.Gate(c.g.Policy, c.g.Activation, c.objects)
+	if err != nil {
+		return step{}, &celError{err}
+	}
+	if len(holding) == 0 {
+		return step{done: true}, nil
+	}
+	msg := fmt.Sprintf("waiting for %d monitored object(s) to be removed by their controllers: %s",
+		len(holding), policy.Names(holding, maxNamed))
+	if c.dryRun {
+		c.plan = append(c.plan, "would wait: "+msg)
+		return step{done: true}, nil
+	}
+	s := c.waiting(v1alpha1.WaitingForMonitoredResourcesReason, msg, holding)
+	if s.reason == v1alpha1.WaitingForMonitoredResourcesReason {
+		s.event = s.reason
+	}
+	return s, nil
+}
+
+// reconcileStages deletes the first stage that still holds objects, lowest
+// cleanup-priority first, and waits until they are gone.
+func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup) (step, error) {
+	signal := policy.SignalWorkName(c.g.Policy)
+	stages := policy.Stages(c.g.Policy)
+	assigned, err := policy.AssignStages(c.g.Policy, c.g.Activation, stages, c.objects, func(o policy.Object) bool {
+		return o.GVR == policy.ManifestWorks && signal != "" && o.Meta.Name == signal
+	})
+	if err != nil {
+		return step{}, &celError{err}
+	}
+	for i, objs := range assigned {
+		if len(objs) == 0 {
+			continue
+		}
+		stage := stages[i]
+		group := policy.FirstGroup(objs)
+		if c.dryRun {
+			c.plan = append(c.plan, fmt.Sprintf("stage %s would delete %d %s: %s",
+				stage.Name, len(objs), stage.GVR.Resource, policy.Names(objs, maxNamed)))
+			continue
+		}
+		deleted, err := a.deleteObjects(ctx, group)
+		if err != nil {
+			return step{}, err
+		}
+		forced, err := a.force(ctx, c, group)
+		if err != nil {
+			return step{}, err
+		}
+		where := fmt.Sprintf("stage %s (%d of %d)", stage.Name, i+1, len(stages))
+		if deleted > 0 {
+			return step{reason: v1alpha1.DeletingStageReason, event: v1alpha1.DeletingStageReason, message: fmt.Sprintf(
+				"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
+				where, deleted, stage.GVR.Resource, priorityName(group[0]), policy.Names(group, maxNamed), len(objs)),
+				requeue: c.deadline.Sub(c.now)}, nil
+		}
+		msg := fmt.Sprintf("%s: %d %s remain, waiting for their finalizers: %s",
+			where, len(objs), stage.GVR.Resource, policy.Names(objs, maxNamed))
+		if forced > 0 {
+			msg = fmt.Sprintf("%s: removed the work agent's finalizer from %d object(s); %d remain", where, forced, len(objs))
+		}
+		return c.waiting(v1alpha1.ResourcesRemainingReason, msg, objs), nil
+	}
+	return step{done: true}, nil
+}
+
+func priorityName(o policy.Object) string {
+	switch n := policy.DeletionOrder(o.Meta); n {
+	case -2:
+		return "unset"
+	case -1:
+		return "invalid"
+	default:
+		return strconv.Itoa(n)
+	}
+}
+
+// reconcileNamespace deletes the cluster namespace unless the policy keeps
+// it, and moves on: its termination is the namespace controller's.
+func (a *ManagedClusterAdapter) reconcileNamespace(ctx context.Context, c *cleanup) (step, error) {
+	ns := c.namespace
+	if ns == nil {
+		return step{done: true}, nil
+	}
+	if ns.Name != c.mc.GetName() {
+		// Never delete a namespace that is not the cluster's.
+		return step{}, fmt.Errorf("refusing to delete namespace %s for cluster %s", ns.Name, c.mc.GetName())
+	}
+	value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+	if err != nil {
+		return step{}, err
+	}
+	keep, err := policy.KeepNamespace(c.g.Policy, c.g.Activation, value)
+	if err != nil {
+		return step{}, &celError{err}
+	}
+	if c.dryRun {
+		if keep {
+			c.plan = append(c.plan, fmt.Sprintf("would keep namespace %s", ns.Name))
+		} else {
+			c.plan = append(c.plan, fmt.Sprintf("would delete namespace %s", ns.Name))
+		}
+		return step{done: true}, nil
+	}
+	if keep {
+		if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; labelled && ns.DeletionTimestamp == nil {
+			before := ns.DeepCopy()
+			delete(ns.Labels, v1alpha1.ClusterDeletingLabel)
+			if err := a.Client.Patch(ctx, ns, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+				return step{}, err
+			}
+		}
+		return step{done: true}, nil
+	}
+	if ns.DeletionTimestamp == nil {
+		if err := a.Client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); client.IgnoreNotFound(err) != nil {
+			return step{}, err
+		}
+		a.Recorder.Eventf(c.mc, nil, corev1.EventTypeNormal, "DeletingNamespace", "Cleanup", "deleted namespace %s", ns.Name)
+	}
+	return step{done: true}, nil
+}
+
+// finish reports the outcome and removes the finalizer.
+func (a *ManagedClusterAdapter) finish(ctx context.Context, c *cleanup) error {
+	reason, msg := v1alpha1.CompletedReason, "the cluster's content was removed as declared"
+	if n := c.mc.GetAnnotations()[ForcedObjectsAnnotation]; n != "" {
+		reason, msg = v1alpha1.ForcedReason, fmt.Sprintf("the hub side was cleaned; the work agent's finalizer was removed from %s object(s)", n)
+	} else if c.strategy == v1alpha1.RemoveStrategyNeedless {
+		reason, msg = v1alpha1.OrphanedReason, "the hub side was removed; everything on the managed cluster was left in place"
+	}
+	if _, err := a.report(ctx, c.mc, step{done: true, reason: reason, message: msg}); err != nil {
+		return err
+	}
+	a.Metrics.observeDone(c.mc.GetName(), reason, time.Since(c.mc.GetDeletionTimestamp().Time))
+	return a.removeFinalizer(ctx, c.mc, reason, msg)
+}
+
+func (a *ManagedClusterAdapter) removeFinalizer(ctx context.Context, mc *unstructured.Unstructured, reason, msg string) error {
+	before := mc.DeepCopy()
+	controllerutil.RemoveFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)
+	if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	a.inflight.forgetCluster(mc.GetName())
+	a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, reason, "Cleanup", "%s", msg)
+	logf.FromContext(ctx).Info("cluster cleanup finished", "cluster", mc.GetName(), "reason", reason)
+	return nil
+}
+
+// report writes ContentDeleteSuccess when it changed, emits the step's
+// event, and requeues at the deadline when the step waits for one.
+func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, s step) (reconcile.Result, error) {
+	status := metav1.ConditionFalse
+	if s.done {
+		status = metav1.ConditionTrue
+	}
+	before := mc.DeepCopy()
+	if setContentDeleteCondition(mc, status, s.reason, s.message) {
+		if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", s.reason, "message", s.message)
+	}
+	if s.event != "" {
+		typ := corev1.EventTypeNormal
+		if s.reason == v1alpha1.CleanupFailedReason {
+			typ = corev1.EventTypeWarning
+		}
+		a.Recorder.Eventf(mc, nil, typ, s.event, "Cleanup", "%s", s.message)
+	}
+	if !s.done {
+		a.Metrics.observeStep(mc.GetName(), s.reason)
+	}
+	return reconcile.Result{RequeueAfter: max(s.requeue, 0)}, nil
+}
+
+// deleteObjects deletes the objects that are not being deleted yet, once
+// each: an object already deleted by this process is not deleted again
+// while the cache catches up.
+func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, objs []policy.Object) (int, error) {
+	n := 0
+	for _, o := range objs {
+		if o.Meta.DeletionTimestamp != nil || a.inflight.has(deleted, o.Meta.UID) {
+			continue
+		}
+		if err := a.Client.Delete(ctx, o.Meta, client.Preconditions{UID: &o.Meta.UID}); client.IgnoreNotFound(err) != nil {
+			if apierrors.IsConflict(err) {
+				continue // replaced by a new object of the same name: the watch brings it
+			}
+			return n, fmt.Errorf("deleting %s in %s: %w", o.Key(), o.Meta.Namespace, err)
+		}
+		a.inflight.add(deleted, o.Meta.Namespace, o.Meta.UID)
+		a.Metrics.DeletedObjects.WithLabelValues(o.GVR.Resource).Inc()
+		n++
+	}
+	return n, nil
+}
+
+// force removes the work agent's finalizer from deleting objects, where the
+// strategy allows it now, and records every forced object.
+func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []policy.Object) (int, error) {
+	if !c.mayForce() {
+		return 0, nil
+	}
+	var forced []string
+	for _, o := range objs {
+		i := slices.Index(o.Meta.Finalizers, v1alpha1.WorkAgentFinalizer)
+		if o.Meta.DeletionTimestamp == nil || i < 0 || a.inflight.has(forcedSet, o.Meta.UID) {
+			continue
+		}
+		patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`,
+			i, v1alpha1.WorkAgentFinalizer, i)
+		if err := a.Client.Patch(ctx, o.Meta, client.RawPatch(types.JSONPatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+				continue // the finalizers changed meanwhile: the watch brings the object back
+			}
+			return len(forced), fmt.Errorf("removing the work agent's finalizer from %s: %w", o.Key(), err)
+		}
+		a.inflight.add(forcedSet, c.mc.GetName(), o.Meta.UID)
+		a.Metrics.ForcedObjects.WithLabelValues(o.GVR.Resource).Inc()
+		forced = append(forced, o.Key())
+	}
+	if len(forced) == 0 {
+		return 0, nil
+	}
+	why := "the cluster is unavailable"
+	if c.pastDeadline() {
+		why = "the timeout passed"
+	}
+	a.Recorder.Eventf(c.mc, nil, corev1.EventTypeWarning, v1alpha1.ForcedReason, "Cleanup",
+		"%s (%s): removed the work agent's finalizer from %s", c.strategy, why, strings.Join(forced, ", "))
+	before := c.mc.DeepCopy()
+	total := len(forced)
+	if n, err := strconv.Atoi(c.mc.GetAnnotations()[ForcedObjectsAnnotation]); err == nil {
+		total += n
+	}
+	setAnnotation(c.mc, ForcedObjectsAnnotation, strconv.Itoa(total))
+	if err := a.Client.Patch(ctx, c.mc, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		return len(forced), err
+	}
+	return len(forced), nil
+}
+
+// inflight remembers, per object UID, what this process already did, so
+// that a cache that has not caught up yet does not cause the same write
+// twice. It is memory only: after a restart the cache shows the effects.
+type inflight struct {
+	mu        sync.Mutex
+	sets      map[inflightKind]sets.Set[types.UID]
+	byCluster map[string]sets.Set[types.UID]
+}
+
+type inflightKind int
+
+const (
+	deleted inflightKind = iota
+	orphaned
+	forcedSet
+)
+
+func newInflight() *inflight {
+	return &inflight{
+		sets:      map[inflightKind]sets.Set[types.UID]{deleted: {}, orphaned: {}, forcedSet: {}},
+		byCluster: map[string]sets.Set[types.UID]{},
+	}
+}
+
+func (f *inflight) has(k inflightKind, uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sets[k].Has(uid)
+}
+
+func (f *inflight) add(k inflightKind, cluster string, uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sets[k].Insert(uid)
+	if f.byCluster[cluster] == nil {
+		f.byCluster[cluster] = sets.New[types.UID]()
+	}
+	f.byCluster[cluster].Insert(uid)
+}
+
+// forgetCluster drops what was remembered for a cluster whose cleanup ended.
+func (f *inflight) forgetCluster(cluster string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for uid := range f.byCluster[cluster] {
+		for _, s := range f.sets {
+			s.Delete(uid)
+		}
+	}
+	delete(f.byCluster, cluster)
+}

@@ -1,0 +1,300 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=addon.open-cluster-management.io,resources=managedclusteraddons,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch;delete
+
+// ManagedClusterAdapter keeps governed ManagedClusters under the operator's
+// finalizer with their deletion-signal work, and cleans up their content
+// when they are deleted.
+type ManagedClusterAdapter struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+
+	watches  *resourceWatches
+	inflight *inflight
+}
+
+var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
+
+// NewManagedClusterAdapter returns the adapter; it adds watches at run time
+// through the manager's cache and REST mapper.
+func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics) *ManagedClusterAdapter {
+	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, inflight: newInflight()}
+	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetRESTMapper(), a.deletingClusterOf)
+	// Watched from the start by Watches.
+	a.watches.watched[policy.ManifestWorks] = manifestWorkGVK
+	a.watches.watched[policy.ManagedClusterAddOns] = addonGVK
+	return a
+}
+
+// Name implements Adapter.
+func (a *ManagedClusterAdapter) Name() string { return "managedcluster" }
+
+// New implements Adapter.
+func (a *ManagedClusterAdapter) New() *unstructured.Unstructured { return newManagedCluster() }
+
+// ClusterName implements Adapter.
+func (a *ManagedClusterAdapter) ClusterName(mc *unstructured.Unstructured) string { return mc.GetName() }
+
+// SetController hands the adapter the built controller, for the watches it adds at run time.
+func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watches.SetController(c) }
+
+// Reconcile implements Adapter.
+func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+	if mc.GetDeletionTimestamp() == nil {
+		return reconcile.Result{}, a.reconcileGovernance(ctx, mc, g)
+	}
+	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	return a.reconcileDeletion(ctx, mc, g)
+}
+
+// reconcileGovernance keeps the finalizer, the governing-policy annotation
+// and the deletion-signal work in step with the policy that governs the
+// cluster, and releases a cluster no policy governs any more.
+func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *unstructured.Unstructured, g *Governed) error {
+	log := logf.FromContext(ctx)
+	if g.Held != nil {
+		log.Info("cluster held: no governance decision", "cluster", mc.GetName(), "reason", g.Held.Error())
+		return nil
+	}
+	if g.Policy == nil {
+		if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+			return nil
+		}
+		if err := a.retireSignalWorks(ctx, mc.GetName(), ""); err != nil {
+			return err
+		}
+		before := mc.DeepCopy()
+		controllerutil.RemoveFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)
+		removeAnnotation(mc, v1alpha1.GoverningPolicyAnnotation)
+		if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Released", "Govern", "no CleanupPolicy governs the cluster any more")
+		log.Info("cluster released", "cluster", mc.GetName())
+		return nil
+	}
+
+	p := g.Policy
+	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) || mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] != p.Name {
+		before := mc.DeepCopy()
+		controllerutil.AddFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)
+		setAnnotation(mc, v1alpha1.GoverningPolicyAnnotation, p.Name)
+		if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Governed", "Govern", "governed by CleanupPolicy %s", p.Name)
+		log.Info("cluster governed", "cluster", mc.GetName(), "policy", p.Name)
+	}
+	if p.Spec.DryRun {
+		return nil
+	}
+	name := policy.SignalWorkName(p)
+	if err := a.retireSignalWorks(ctx, mc.GetName(), name); err != nil {
+		return err
+	}
+	if name == "" {
+		return nil
+	}
+	return a.applySignalWork(ctx, mc.GetName(), name, p)
+}
+
+// applySignalWork creates or updates the deletion-signal work, and writes
+// nothing when the one in place carries the same spec.
+func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, name string, p *cel.Policy) error {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		// No namespace yet: the namespace watch brings the cluster back.
+		return client.IgnoreNotFound(err)
+	}
+	if ns.DeletionTimestamp != nil {
+		return nil
+	}
+	manifests := make([]any, 0, len(p.Spec.DeletionSignal.Manifests))
+	for _, m := range p.Spec.DeletionSignal.Manifests {
+		var obj map[string]any
+		if err := json.Unmarshal(m.Raw, &obj); err != nil {
+			return fmt.Errorf("CleanupPolicy %s: deletion-signal manifest: %w", p.Name, err)
+		}
+		manifests = append(manifests, obj)
+	}
+	raw, err := json.Marshal(manifests)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:8])
+
+	current := &metav1.PartialObjectMetadata{}
+	current.SetGroupVersionKind(manifestWorkGVK)
+	err = a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
+	switch {
+	case err == nil && current.DeletionTimestamp != nil:
+		return nil // the watch brings the cluster back once it is gone
+	case err == nil && current.Annotations[v1alpha1.SpecHashAnnotation] == hash:
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return err
+	}
+	work := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": manifestWorkGVK.GroupVersion().String(),
+		"kind":       manifestWorkGVK.Kind,
+		"metadata": map[string]any{
+			"name":        name,
+			"namespace":   namespace,
+			"labels":      map[string]any{v1alpha1.SignalWorkLabel: "true"},
+			"annotations": map[string]any{v1alpha1.SpecHashAnnotation: hash},
+		},
+		"spec": map[string]any{"workload": map[string]any{"manifests": manifests}},
+	}}
+	// The signal work is the operator's own: it owns every field.
+	if err := a.Client.Patch(ctx, work, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying the deletion-signal work %s/%s: %w", namespace, name, err)
+	}
+	logf.FromContext(ctx).Info("deletion-signal work applied", "cluster", namespace, "work", name)
+	return nil
+}
+
+// retireSignalWorks removes the operator's signal works other than keep,
+// orphaning their manifests first: a work retired because the policy
+// changed must not signal a deletion to the managed cluster.
+func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace, keep string) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(manifestWorkGVK.GroupVersion().WithKind("ManifestWorkList"))
+	if err := a.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		w := &list.Items[i]
+		if w.Name == keep || w.DeletionTimestamp != nil {
+			continue
+		}
+		w.SetGroupVersionKind(manifestWorkGVK)
+		if err := a.orphanWork(ctx, w, true); err != nil {
+			return err
+		}
+		if err := a.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// orphanWork makes the work leave its resources on the managed cluster when
+// it is deleted. force is for the operator's own works only.
+func (a *ManagedClusterAdapter) orphanWork(ctx context.Context, w *metav1.PartialObjectMetadata, force bool) error {
+	patch := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": manifestWorkGVK.GroupVersion().String(),
+		"kind":       manifestWorkGVK.Kind,
+		"metadata":   map[string]any{"name": w.Name, "namespace": w.Namespace},
+		"spec":       map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
+	}}
+	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
+	return client.IgnoreNotFound(a.Client.Patch(ctx, patch, client.Apply, opts...))
+}
+
+// Watches implements Adapter: the cluster's works, add-ons and namespace,
+// metadata-only, and the policies, which can change every cluster's governor.
+func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
+	work := &metav1.PartialObjectMetadata{}
+	work.SetGroupVersionKind(manifestWorkGVK)
+	addon := &metav1.PartialObjectMetadata{}
+	addon.SetGroupVersionKind(addonGVK)
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return b.
+		Watches(work, handler.EnqueueRequestsFromMapFunc(a.workToCluster)).
+		Watches(addon, handler.EnqueueRequestsFromMapFunc(a.deletingClusterOf)).
+		Watches(ns, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+		})).
+		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(a.allClusters),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+}
+
+// workToCluster maps a ManifestWork's events to its cluster when they can
+// matter: the cluster is being cleaned up, or the work is its signal work.
+// Status updates of a steady fleet's works cost nothing.
+func (a *ManagedClusterAdapter) workToCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[v1alpha1.SignalWorkLabel] == "true" {
+		return namespaceToCluster(ctx, o)
+	}
+	return a.deletingClusterOf(ctx, o)
+}
+
+// deletingClusterOf maps an object in a cluster namespace to the cluster,
+// if that cluster is being deleted.
+func (a *ManagedClusterAdapter) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
+	mc := &metav1.PartialObjectMetadata{}
+	mc.SetGroupVersionKind(managedClusterGVK)
+	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc) != nil || mc.DeletionTimestamp == nil {
+		return nil
+	}
+	return namespaceToCluster(ctx, o)
+}
+
+func (a *ManagedClusterAdapter) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := newManagedClusterList()
+	if err := a.Client.List(ctx, list); err != nil {
+		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].GetName()}}
+	}
+	return reqs
+}
+
+func setAnnotation(o metav1.Object, key, value string) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	o.SetAnnotations(a)
+}
+
+func removeAnnotation(o metav1.Object, key string) {
+	a := o.GetAnnotations()
+	delete(a, key)
+	o.SetAnnotations(a)
+}

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the cluster cleanup metrics.
+type Metrics struct {
+	// InCleanup counts the clusters in cleanup by the reason of their step.
+	InCleanup *prometheus.GaugeVec
+	// Duration observes how long a cleanup took, from the deletion to the
+	// finalizer's removal, by outcome.
+	Duration *prometheus.HistogramVec
+	// DeletedObjects counts the objects deleted, by resource.
+	DeletedObjects *prometheus.CounterVec
+	// ForcedObjects counts the objects whose work-agent finalizer was removed, by resource.
+	ForcedObjects *prometheus.CounterVec
+	// OrphanedWorks counts the ManifestWorks given deleteOption Orphan.
+	OrphanedWorks prometheus.Counter
+
+	mu    sync.Mutex
+	steps map[string]string
+}
+
+// NewMetrics returns the metrics, not registered.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		InCleanup: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_clusters_in_cleanup",
+			Help: "ManagedClusters whose content is being removed, by the reason of their current step.",
+		}, []string{"step"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cleanup_cluster_duration_seconds",
+			Help:    "Time from a ManagedCluster's deletion to the removal of the operator's finalizer, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}, []string{"outcome"}),
+		DeletedObjects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cleanup_deleted_objects_total",
+			Help: "Objects in cluster namespaces deleted by the operator, by resource.",
+		}, []string{"resource"}),
+		ForcedObjects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cleanup_forced_objects_total",
+			Help: "Objects whose work-agent finalizer the operator removed, by resource.",
+		}, []string{"resource"}),
+		OrphanedWorks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cleanup_orphaned_works_total",
+			Help: "ManifestWorks the operator gave deleteOption Orphan.",
+		}),
+		steps: map[string]string{},
+	}
+}
+
+// Collectors lists the metrics for registration.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks}
+}
+
+func (m *Metrics) observeStep(cluster, step string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.steps[cluster] == step {
+		return
+	}
+	if old, ok := m.steps[cluster]; ok {
+		m.InCleanup.WithLabelValues(old).Dec()
+	}
+	m.steps[cluster] = step
+	m.InCleanup.WithLabelValues(step).Inc()
+}
+
+func (m *Metrics) observeDone(cluster, outcome string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.steps[cluster]; ok {
+		m.InCleanup.WithLabelValues(old).Dec()
+		delete(m.steps, cluster)
+	}
+	m.Duration.WithLabelValues(outcome).Observe(d.Seconds())
+}

@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+// Adapter is what the generic reconciler needs to know of one kind of
+// target: how to make one, which cluster decides for it, what to do, and
+// what else to watch.
+type Adapter[T client.Object] interface {
+	// Name names the controller.
+	Name() string
+	// New returns an empty object of the kind.
+	New() T
+	// ClusterName is the ManagedCluster whose governing policy decides for obj.
+	ClusterName(obj T) string
+	// Reconcile applies the governing policy's decisions to obj.
+	Reconcile(ctx context.Context, obj T, g *Governed) (reconcile.Result, error)
+	// Watches adds the adapter's other watches to the controller.
+	Watches(b *builder.Builder) *builder.Builder
+}
+
+// Reconciler is the one reconciler of every target kind: it fetches the
+// object, finds the policy that governs its cluster, and hands both to the
+// kind's adapter.
+type Reconciler[T client.Object] struct {
+	client.Client
+	Fleet   *Fleet
+	Adapter Adapter[T]
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := r.Adapter.New()
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	g, err := r.Fleet.Govern(ctx, r.Adapter.ClusterName(obj))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.Adapter.Reconcile(ctx, obj, g)
+}
+
+// SetupWithManager registers the controller, For the adapter's kind.
+func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
+	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).For(r.Adapter.New())
+	c, err := r.Adapter.Watches(b).Build(r)
+	if err != nil {
+		return err
+	}
+	// Adapters that add watches at run time get the controller.
+	if s, ok := r.Adapter.(interface{ SetController(controller.Controller) }); ok {
+		s.SetController(c)
+	}
+	return nil
+}
+
+// Fleet answers which policy governs a cluster, for every adapter.
+type Fleet struct {
+	client.Reader
+	Cache      *cel.Cache
+	Governance *policy.Governance
+}
+
+// Governed is the decision context of one reconcile.
+type Governed struct {
+	// Cluster is the ManagedCluster; nil when there is none of that name.
+	Cluster *unstructured.Unstructured
+	// Policy governs the cluster; nil when none does.
+	Policy *cel.Policy
+	// Held, when set, says why no decision may be taken now: a policy that
+	// could govern the cluster failed, or the policy that governs it does
+	// not compile. The adapter holds the object as it is and reports.
+	Held error
+	// Budget is this reconcile's CEL budget.
+	Budget *cel.Budget
+	// Activation binds the cluster for the policy's expressions.
+	Activation *cel.Activation
+}
+
+// Govern resolves the policy that governs the named cluster. A cluster being
+// deleted stays with the policy named in its annotation while that policy
+// exists, so that a cleanup is finished by the policy that started it.
+func (f *Fleet) Govern(ctx context.Context, clusterName string) (*Governed, error) {
+	g := &Governed{Budget: cel.NewBudget(cel.ReconcileCostBudget)}
+	cluster := newManagedCluster()
+	switch err := f.Get(ctx, client.ObjectKey{Name: clusterName}, cluster); {
+	case apierrors.IsNotFound(err):
+		return g, nil
+	case err != nil:
+		return nil, err
+	}
+	g.Cluster = cluster
+
+	var list v1alpha1.CleanupPolicyList
+	if err := f.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing CleanupPolicies: %w", err)
+	}
+	var valid []*cel.Policy
+	invalid := map[string]error{}
+	for i := range list.Items {
+		compiled, errs := f.Cache.Get(&list.Items[i])
+		if len(errs) > 0 {
+			invalid[list.Items[i].Name] = errs.ToAggregate()
+			continue
+		}
+		valid = append(valid, compiled)
+	}
+
+	pinned := cluster.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
+	if err, broken := invalid[pinned]; broken {
+		g.Held = fmt.Errorf("CleanupPolicy %s, which governs this cluster, does not compile: %w", pinned, err)
+		return g, nil
+	}
+	if cluster.GetDeletionTimestamp() != nil && pinned != "" {
+		for _, p := range valid {
+			if p.Name == pinned {
+				g.Policy = p
+				g.Activation = p.Bind(ctx, g.Budget, cluster.Object)
+				return g, nil
+			}
+		}
+	}
+
+	res := f.Governance.Resolve(ctx, g.Budget, policy.Ranked(valid), cluster)
+	if res.Governor == nil && len(res.Errors) > 0 {
+		var msgs []string
+		for p, err := range res.Errors {
+			msgs = append(msgs, fmt.Sprintf("CleanupPolicy %s: %v", p.Name, err))
+		}
+		slices.Sort(msgs)
+		g.Held = errors.New(strings.Join(msgs, "; "))
+		return g, nil
+	}
+	if res.Governor != nil {
+		g.Policy = res.Governor
+		g.Activation = res.Governor.Bind(ctx, g.Budget, cluster.Object)
+	}
+	return g, nil
+}

@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// resourceWatches adds metadata-only watches, at run time, on the resources
+// policies name as stages or monitored resources, and maps their events to
+// the cluster whose namespace holds them. Only names, labels, annotations and
+// finalizers are cached.
+type resourceWatches struct {
+	cache  cache.Cache
+	mapper meta.RESTMapper
+	toReq  handler.MapFunc
+
+	mu      sync.Mutex
+	ctrl    controller.Controller
+	watched map[schema.GroupVersionResource]schema.GroupVersionKind
+}
+
+func newResourceWatches(c cache.Cache, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
+	return &resourceWatches{cache: c, mapper: mapper, toReq: toReq, watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}}
+}
+
+// SetController is called once the controller is built.
+func (w *resourceWatches) SetController(c controller.Controller) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ctrl = c
+}
+
+// ensure makes sure the resource is watched and returns its kind. served is
+// false when the API server does not serve the resource (its CRD is not
+// installed), so that no object of it can exist.
+func (w *resourceWatches) ensure(gvr schema.GroupVersionResource) (gvk schema.GroupVersionKind, served bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gvk, ok := w.watched[gvr]; ok {
+		return gvk, true, nil
+	}
+	gvk, err = w.mapper.KindFor(gvr)
+	if meta.IsNoMatchError(err) {
+		return schema.GroupVersionKind{}, false, nil
+	}
+	if err != nil {
+		return schema.GroupVersionKind{}, false, fmt.Errorf("mapping %s: %w", gvr, err)
+	}
+	if w.ctrl == nil {
+		return schema.GroupVersionKind{}, false, fmt.Errorf("watching %s: the controller is not built yet", gvr)
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	if err := w.ctrl.Watch(source.Kind(w.cache, client.Object(obj), handler.EnqueueRequestsFromMapFunc(w.toReq))); err != nil {
+		return schema.GroupVersionKind{}, false, fmt.Errorf("watching %s: %w", gvr, err)
+	}
+	w.watched[gvr] = gvk
+	return gvk, true, nil
+}
+
+// list returns the objects of a resource in a namespace, from the cache.
+func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.GroupVersionResource, namespace string) ([]metav1.PartialObjectMetadata, error) {
+	gvk, served, err := w.ensure(gvr)
+	if err != nil || !served {
+		return nil, err
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing %s in %s: %w", gvr.Resource, namespace, err)
+	}
+	for i := range list.Items {
+		list.Items[i].SetGroupVersionKind(gvk)
+	}
+	return list.Items, nil
+}
+
+// namespaceToCluster maps an object in a cluster namespace to its cluster.
+func namespaceToCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetNamespace() == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetNamespace()}}}
+}
