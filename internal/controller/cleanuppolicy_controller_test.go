@@ -50,13 +50,22 @@ func condition(p *v1alpha1.CleanupPolicy, typ string) *metav1.Condition {
 	return meta.FindStatusCondition(p.Status.Conditions, typ)
 }
 
+// deleteAll removes the policies, then the clusters, which the operator
+// releases once no policy governs them.
 func deleteAll() {
 	Expect(k8s.DeleteAllOf(ctx, &v1alpha1.CleanupPolicy{})).To(Succeed())
-	Expect(k8s.DeleteAllOf(ctx, managedCluster("", nil))).To(Succeed())
 	Eventually(func(g Gomega) {
 		var policies v1alpha1.CleanupPolicyList
 		g.Expect(k8s.List(ctx, &policies)).To(Succeed())
 		g.Expect(policies.Items).To(BeEmpty())
+	}).Should(Succeed())
+	Expect(k8s.DeleteAllOf(ctx, managedCluster("", nil))).To(Succeed())
+	Eventually(func(g Gomega) {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("cluster.open-cluster-management.io/v1")
+		list.SetKind("ManagedClusterList")
+		g.Expect(k8s.List(ctx, list)).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty())
 	}).Should(Succeed())
 }
 

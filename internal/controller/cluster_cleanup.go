@@ -459,7 +459,13 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, objs []policy
 		if o.Meta.DeletionTimestamp != nil || a.inflight.has(deleted, o.Meta.UID) {
 			continue
 		}
-		if err := a.Client.Delete(ctx, o.Meta, client.Preconditions{UID: &o.Meta.UID}); client.IgnoreNotFound(err) != nil {
+		// Through the unstructured client: the metadata client cannot decode
+		// the object a DELETE returns while finalizers hold it.
+		target := &unstructured.Unstructured{}
+		target.SetGroupVersionKind(o.Meta.GroupVersionKind())
+		target.SetNamespace(o.Meta.Namespace)
+		target.SetName(o.Meta.Name)
+		if err := a.Client.Delete(ctx, target, client.Preconditions{UID: &o.Meta.UID}); client.IgnoreNotFound(err) != nil {
 			if apierrors.IsConflict(err) {
 				continue // replaced by a new object of the same name: the watch brings it
 			}

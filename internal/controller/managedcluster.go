@@ -66,7 +66,9 @@ func (a *ManagedClusterAdapter) Name() string { return "managedcluster" }
 func (a *ManagedClusterAdapter) New() *unstructured.Unstructured { return newManagedCluster() }
 
 // ClusterName implements Adapter.
-func (a *ManagedClusterAdapter) ClusterName(mc *unstructured.Unstructured) string { return mc.GetName() }
+func (a *ManagedClusterAdapter) ClusterName(mc *unstructured.Unstructured) string {
+	return mc.GetName()
+}
 
 // SetController hands the adapter the built controller, for the watches it adds at run time.
 func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watches.SetController(c) }

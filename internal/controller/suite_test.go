@@ -20,6 +20,7 @@ import (
 // asserts through a client of its own.
 var (
 	env    *testenv.Env
+	agent  *workAgent
 	k8s    client.Client
 	op     *operator.Operator
 	ctx    context.Context
@@ -51,6 +52,9 @@ var _ = BeforeSuite(func() {
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 	Expect(env.WaitForWebhook(ctx)).To(Succeed())
+
+	agent = newWorkAgent()
+	go agent.run(ctx)
 })
 
 var _ = AfterSuite(func() {

@@ -1,0 +1,419 @@
+package controller_test
+
+import (
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// governedBy waits until the cluster carries the operator's finalizer and
+// names its governing policy.
+func governedBy(cluster, policy string) {
+	Eventually(func(g Gomega) {
+		mc := getCluster(g, cluster)
+		g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+		g.Expect(mc.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, policy))
+	}).Should(Succeed())
+}
+
+func clusterGone(name string) {
+	Eventually(objectGone("ManagedCluster", "", name)).Should(BeTrue(), "cluster %s is still there", name)
+}
+
+func events(object string) []string {
+	var list eventsv1.EventList
+	Expect(k8s.List(ctx, &list)).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == object {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+var _ = Describe("Cluster deletion", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	// OCM cluster deletion, story 1: the namespace goes after the add-ons and works.
+	It("removes add-ons, then works, then the namespace, then the finalizer", func() {
+		fleetCluster("del-1", map[string]string{"env": "prod"}, true)
+		addon("del-1", "search")
+		addon("del-1", "policy")
+		work("del-1", "app", nil)
+		work("del-1", "del-1-klusterlet", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("prod", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'prod'",
+		}))).To(Succeed())
+		governedBy("del-1", "prod")
+
+		deleteCluster("del-1")
+		clusterGone("del-1")
+		Expect(objectGone("ManagedClusterAddOn", "del-1", "search")()).To(BeTrue())
+		Expect(objectGone("ManifestWork", "del-1", "app")()).To(BeTrue())
+		Eventually(func(g Gomega) bool { return namespaceDeleting(g, "del-1") }).Should(BeTrue())
+
+		reasons := strings.Join(events("del-1"), "\n")
+		Expect(reasons).To(ContainSubstring(v1alpha1.DeletingStageReason + ": stage addons (1 of 2)"))
+		Expect(reasons).To(ContainSubstring(v1alpha1.DeletingStageReason + ": stage manifestworks (2 of 2)"))
+		Expect(reasons).To(ContainSubstring(v1alpha1.CompletedReason))
+	})
+
+	// OCM cluster deletion, story 2: a namespace the policy keeps stays.
+	It("keeps the namespace when keepNamespace is true, and unlabels it", func() {
+		fleetCluster("keep-1", map[string]string{"env": "prod"}, true)
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "keep-1"}, ns)).To(Succeed())
+		ns.Labels = map[string]string{"cluster.open-cluster-management.io/keep-upon-cluster-deletion": "true"}
+		Expect(k8s.Update(ctx, ns)).To(Succeed())
+		work("keep-1", "app", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("keep", v1alpha1.CleanupPolicySpec{
+			KeepNamespace: "namespace.metadata.labels[?'cluster.open-cluster-management.io/keep-upon-cluster-deletion'].orValue('') == 'true'",
+		}))).To(Succeed())
+		governedBy("keep-1", "keep")
+
+		deleteCluster("keep-1")
+		clusterGone("keep-1")
+		Expect(objectGone("ManifestWork", "keep-1", "app")()).To(BeTrue())
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "keep-1"}, ns)).To(Succeed())
+		Expect(ns.DeletionTimestamp).To(BeNil())
+		Expect(ns.Labels).NotTo(HaveKey(v1alpha1.ClusterDeletingLabel))
+	})
+
+	// OCM cluster deletion, story 3: nothing is deleted while an application remains.
+	It("holds everything while a monitored resource remains, and deletes none of them", func() {
+		fleetCluster("gate-1", nil, true)
+		addon("gate-1", "search")
+		app := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "gate-1", Labels: map[string]string{"app": "shop"}}}
+		Expect(k8s.Create(ctx, app)).To(Succeed())
+		other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: "gate-1"}}
+		Expect(k8s.Create(ctx, other)).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("gated", v1alpha1.CleanupPolicySpec{
+			MonitoredResources: []v1alpha1.MonitoredResource{{
+				GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+				When:                 "object.metadata.labels[?'app'].hasValue()",
+			}},
+		}))).To(Succeed())
+		governedBy("gate-1", "gated")
+
+		deleteCluster("gate-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "gate-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.WaitingForMonitoredResourcesReason))
+			g.Expect(c.Message).To(ContainSubstring("configmaps/app"))
+			g.Expect(c.Message).NotTo(ContainSubstring("unrelated"))
+		}).Should(Succeed())
+		Consistently(objectGone("ManagedClusterAddOn", "gate-1", "search"), "2s").Should(BeFalse())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(app), app)).To(Succeed())
+
+		Expect(k8s.Delete(ctx, app)).To(Succeed())
+		clusterGone("gate-1")
+		Expect(objectGone("ManagedClusterAddOn", "gate-1", "search")()).To(BeTrue())
+	})
+
+	// Signal cluster deletion: stories 1 and 2, the Alive object.
+	It("keeps the deletion-signal work on a governed cluster, and deletes and awaits it first", func() {
+		fleetCluster("sig-1", nil, true)
+		work("sig-1", "app", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("signal", v1alpha1.CleanupPolicySpec{
+			DeletionSignal: &v1alpha1.DeletionSignal{WorkName: "alive", Manifests: []v1alpha1.Manifest{{RawExtension: runtime.RawExtension{
+				Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-alive","namespace":"kube-system"}}`)}}}},
+		}))).To(Succeed())
+		governedBy("sig-1", "signal")
+		signal := &unstructured.Unstructured{}
+		signal.SetAPIVersion("work.open-cluster-management.io/v1")
+		signal.SetKind("ManifestWork")
+		Eventually(func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: "sig-1", Name: "alive"}, signal) }).Should(Succeed())
+		manifests, _, _ := unstructured.NestedSlice(signal.Object, "spec", "workload", "manifests")
+		Expect(manifests).To(HaveLen(1))
+		Expect(signal.GetLabels()).To(HaveKeyWithValue(v1alpha1.SignalWorkLabel, "true"))
+		rv := signal.GetResourceVersion()
+
+		By("not rewriting an unchanged signal work")
+		Consistently(func(g Gomega) string {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "sig-1", Name: "alive"}, signal)).To(Succeed())
+			return signal.GetResourceVersion()
+		}, "2s").Should(Equal(rv))
+
+		By("deleting the signal first and waiting while an in-cluster controller holds it")
+		// The agent adds its finalizer once it applied the work.
+		signal.SetFinalizers([]string{v1alpha1.WorkAgentFinalizer})
+		Expect(k8s.Update(ctx, signal)).To(Succeed())
+		agent.setStuck("sig-1", "alive", true)
+		deleteCluster("sig-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "sig-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.SignallingReason))
+			g.Expect(c.Message).To(ContainSubstring("alive"))
+		}).Should(Succeed())
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "sig-1"}, ns)).To(Succeed())
+		Expect(ns.Labels).To(HaveKeyWithValue(v1alpha1.ClusterDeletingLabel, "true"))
+		Consistently(objectGone("ManifestWork", "sig-1", "app"), "2s").Should(BeFalse())
+
+		agent.setStuck("sig-1", "alive", false)
+		clusterGone("sig-1")
+		Expect(objectGone("ManifestWork", "sig-1", "app")()).To(BeTrue())
+	})
+
+	It("deletes in stage order, and within a stage by cleanup-priority, one group at a time", func() {
+		fleetCluster("ord-1", nil, true)
+		addon("ord-1", "a1")
+		prio := func(p string) map[string]string {
+			return map[string]string{"open-cluster-management.io/cleanup-priority": p}
+		}
+		work("ord-1", "w-50", prio("50"))
+		work("ord-1", "w-10", prio("10"))
+		work("ord-1", "w-bad", prio("high"))
+		work("ord-1", "w-none", nil)
+		work("ord-1", "w-10b", prio("10"))
+		work("ord-1", "ord-1-klusterlet", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("staged", v1alpha1.CleanupPolicySpec{
+			DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "addons", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"}},
+				{Name: "workloads", GroupVersionResource: gvrWorks(), When: "!object.metadata.name.endsWith('-klusterlet')"},
+				{Name: "klusterlet", GroupVersionResource: gvrWorks()},
+			},
+		}))).To(Succeed())
+		governedBy("ord-1", "staged")
+
+		deleteCluster("ord-1")
+		clusterGone("ord-1")
+		order := agent.order()
+		var mine []string
+		for _, o := range order {
+			if strings.HasPrefix(o, "ord-1/") {
+				mine = append(mine, strings.TrimPrefix(o, "ord-1/"))
+			}
+		}
+		// Groups: unset, invalid, 10 (two works), 50, then the klusterlet stage.
+		Expect(mine).To(HaveLen(6))
+		Expect(mine[0]).To(Equal("w-none"))
+		Expect(mine[1]).To(Equal("w-bad"))
+		Expect(mine[2:4]).To(ConsistOf("w-10", "w-10b"))
+		Expect(mine[4]).To(Equal("w-50"))
+		Expect(mine[5]).To(Equal("ord-1-klusterlet"))
+	})
+
+	// Karmada unjoin, Required: halt and report which work could not be removed.
+	It("reports CleanupFailed naming a stuck work after the Required timeout, and keeps waiting", func() {
+		fleetCluster("req-1", nil, true)
+		work("req-1", "stuck", nil)
+		agent.setStuck("req-1", "stuck", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("required", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired, Timeout: &metav1.Duration{Duration: 2 * time.Second}},
+		}))).To(Succeed())
+		governedBy("req-1", "required")
+
+		deleteCluster("req-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "req-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("manifestworks/stuck"))
+		}).Should(Succeed())
+		Consistently(func(g Gomega) []string {
+			return getCluster(g, "req-1").GetFinalizers()
+		}, "2s").Should(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+		stuck := &metav1.PartialObjectMetadata{}
+		stuck.SetGroupVersionKind(gvkWork())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "req-1", Name: "stuck"}, stuck)).To(Succeed())
+		Expect(stuck.Finalizers).To(ContainElement(v1alpha1.WorkAgentFinalizer), "Required never forces")
+
+		agent.setStuck("req-1", "stuck", false)
+		clusterGone("req-1")
+	})
+
+	It("forces a stuck work after the BestEffort timeout and records it", func() {
+		fleetCluster("be-1", nil, true)
+		work("be-1", "stuck", nil)
+		agent.setStuck("be-1", "stuck", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("besteffort", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort, Timeout: &metav1.Duration{Duration: 2 * time.Second}},
+		}))).To(Succeed())
+		governedBy("be-1", "besteffort")
+
+		deleteCluster("be-1")
+		clusterGone("be-1")
+		Expect(objectGone("ManifestWork", "be-1", "stuck")()).To(BeTrue())
+		reasons := strings.Join(events("be-1"), "\n")
+		Expect(reasons).To(ContainSubstring(v1alpha1.ForcedReason + ": BestEffort (the timeout passed): removed the work agent's finalizer from manifestworks/stuck"))
+	})
+
+	It("forces at once under BestEffort when the cluster is unavailable", func() {
+		fleetCluster("gone-1", nil, false)
+		work("gone-1", "app", nil)
+		agent.setStuck("gone-1", "app", true) // the agent is gone with the cluster
+		Expect(k8s.Create(ctx, cleanupPolicy("besteffort-long", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort, Timeout: &metav1.Duration{Duration: time.Hour}},
+		}))).To(Succeed())
+		governedBy("gone-1", "besteffort-long")
+
+		deleteCluster("gone-1")
+		clusterGone("gone-1")
+		Expect(strings.Join(events("gone-1"), "\n")).To(ContainSubstring("BestEffort (the cluster is unavailable)"))
+	})
+
+	// Karmada unjoin, Needless: nothing on the managed cluster is removed.
+	It("orphans every work before deleting it under Needless", func() {
+		fleetCluster("nl-1", map[string]string{"tier": "sandbox"}, true)
+		work("nl-1", "app", nil)
+		work("nl-1", "db", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("sandbox", v1alpha1.CleanupPolicySpec{
+			Variables: []v1alpha1.Variable{{Name: "tier", Expression: "cluster.metadata.labels[?'tier'].orValue('standard')"}},
+			RemoveStrategy: v1alpha1.RemoveStrategy{
+				Default: v1alpha1.RemoveStrategyRequired,
+				Rules:   []v1alpha1.StrategyRule{{When: "variables.tier == 'sandbox'", Strategy: v1alpha1.RemoveStrategyNeedless}},
+			},
+		}))).To(Succeed())
+		governedBy("nl-1", "sandbox")
+
+		agent.setStuck("nl-1", "app", true)
+		deleteCluster("nl-1")
+		Eventually(func(g Gomega) {
+			w := &unstructured.Unstructured{}
+			w.SetAPIVersion("work.open-cluster-management.io/v1")
+			w.SetKind("ManifestWork")
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "nl-1", Name: "app"}, w)).To(Succeed())
+			g.Expect(w.GetDeletionTimestamp()).NotTo(BeNil())
+			policy, _, _ := unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
+			g.Expect(policy).To(Equal("Orphan"), "the work was deleted before it was orphaned")
+		}).Should(Succeed())
+		agent.setStuck("nl-1", "app", false)
+		clusterGone("nl-1")
+		Expect(strings.Join(events("nl-1"), "\n")).To(ContainSubstring(v1alpha1.OrphanedReason))
+	})
+
+	It("holds the cluster, deleting nothing, when the policy fails at run time for it", func() {
+		fleetCluster("err-1", nil, true)
+		addon("err-1", "search")
+		Expect(k8s.Create(ctx, cleanupPolicy("fragile", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{
+				Default: v1alpha1.RemoveStrategyRequired,
+				Rules:   []v1alpha1.StrategyRule{{When: "cluster.metadata.labels['tier'] == 'sandbox'", Strategy: v1alpha1.RemoveStrategyNeedless}},
+			},
+		}))).To(Succeed())
+		governedBy("err-1", "fragile")
+
+		deleteCluster("err-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "err-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("spec.removeStrategy.rules[0].when: no such key: tier"))
+		}).Should(Succeed())
+		Consistently(objectGone("ManagedClusterAddOn", "err-1", "search"), "2s").Should(BeFalse())
+
+		By("going on once the label is there")
+		mc := getCluster(Default, "err-1")
+		mc.SetLabels(map[string]string{"tier": "gold"})
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+		clusterGone("err-1")
+	})
+
+	It("previews the cleanup in dry run, deleting nothing and keeping the finalizer", func() {
+		fleetCluster("dry-1", nil, true)
+		addon("dry-1", "search")
+		work("dry-1", "app", nil)
+		p := cleanupPolicy("preview", v1alpha1.CleanupPolicySpec{DryRun: true})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		governedBy("dry-1", "preview")
+
+		deleteCluster("dry-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "dry-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.DryRunReason))
+			g.Expect(c.Message).To(ContainSubstring("stage addons would delete 1 managedclusteraddons: managedclusteraddons/search"))
+			g.Expect(c.Message).To(ContainSubstring("stage manifestworks would delete 1 manifestworks: manifestworks/app"))
+			g.Expect(c.Message).To(ContainSubstring("would delete namespace dry-1"))
+		}).Should(Succeed())
+		Consistently(objectGone("ManagedClusterAddOn", "dry-1", "search"), "2s").Should(BeFalse())
+		Expect(getCluster(Default, "dry-1").GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+		Expect(strings.Join(events("dry-1"), "\n")).To(ContainSubstring(v1alpha1.DryRunReason))
+
+		By("proceeding once dry run is off")
+		before := p.DeepCopy()
+		p.Spec.DryRun = false
+		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
+		clusterGone("dry-1")
+	})
+
+	It("follows a policy changed during the cleanup", func() {
+		fleetCluster("chg-1", nil, true)
+		work("chg-1", "stuck", nil)
+		agent.setStuck("chg-1", "stuck", true)
+		p := cleanupPolicy("changing", v1alpha1.CleanupPolicySpec{})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		governedBy("chg-1", "changing")
+		deleteCluster("chg-1")
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, "chg-1").Reason).To(Equal(v1alpha1.ResourcesRemainingReason))
+		}).Should(Succeed())
+
+		before := p.DeepCopy()
+		p.Spec.RemoveStrategy = v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort, Timeout: &metav1.Duration{Duration: time.Second}}
+		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
+		clusterGone("chg-1")
+		Expect(strings.Join(events("chg-1"), "\n")).To(ContainSubstring(v1alpha1.ForcedReason))
+	})
+
+	It("is governed by the higher-priority policy when two select the cluster", func() {
+		fleetCluster("two-1", map[string]string{"env": "prod"}, true)
+		work("two-1", "app", nil)
+		work("two-1", "keep-me", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("low", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("high", v1alpha1.CleanupPolicySpec{
+			Priority:        5,
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'prod'",
+			DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "only-app", GroupVersionResource: gvrWorks(), When: "object.metadata.name == 'app'"},
+			},
+			KeepNamespace: "true",
+		}))).To(Succeed())
+		governedBy("two-1", "high")
+
+		deleteCluster("two-1")
+		clusterGone("two-1")
+		Expect(objectGone("ManifestWork", "two-1", "app")()).To(BeTrue())
+		Expect(objectGone("ManifestWork", "two-1", "keep-me")()).To(BeFalse(), "the higher policy's stages do not include it")
+	})
+
+	It("releases a cluster no policy governs any more, retiring its signal work without signalling", func() {
+		fleetCluster("rel-1", map[string]string{"env": "prod"}, true)
+		p := cleanupPolicy("releasing", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'prod'",
+			DeletionSignal:  &v1alpha1.DeletionSignal{WorkName: "alive"},
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		governedBy("rel-1", "releasing")
+		Eventually(objectGone("ManifestWork", "rel-1", "alive")).Should(BeFalse())
+
+		mc := getCluster(Default, "rel-1")
+		mc.SetLabels(map[string]string{"env": "dev"})
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+		Eventually(func(g Gomega) []string { return getCluster(g, "rel-1").GetFinalizers() }).
+			ShouldNot(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+		Eventually(objectGone("ManifestWork", "rel-1", "alive")).Should(BeTrue())
+	})
+})
+
+func gvrWorks() v1alpha1.GroupVersionResource {
+	return v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"}
+}
+
+func gvkWork() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
+}

@@ -1,0 +1,179 @@
+package controller_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// fleetCluster creates a ManagedCluster, its namespace, and, if available,
+// the Available condition the registration controller would set.
+func fleetCluster(name string, labels map[string]string, available bool) {
+	mc := managedCluster(name, labels)
+	Expect(k8s.Create(ctx, mc)).To(Succeed())
+	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	if available {
+		status := metav1.ConditionTrue
+		conds := []any{map[string]any{
+			"type": "ManagedClusterConditionAvailable", "status": string(status), "reason": "ManagedClusterAvailable",
+			"message": "the agent is updating its lease", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}}
+		Expect(unstructured.SetNestedSlice(mc.Object, conds, "status", "conditions")).To(Succeed())
+		Expect(k8s.Status().Update(ctx, mc)).To(Succeed())
+	}
+}
+
+// work creates a ManifestWork holding one ConfigMap, with the work agent's
+// finalizer as the agent puts it once it applied the work.
+func work(namespace, name string, annotations map[string]string) *unstructured.Unstructured {
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "work.open-cluster-management.io/v1",
+		"kind":       "ManifestWork",
+		"metadata": map[string]any{
+			"name": name, "namespace": namespace,
+			"finalizers": []any{v1alpha1.WorkAgentFinalizer},
+		},
+		"spec": map[string]any{"workload": map[string]any{"manifests": []any{map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+		}}}},
+	}}
+	w.SetAnnotations(annotations)
+	Expect(k8s.Create(ctx, w)).To(Succeed())
+	return w
+}
+
+func addon(namespace, name string) {
+	a := &unstructured.Unstructured{}
+	a.SetAPIVersion("addon.open-cluster-management.io/v1alpha1")
+	a.SetKind("ManagedClusterAddOn")
+	a.SetNamespace(namespace)
+	a.SetName(name)
+	Expect(unstructured.SetNestedField(a.Object, map[string]any{}, "spec")).To(Succeed())
+	Expect(k8s.Create(ctx, a)).To(Succeed())
+}
+
+func objectGone(gvk string, namespace, name string) func() bool {
+	return func() bool {
+		u := &unstructured.Unstructured{}
+		switch gvk {
+		case "ManifestWork":
+			u.SetAPIVersion("work.open-cluster-management.io/v1")
+		case "ManagedClusterAddOn":
+			u.SetAPIVersion("addon.open-cluster-management.io/v1alpha1")
+		case "ManagedCluster":
+			u.SetAPIVersion("cluster.open-cluster-management.io/v1")
+		}
+		u.SetKind(gvk)
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u))
+	}
+}
+
+func getCluster(g Gomega, name string) *unstructured.Unstructured {
+	mc := managedCluster("", nil)
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, mc)).To(Succeed())
+	return mc
+}
+
+// contentDelete returns the cluster's ContentDeleteSuccess condition.
+func contentDelete(g Gomega, name string) *metav1.Condition {
+	mc := getCluster(g, name)
+	raw, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+	var conds []metav1.Condition
+	for _, r := range raw {
+		m := r.(map[string]any)
+		conds = append(conds, metav1.Condition{
+			Type: m["type"].(string), Status: metav1.ConditionStatus(m["status"].(string)),
+			Reason: m["reason"].(string), Message: m["message"].(string),
+		})
+	}
+	c := meta.FindStatusCondition(conds, v1alpha1.ContentDeleteSuccessCondition)
+	g.Expect(c).NotTo(BeNil(), "no ContentDeleteSuccess condition yet")
+	return c
+}
+
+func deleteCluster(name string) {
+	Expect(k8s.Delete(ctx, managedCluster(name, nil))).To(Succeed())
+}
+
+func namespaceDeleting(g Gomega, name string) bool {
+	ns := &corev1.Namespace{}
+	err := k8s.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	g.Expect(err).NotTo(HaveOccurred())
+	return ns.DeletionTimestamp != nil
+}
+
+// workAgent plays OCM's work agent for the tests: once a ManifestWork is
+// being deleted it removes its finalizer, as the agent does after removing
+// the work's resources from the managed cluster. Works it is told are stuck,
+// and works of stopped clusters, keep their finalizer. It records the order
+// in which it saw works deleting.
+type workAgent struct {
+	mu      sync.Mutex
+	stuck   map[types.NamespacedName]bool
+	stopped map[string]bool
+	seen    []string
+}
+
+func newWorkAgent() *workAgent {
+	return &workAgent{stuck: map[types.NamespacedName]bool{}, stopped: map[string]bool{}}
+}
+
+func (a *workAgent) setStuck(namespace, name string, stuck bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stuck[types.NamespacedName{Namespace: namespace, Name: name}] = stuck
+}
+
+func (a *workAgent) order() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.seen)
+}
+
+func (a *workAgent) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("work.open-cluster-management.io/v1")
+		list.SetKind("ManifestWorkList")
+		if err := k8s.List(ctx, list); err == nil {
+			for i := range list.Items {
+				a.handle(ctx, &list.Items[i])
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (a *workAgent) handle(ctx context.Context, w *unstructured.Unstructured) {
+	if w.GetDeletionTimestamp() == nil || !slices.Contains(w.GetFinalizers(), v1alpha1.WorkAgentFinalizer) {
+		return
+	}
+	key := types.NamespacedName{Namespace: w.GetNamespace(), Name: w.GetName()}
+	a.mu.Lock()
+	if !slices.Contains(a.seen, key.String()) {
+		a.seen = append(a.seen, key.String())
+	}
+	hold := a.stuck[key] || a.stopped[key.Namespace]
+	a.mu.Unlock()
+	if hold {
+		return
+	}
+	w.SetFinalizers(slices.DeleteFunc(w.GetFinalizers(), func(f string) bool { return f == v1alpha1.WorkAgentFinalizer }))
+	_ = k8s.Update(ctx, w)
+}
