@@ -318,6 +318,17 @@ type CleanupPolicyStatus struct {
 	// +optional
 	GovernedClusters int32 `json:"governedClusters"`
 
+	// clustersDeleting counts the governed clusters whose content is being removed.
+	// +optional
+	ClustersDeleting int32 `json:"clustersDeleting,omitempty"`
+
+	// ocmResourceCleanupClusters counts the governed clusters that also carry
+	// OCM's own cleanup finalizer (cluster.open-cluster-management.io/resource-cleanup):
+	// OCM's ResourceCleanup feature deletes their add-ons and works at once,
+	// without this policy's gates and order. Turn it off on the hub.
+	// +optional
+	OCMResourceCleanupClusters int32 `json:"ocmResourceCleanupClusters,omitempty"`
+
 	// evaluationErrors counts the clusters for which an expression failed at
 	// run time; those clusters are held, not governed by a guess.
 	// +optional

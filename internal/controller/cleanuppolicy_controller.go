@@ -92,11 +92,13 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	budget := cel.NewBudget(cel.ReconcileCostBudget)
 	prev := p.Status.DeepCopy()
 	var (
-		evaluated         int
-		matched, governed int32
-		evalErrors        []string
-		overlaps          = map[string]*v1alpha1.PolicyOverlap{}
-		exhausted         bool
+		evaluated            int
+		matched, governed    int32
+		deleting, ocmCleanup int32
+		ocmExamples          []string
+		evalErrors           []string
+		overlaps             = map[string]*v1alpha1.PolicyOverlap{}
+		exhausted            bool
 	)
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
@@ -117,6 +119,15 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		matched++
 		if res.Governor != nil && res.Governor.UID == compiled.UID {
 			governed++
+			if c.GetDeletionTimestamp() != nil {
+				deleting++
+			}
+			if slices.Contains(c.GetFinalizers(), v1alpha1.OCMResourceCleanupFinalizer) {
+				ocmCleanup++
+				if len(ocmExamples) < maxReported {
+					ocmExamples = append(ocmExamples, c.GetName())
+				}
+			}
 		}
 		for _, other := range res.Matched {
 			if other.UID == compiled.UID || other.Spec.Priority != compiled.Spec.Priority {
@@ -137,6 +148,14 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	p.Status.MatchedClusters = matched
 	p.Status.GovernedClusters = governed
 	p.Status.EvaluationErrors = int32(len(evalErrors))
+	p.Status.ClustersDeleting = deleting
+	p.Status.OCMResourceCleanupClusters = ocmCleanup
+	if ocmCleanup > 0 && ocmCleanup != prev.OCMResourceCleanupClusters {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "OCMResourceCleanupEnabled", "Evaluate",
+			"%d governed cluster(s) also carry OCM's %s finalizer (%s): OCM deletes their add-ons and works without this "+
+				"policy's gates and order; disable the ResourceCleanup feature gate of the registration hub",
+			ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer, strings.Join(ocmExamples, ", "))
+	}
 	p.Status.Overlaps = sortedOverlaps(overlaps)
 	if !equality.Semantic.DeepEqual(prev.Overlaps, p.Status.Overlaps) {
 		r.reportOverlaps(p)
@@ -156,8 +175,12 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Evaluate", "%s", msg)
 		}
 	default:
-		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason,
-			fmt.Sprintf("matches %d cluster(s) and governs %d", matched, governed))
+		msg := fmt.Sprintf("matches %d cluster(s) and governs %d", matched, governed)
+		if ocmCleanup > 0 {
+			msg += fmt.Sprintf("; %d of them also carry OCM's %s finalizer: disable OCM's ResourceCleanup feature gate",
+				ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer)
+		}
+		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, msg)
 	}
 	r.forgetClusters(clusters)
 	return reconcile.Result{}, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -104,6 +105,26 @@ var _ = Describe("CleanupPolicy", func() {
 		Expect(k8s.Update(ctx, c)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(status("prod")(g).Status.MatchedClusters).To(BeEquivalentTo(3))
+		}).Should(Succeed())
+	})
+
+	It("reports governed clusters that also carry OCM's own cleanup finalizer", func() {
+		mc := managedCluster("ocm-gc-1", map[string]string{"env": "prod"})
+		mc.SetFinalizers([]string{v1alpha1.OCMResourceCleanupFinalizer})
+		Expect(k8s.Create(ctx, mc)).To(Succeed())
+		Expect(k8s.Create(ctx, managedCluster("ocm-gc-2", map[string]string{"env": "prod"}))).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("ocm", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := status("ocm")(g)
+			g.Expect(p.Status.OCMResourceCleanupClusters).To(BeEquivalentTo(1))
+			g.Expect(condition(p, v1alpha1.ReadyCondition).Message).To(ContainSubstring("disable OCM's ResourceCleanup feature gate"))
+		}).Should(Succeed())
+		// OCM is not running here: take its finalizer off for it.
+		Eventually(func() error {
+			mc := managedCluster("", nil)
+			Expect(k8s.Get(ctx, client.ObjectKey{Name: "ocm-gc-1"}, mc)).To(Succeed())
+			mc.SetFinalizers(slices.DeleteFunc(mc.GetFinalizers(), func(f string) bool { return f == v1alpha1.OCMResourceCleanupFinalizer }))
+			return k8s.Update(ctx, mc)
 		}).Should(Succeed())
 	})
 

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -252,6 +253,8 @@ var _ = Describe("Cluster deletion", func() {
 		Expect(objectGone("ManifestWork", "be-1", "stuck")()).To(BeTrue())
 		reasons := strings.Join(events("be-1"), "\n")
 		Expect(reasons).To(ContainSubstring(v1alpha1.ForcedReason + ": BestEffort (the timeout passed): removed the work agent's finalizer from manifestworks/stuck"))
+		Expect(testutil.ToFloat64(op.Metrics.ForcedObjects.WithLabelValues("manifestworks"))).To(BeNumerically(">=", 1))
+		Expect(testutil.CollectAndCount(op.Metrics.Duration)).To(BeNumerically(">=", 1))
 	})
 
 	It("forces at once under BestEffort when the cluster is unavailable", func() {
@@ -296,6 +299,7 @@ var _ = Describe("Cluster deletion", func() {
 		agent.setStuck("nl-1", "app", false)
 		clusterGone("nl-1")
 		Expect(strings.Join(events("nl-1"), "\n")).To(ContainSubstring(v1alpha1.OrphanedReason))
+		Expect(testutil.ToFloat64(op.Metrics.OrphanedWorks)).To(BeNumerically(">=", 2))
 	})
 
 	It("holds the cluster, deleting nothing, when the policy fails at run time for it", func() {
@@ -349,6 +353,45 @@ var _ = Describe("Cluster deletion", func() {
 		p.Spec.DryRun = false
 		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
 		clusterGone("dry-1")
+	})
+
+	It("resumes a cleanup after a manager restart without repeating or skipping a step", func() {
+		fleetCluster("rs-1", nil, true)
+		addon("rs-1", "search")
+		for _, w := range []string{"w1", "w2", "w3"} {
+			work("rs-1", w, nil)
+		}
+		agent.setStuck("rs-1", "w1", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("restart", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		governedBy("rs-1", "restart")
+		deletedWorks := func() float64 { return testutil.ToFloat64(op.Metrics.DeletedObjects.WithLabelValues("manifestworks")) }
+		deletedAddons := func() float64 {
+			return testutil.ToFloat64(op.Metrics.DeletedObjects.WithLabelValues("managedclusteraddons"))
+		}
+		works0, addons0 := deletedWorks(), deletedAddons()
+
+		deleteCluster("rs-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "rs-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.ResourcesRemainingReason))
+			g.Expect(c.Message).To(ContainSubstring("stage manifestworks (2 of 2): 1 manifestworks remain"))
+		}).Should(Succeed())
+		Expect(deletedWorks() - works0).To(BeEquivalentTo(3))
+		Expect(deletedAddons() - addons0).To(BeEquivalentTo(1))
+
+		By("restarting the manager in the middle of the stage")
+		stopManager()
+		works0, addons0 = deletedWorks(), deletedAddons()
+		startManager()
+		Consistently(func(g Gomega) string {
+			return contentDelete(g, "rs-1").Reason
+		}, "2s").Should(Equal(v1alpha1.ResourcesRemainingReason))
+		Expect(deletedWorks()-works0).To(BeZero(), "a deleting work was deleted again")
+		Expect(deletedAddons()-addons0).To(BeZero(), "a finished stage was repeated")
+
+		agent.setStuck("rs-1", "w1", false)
+		clusterGone("rs-1")
+		Expect(deletedWorks() - works0).To(BeZero())
 	})
 
 	It("follows a policy changed during the cleanup", func() {

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -43,19 +44,44 @@ var _ = BeforeSuite(func() {
 	k8s, err = client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
 	Expect(err).NotTo(HaveOccurred())
 
-	mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions(operator.ManagerOptions()))
-	Expect(err).NotTo(HaveOccurred())
-	op, err = operator.Setup(ctx, mgr, operator.Options{EnableWebhooks: true})
-	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	Expect(env.WaitForWebhook(ctx)).To(Succeed())
+	startManager()
 
 	agent = newWorkAgent()
 	go agent.run(ctx)
 })
+
+var (
+	stopMgr func()
+	mgrDone chan struct{}
+)
+
+// startManager runs the operator's manager, webhook included, as cmd/main.go
+// sets it up.
+func startManager() {
+	opts := env.ManagerOptions(operator.ManagerOptions())
+	// A test restarts the manager in this process: the new one registers
+	// controllers of the same names.
+	opts.Controller.SkipNameValidation = ptr.To(true)
+	mgr, err := ctrl.NewManager(env.Config, opts)
+	Expect(err).NotTo(HaveOccurred())
+	mgrCtx, cancel := context.WithCancel(ctx)
+	op, err = operator.Setup(mgrCtx, mgr, operator.Options{EnableWebhooks: true})
+	Expect(err).NotTo(HaveOccurred())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mgrCtx)).To(Succeed())
+	}()
+	stopMgr, mgrDone = cancel, done
+	Expect(env.WaitForWebhook(ctx)).To(Succeed())
+}
+
+// stopManager stops the manager and waits until it has stopped.
+func stopManager() {
+	stopMgr()
+	<-mgrDone
+}
 
 var _ = AfterSuite(func() {
 	if cancel != nil {
