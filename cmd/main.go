@@ -28,7 +28,7 @@ func main() {
 		enableLeaderElection, secureMetrics bool
 		enableHTTP2                         bool
 		kubeAPIQPS                          float64
-		kubeAPIBurst                        int
+		kubeAPIBurst, clusterConcurrency    int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
 		"The address the metrics endpoint binds to, :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
@@ -44,6 +44,8 @@ func main() {
 		"Serve HTTP/2 on the metrics and webhook servers; off by default against HTTP/2 stream attacks.")
 	flag.Float64Var(&kubeAPIQPS, "kube-api-qps", 50, "Queries per second to the API server.")
 	flag.IntVar(&kubeAPIBurst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	flag.IntVar(&clusterConcurrency, "cluster-concurrency", operator.DefaultClusterConcurrency,
+		"How many ManagedClusters are reconciled, and so torn down, at once.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -105,7 +107,7 @@ func main() {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	if _, err := operator.Setup(ctx, mgr, operator.Options{EnableWebhooks: enableWebhooks}); err != nil {
+	if _, err := operator.Setup(ctx, mgr, operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: clusterConcurrency}); err != nil {
 		log.Error(err, "setting up the operator")
 		os.Exit(1)
 	}

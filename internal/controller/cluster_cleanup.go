@@ -8,7 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -92,6 +94,9 @@ func (c *cleanup) waiting(reason, message string, remaining []policy.Object) ste
 // then the finalizer. Each call recomputes where the cleanup stands from
 // what exists, so a restart resumes it without repeating or skipping a step.
 func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+	if a.inflight.finished(mc.GetUID()) {
+		return reconcile.Result{}, nil // finished; the cache has not caught up yet
+	}
 	if g.Held != nil {
 		return a.report(ctx, mc, step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason,
 			message: "held, nothing is deleted: " + g.Held.Error()})
@@ -412,12 +417,20 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, c *cleanup) error {
 }
 
 func (a *ManagedClusterAdapter) removeFinalizer(ctx context.Context, mc *unstructured.Unstructured, reason, msg string) error {
-	before := mc.DeepCopy()
-	controllerutil.RemoveFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)
-	if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	// A JSON patch that tests the finalizer's position removes exactly it,
+	// whatever else changed on the cluster meanwhile (its status does, often).
+	patch, ok := removeFinalizerPatch(mc, v1alpha1.ClusterCleanupFinalizer)
+	if !ok || a.inflight.finished(mc.GetUID()) {
+		return nil // a cache that has not caught up yet
+	}
+	if err := a.Client.Patch(ctx, mc, patch); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+			return fmt.Errorf("the finalizers of %s changed meanwhile, retrying: %w", mc.GetName(), err)
+		}
 		return client.IgnoreNotFound(err)
 	}
 	a.inflight.forgetCluster(mc.GetName())
+	a.inflight.finish(mc.GetUID())
 	a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, reason, "Cleanup", "%s", msg)
 	logf.FromContext(ctx).Info("cluster cleanup finished", "cluster", mc.GetName(), "reason", reason)
 	return nil
@@ -450,32 +463,42 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 	return reconcile.Result{RequeueAfter: max(s.requeue, 0)}, nil
 }
 
+// deleteParallelism bounds the deletes one cluster has in flight at once.
+const deleteParallelism = 8
+
 // deleteObjects deletes the objects that are not being deleted yet, once
 // each: an object already deleted by this process is not deleted again
 // while the cache catches up.
 func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, objs []policy.Object) (int, error) {
-	n := 0
+	var n atomic.Int64
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(deleteParallelism)
 	for _, o := range objs {
 		if o.Meta.DeletionTimestamp != nil || a.inflight.has(deleted, o.Meta.UID) {
 			continue
 		}
-		// Through the unstructured client: the metadata client cannot decode
-		// the object a DELETE returns while finalizers hold it.
-		target := &unstructured.Unstructured{}
-		target.SetGroupVersionKind(o.Meta.GroupVersionKind())
-		target.SetNamespace(o.Meta.Namespace)
-		target.SetName(o.Meta.Name)
-		if err := a.Client.Delete(ctx, target, client.Preconditions{UID: &o.Meta.UID}); client.IgnoreNotFound(err) != nil {
-			if apierrors.IsConflict(err) {
-				continue // replaced by a new object of the same name: the watch brings it
+		eg.Go(func() error {
+			// Through the unstructured client: the metadata client cannot
+			// decode the object a DELETE returns while finalizers hold it.
+			target := &unstructured.Unstructured{}
+			target.SetGroupVersionKind(o.Meta.GroupVersionKind())
+			target.SetNamespace(o.Meta.Namespace)
+			target.SetName(o.Meta.Name)
+			err := a.Client.Delete(ctx, target, client.Preconditions{UID: &o.Meta.UID})
+			switch {
+			case apierrors.IsConflict(err):
+				return nil // replaced by a new object of the same name: the watch brings it
+			case client.IgnoreNotFound(err) != nil:
+				return fmt.Errorf("deleting %s in %s: %w", o.Key(), o.Meta.Namespace, err)
 			}
-			return n, fmt.Errorf("deleting %s in %s: %w", o.Key(), o.Meta.Namespace, err)
-		}
-		a.inflight.add(deleted, o.Meta.Namespace, o.Meta.UID)
-		a.Metrics.DeletedObjects.WithLabelValues(o.GVR.Resource).Inc()
-		n++
+			a.inflight.add(deleted, o.Meta.Namespace, o.Meta.UID)
+			a.Metrics.DeletedObjects.WithLabelValues(o.GVR.Resource).Inc()
+			n.Add(1)
+			return nil
+		})
 	}
-	return n, nil
+	err := eg.Wait()
+	return int(n.Load()), err
 }
 
 // force removes the work agent's finalizer from deleting objects, where the
@@ -486,13 +509,11 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 	}
 	var forced []string
 	for _, o := range objs {
-		i := slices.Index(o.Meta.Finalizers, v1alpha1.WorkAgentFinalizer)
-		if o.Meta.DeletionTimestamp == nil || i < 0 || a.inflight.has(forcedSet, o.Meta.UID) {
+		patch, has := removeFinalizerPatch(o.Meta, v1alpha1.WorkAgentFinalizer)
+		if o.Meta.DeletionTimestamp == nil || !has || a.inflight.has(forcedSet, o.Meta.UID) {
 			continue
 		}
-		patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`,
-			i, v1alpha1.WorkAgentFinalizer, i)
-		if err := a.Client.Patch(ctx, o.Meta, client.RawPatch(types.JSONPatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		if err := a.Client.Patch(ctx, o.Meta, patch); client.IgnoreNotFound(err) != nil {
 			if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
 				continue // the finalizers changed meanwhile: the watch brings the object back
 			}
@@ -523,6 +544,18 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 	return len(forced), nil
 }
 
+// removeFinalizerPatch is a JSON patch removing one finalizer, valid only
+// while the finalizer is still where obj has it.
+func removeFinalizerPatch(obj metav1.Object, finalizer string) (client.Patch, bool) {
+	i := slices.Index(obj.GetFinalizers(), finalizer)
+	if i < 0 {
+		return nil, false
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`,
+		i, finalizer, i)
+	return client.RawPatch(types.JSONPatchType, []byte(patch)), true
+}
+
 // inflight remembers, per object UID, what this process already did, so
 // that a cache that has not caught up yet does not cause the same write
 // twice. It is memory only: after a restart the cache shows the effects.
@@ -530,6 +563,27 @@ type inflight struct {
 	mu        sync.Mutex
 	sets      map[inflightKind]sets.Set[types.UID]
 	byCluster map[string]sets.Set[types.UID]
+	// done are clusters whose finalizer this process removed.
+	done sets.Set[types.UID]
+}
+
+// maxFinished bounds the finished clusters remembered; the cache has long
+// caught up with the oldest of them.
+const maxFinished = 10000
+
+func (f *inflight) finish(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done.Len() >= maxFinished {
+		f.done = sets.New[types.UID]()
+	}
+	f.done.Insert(uid)
+}
+
+func (f *inflight) finished(uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done.Has(uid)
 }
 
 type inflightKind int
@@ -544,6 +598,7 @@ func newInflight() *inflight {
 	return &inflight{
 		sets:      map[inflightKind]sets.Set[types.UID]{deleted: {}, orphaned: {}, forcedSet: {}},
 		byCluster: map[string]sets.Set[types.UID]{},
+		done:      sets.New[types.UID](),
 	}
 }
 

@@ -43,6 +43,9 @@ type Reconciler[T client.Object] struct {
 	client.Client
 	Fleet   *Fleet
 	Adapter Adapter[T]
+	// MaxConcurrentReconciles is how many objects are reconciled at once;
+	// 0 means one.
+	MaxConcurrentReconciles int
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -60,7 +63,8 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 
 // SetupWithManager registers the controller, For the adapter's kind.
 func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
-	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).For(r.Adapter.New())
+	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).For(r.Adapter.New()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)})
 	c, err := r.Adapter.Watches(b).Build(r)
 	if err != nil {
 		return err

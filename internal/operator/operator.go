@@ -3,6 +3,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -50,7 +51,13 @@ func ManagerOptions() ctrl.Options {
 type Options struct {
 	// EnableWebhooks registers the CleanupPolicy validating webhook.
 	EnableWebhooks bool
+	// ClusterConcurrency is how many clusters are reconciled, and so torn
+	// down, at once. 0 means DefaultClusterConcurrency.
+	ClusterConcurrency int
 }
+
+// DefaultClusterConcurrency is how many clusters are torn down at once by default.
+const DefaultClusterConcurrency = 10
 
 // Operator is what Setup built, for tests and metrics to observe.
 type Operator struct {
@@ -88,9 +95,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	fleet := &controller.Fleet{Reader: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
-		Client:  mgr.GetClient(),
-		Fleet:   fleet,
-		Adapter: controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics),
+		Client:                  mgr.GetClient(),
+		Fleet:                   fleet,
+		Adapter:                 controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics),
+		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManagedCluster controller: %w", err)
 	}

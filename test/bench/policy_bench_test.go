@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,7 +83,9 @@ func setUp(b *testing.B) (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions(operator.ManagerOptions()))
+	opts := env.ManagerOptions(operator.ManagerOptions())
+	opts.Controller.SkipNameValidation = ptr.To(true) // one manager per benchmark, in one process
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		return nil, err
 	}
