@@ -443,19 +443,21 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 	if s.done {
 		status = metav1.ConditionTrue
 	}
-	before := mc.DeepCopy()
-	if setContentDeleteCondition(mc, status, s.reason, s.message) {
-		if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-		logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", s.reason, "message", s.message)
-	}
+	// The event first: the step it reports has happened even if the
+	// condition write below meets a newer cluster and has to wait.
 	if s.event != "" {
 		typ := corev1.EventTypeNormal
 		if s.reason == v1alpha1.CleanupFailedReason {
 			typ = corev1.EventTypeWarning
 		}
 		a.Recorder.Eventf(mc, nil, typ, s.event, "Cleanup", "%s", s.message)
+	}
+	before := mc.DeepCopy()
+	if setContentDeleteCondition(mc, status, s.reason, s.message) {
+		if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", s.reason, "message", s.message)
 	}
 	if !s.done {
 		a.Metrics.observeStep(mc.GetName(), s.reason)

@@ -1,9 +1,13 @@
 package controller
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
 // ManagedClusters are read unstructured: CEL evaluates their content as is,
@@ -26,3 +30,21 @@ var (
 	manifestWorkGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
 	addonGVK        = schema.GroupVersionKind{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Kind: "ManagedClusterAddOn"}
 )
+
+// GoverningPolicyIndex indexes ManagedClusters by the policy that governs them.
+const GoverningPolicyIndex = "cleanup.fleetops.dev/governing-policy"
+
+// IndexGoverningPolicy is the index function of GoverningPolicyIndex.
+func IndexGoverningPolicy(o client.Object) []string {
+	if p := o.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]; p != "" {
+		return []string{p}
+	}
+	return nil
+}
+
+// newMetadataList returns an empty metadata-only list of a kind.
+func newMetadataList(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return l
+}

@@ -102,6 +102,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManagedCluster controller: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, newManagedCluster(), controller.GoverningPolicyIndex, controller.IndexGoverningPolicy); err != nil {
+		return nil, fmt.Errorf("indexing ManagedClusters by policy: %w", err)
+	}
+	if err := (&controller.Reconciler[*unstructured.Unstructured]{
+		Client:                  mgr.GetClient(),
+		Fleet:                   fleet,
+		Adapter:                 &controller.ManifestWorkAdapter{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Recorder: recorder},
+		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the ManifestWork controller: %w", err)
+	}
 	if opts.EnableWebhooks {
 		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {
 			return nil, fmt.Errorf("setting up the CleanupPolicy webhook: %w", err)
@@ -109,4 +120,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	registerMetrics(op)
 	return op, nil
+}
+
+func newManagedCluster() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("cluster.open-cluster-management.io/v1")
+	u.SetKind("ManagedCluster")
+	return u
 }

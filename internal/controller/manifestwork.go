@@ -1,0 +1,326 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+// OrphaningAnnotation records, on a ManifestWork, the deleteOption the
+// operator stamped ("Orphan" or "SelectivelyOrphan"); it is written in the
+// same apply, so the operator knows which works carry its decision.
+const OrphaningAnnotation = "cleanup.fleetops.dev/orphaning"
+
+// maxReapplies is how many times the operator re-applies a decision that
+// another manager reverted before it stops writing that work.
+const maxReapplies = 3
+
+// ManifestWorkAdapter stamps each governed ManifestWork with the
+// deleteOption its policy's orphaning rules decide.
+type ManifestWorkAdapter struct {
+	Client   client.Client
+	Mapper   meta.RESTMapper
+	Recorder events.EventRecorder
+
+	mu      sync.Mutex
+	applied map[types.UID]applyRecord
+}
+
+// applyRecord counts the applies of one decision to one work.
+type applyRecord struct {
+	decision string
+	count    int
+}
+
+var _ Adapter[*unstructured.Unstructured] = &ManifestWorkAdapter{}
+
+// Name implements Adapter.
+func (a *ManifestWorkAdapter) Name() string { return "manifestwork" }
+
+// New implements Adapter.
+func (a *ManifestWorkAdapter) New() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(manifestWorkGVK)
+	return u
+}
+
+// ClusterName implements Adapter: a work's cluster is its namespace.
+func (a *ManifestWorkAdapter) ClusterName(w *unstructured.Unstructured) string {
+	return w.GetNamespace()
+}
+
+// Reconcile implements Adapter.
+func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+	log := logf.FromContext(ctx)
+	switch {
+	case w.GetDeletionTimestamp() != nil:
+		a.forget(w.GetUID())
+		return reconcile.Result{}, nil // a work being deleted is not changed
+	case w.GetLabels()[v1alpha1.SignalWorkLabel] == "true":
+		return reconcile.Result{}, nil // the cluster controller owns the signal work
+	case g.Held != nil:
+		log.Info("work held: no orphaning decision", "work", w.GetName(), "namespace", w.GetNamespace(), "reason", g.Held.Error())
+		return reconcile.Result{}, nil
+	}
+
+	desired := policy.DeleteOption{}
+	if g.Policy != nil {
+		var err error
+		desired, err = a.decide(g, w)
+		if err != nil {
+			a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Orphaning",
+				"not stamped, the decision failed: %v", err)
+			log.Info("orphaning decision failed; work not stamped", "work", w.GetName(), "namespace", w.GetNamespace(), "error", err.Error())
+			return reconcile.Result{}, nil
+		}
+		if g.Policy.Spec.DryRun {
+			if !desired.Equal(current(w)) {
+				a.Recorder.Eventf(w, nil, corev1.EventTypeNormal, v1alpha1.DryRunReason, "Orphaning",
+					"dry run: would set deleteOption %s", describe(desired))
+			}
+			return reconcile.Result{}, nil
+		}
+	}
+	stamped := w.GetAnnotations()[OrphaningAnnotation] != ""
+	if desired.PropagationPolicy == "" && !stamped {
+		return reconcile.Result{}, nil // nothing to own, nothing owned
+	}
+	if desired.PropagationPolicy != "" && stamped && desired.Equal(current(w)) {
+		return reconcile.Result{}, nil // steady: no write
+	}
+	if !a.mayApply(w, desired) {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, a.apply(ctx, w, desired)
+}
+
+func (a *ManifestWorkAdapter) decide(g *Governed, w *unstructured.Unstructured) (policy.DeleteOption, error) {
+	raw, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
+	manifests := make([]map[string]any, 0, len(raw))
+	for _, m := range raw {
+		obj, ok := m.(map[string]any)
+		if !ok {
+			return policy.DeleteOption{}, errors.New("a manifest is not an object")
+		}
+		manifests = append(manifests, obj)
+	}
+	reported := reportedResources(w)
+	resourceOf := func(i int, gvk schema.GroupVersionKind) (string, error) {
+		if r, ok := reported[i]; ok && r.gvk == gvk {
+			return r.resource, nil
+		}
+		mapping, err := a.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return "", fmt.Errorf("neither the work agent nor the API server knows its resource: %w", err)
+		}
+		return mapping.Resource.Resource, nil
+	}
+	return policy.Orphaning(g.Policy, g.Activation, w.Object, manifests, resourceOf)
+}
+
+type reportedResource struct {
+	gvk      schema.GroupVersionKind
+	resource string
+}
+
+// reportedResources reads the resource names the work agent reported, by
+// manifest ordinal.
+func reportedResources(w *unstructured.Unstructured) map[int]reportedResource {
+	raw, _, _ := unstructured.NestedSlice(w.Object, "status", "resourceStatus", "manifests")
+	out := map[int]reportedResource{}
+	for _, r := range raw {
+		m, _ := r.(map[string]any)
+		meta, _ := m["resourceMeta"].(map[string]any)
+		ordinal, ok := meta["ordinal"].(int64)
+		resource, _ := meta["resource"].(string)
+		if !ok || resource == "" {
+			continue
+		}
+		group, _ := meta["group"].(string)
+		version, _ := meta["version"].(string)
+		kind, _ := meta["kind"].(string)
+		out[int(ordinal)] = reportedResource{gvk: schema.GroupVersionKind{Group: group, Version: version, Kind: kind}, resource: resource}
+	}
+	return out
+}
+
+// current reads the deleteOption a work carries.
+func current(w *unstructured.Unstructured) policy.DeleteOption {
+	var d policy.DeleteOption
+	d.PropagationPolicy, _, _ = unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
+	if d.PropagationPolicy == "Foreground" {
+		d.PropagationPolicy = ""
+	}
+	rules, _, _ := unstructured.NestedSlice(w.Object, "spec", "deleteOption", "selectivelyOrphans", "orphaningRules")
+	for _, r := range rules {
+		m, _ := r.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		d.Orphans = append(d.Orphans, policy.Orphan{Group: str("group"), Resource: str("resource"), Namespace: str("namespace"), Name: str("name")})
+	}
+	return d
+}
+
+func describe(d policy.DeleteOption) string {
+	switch d.PropagationPolicy {
+	case "":
+		return "unset (Foreground)"
+	case "Orphan":
+		return "Orphan (every manifest stays on the managed cluster)"
+	}
+	var parts []string
+	for i, o := range d.Orphans {
+		parts = append(parts, fmt.Sprintf("%s/%s by rule %s", o.Resource, o.Name, d.Rules[i]))
+	}
+	return "SelectivelyOrphan: " + strings.Join(parts, ", ")
+}
+
+// apply writes the decision with server-side apply, never forced: the
+// operator owns only spec.deleteOption and its annotation. An empty decision
+// gives up what it owned.
+func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstructured, d policy.DeleteOption) error {
+	md := map[string]any{"name": w.GetName(), "namespace": w.GetNamespace()}
+	obj := map[string]any{
+		"apiVersion": manifestWorkGVK.GroupVersion().String(),
+		"kind":       manifestWorkGVK.Kind,
+		"metadata":   md,
+	}
+	if d.PropagationPolicy != "" {
+		md["annotations"] = map[string]any{OrphaningAnnotation: d.PropagationPolicy}
+		option := map[string]any{"propagationPolicy": d.PropagationPolicy}
+		if d.PropagationPolicy == "SelectivelyOrphan" {
+			rules := make([]any, len(d.Orphans))
+			for i, o := range d.Orphans {
+				rule := map[string]any{"group": o.Group, "resource": o.Resource, "name": o.Name}
+				if o.Namespace != "" {
+					rule["namespace"] = o.Namespace
+				}
+				rules[i] = rule
+			}
+			option["selectivelyOrphans"] = map[string]any{"orphaningRules": rules}
+		}
+		obj["spec"] = map[string]any{"deleteOption": option}
+	}
+	err := a.Client.Patch(ctx, &unstructured.Unstructured{Object: obj}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	switch {
+	case apierrors.IsConflict(err):
+		a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, "Conflict", "Orphaning",
+			"left alone: another manager owns spec.deleteOption, the operator would set %s: %v", describe(d), err)
+		return nil
+	case err != nil:
+		return client.IgnoreNotFound(err)
+	}
+	a.Recorder.Eventf(w, nil, corev1.EventTypeNormal, "Stamped", "Orphaning", "deleteOption set to %s", describe(d))
+	return nil
+}
+
+// mayApply counts the applies of the same decision to a work. A decision
+// that keeps being reverted by another manager is applied once and
+// re-applied maxReapplies times; then the operator stops writing that work
+// and reports it as contested.
+func (a *ManifestWorkAdapter) mayApply(w *unstructured.Unstructured, d policy.DeleteOption) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.applied == nil {
+		a.applied = map[types.UID]applyRecord{}
+	}
+	key := describe(d)
+	r := a.applied[w.GetUID()]
+	if r.decision != key {
+		r = applyRecord{decision: key}
+	}
+	r.count++
+	a.applied[w.GetUID()] = r
+	if r.count == maxReapplies+2 {
+		a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, "Contested", "Orphaning",
+			"another manager reverted spec.deleteOption %d times; the operator stops writing this work: set deleteOption where the work is generated, or exclude it from the orphaning rules", maxReapplies)
+	}
+	return r.count <= maxReapplies+1
+}
+
+func (a *ManifestWorkAdapter) forget(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.applied, uid)
+}
+
+// Contested reports whether the operator stopped writing a work.
+func (a *ManifestWorkAdapter) Contested(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.applied[uid].count > maxReapplies+1
+}
+
+// Watches implements Adapter: a work is reconciled when its spec, labels or
+// annotations change, when its cluster's labels or governing policy change,
+// and when a policy changes.
+func (a *ManifestWorkAdapter) Watches(b *builder.Builder) *builder.Builder {
+	return b.
+		WithEventFilter(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+			policyOrClusterEvents{})).
+		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(a.worksOfCluster),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(a.worksOfPolicy),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+}
+
+// policyOrClusterEvents lets every event of the watched policies and
+// clusters through the controller-wide filter; their own predicates decide.
+type policyOrClusterEvents struct{ predicate.Funcs }
+
+func (policyOrClusterEvents) Update(e event.UpdateEvent) bool {
+	_, isPolicy := e.ObjectNew.(*v1alpha1.CleanupPolicy)
+	return isPolicy || e.ObjectNew.GetObjectKind().GroupVersionKind() == managedClusterGVK
+}
+
+func (a *ManifestWorkAdapter) worksOfCluster(ctx context.Context, mc client.Object) []reconcile.Request {
+	return a.worksIn(ctx, mc.GetName())
+}
+
+// worksOfPolicy maps a policy change to the works of the clusters it
+// governs, found through the clusters' governing-policy index.
+func (a *ManifestWorkAdapter) worksOfPolicy(ctx context.Context, p client.Object) []reconcile.Request {
+	clusters := newManagedClusterList()
+	if err := a.Client.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: p.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "listing the clusters of a policy", "policy", p.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range clusters.Items {
+		reqs = append(reqs, a.worksIn(ctx, clusters.Items[i].GetName())...)
+	}
+	return reqs
+}
+
+func (a *ManifestWorkAdapter) worksIn(ctx context.Context, namespace string) []reconcile.Request {
+	list := newMetadataList(manifestWorkGVK)
+	if err := a.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		logf.FromContext(ctx).Error(err, "listing works", "namespace", namespace)
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: list.Items[i].Name}}
+	}
+	return reqs
+}
