@@ -151,6 +151,23 @@ var _ = Describe("Cluster deletion", func() {
 			return signal.GetResourceVersion()
 		}, "2s").Should(Equal(rv))
 
+		By("updating it when the policy's manifests change")
+		p := &v1alpha1.CleanupPolicy{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "signal"}, p)).To(Succeed())
+		before := p.DeepCopy()
+		p.Spec.DeletionSignal.Manifests = append(p.Spec.DeletionSignal.Manifests, v1alpha1.Manifest{RawExtension: runtime.RawExtension{
+			Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-alive-2","namespace":"kube-system"}}`)}})
+		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "sig-1", Name: "alive"}, signal)).To(Succeed())
+			manifests, _, _ := unstructured.NestedSlice(signal.Object, "spec", "workload", "manifests")
+			g.Expect(manifests).To(HaveLen(2))
+		}).Should(Succeed())
+		var works metav1.PartialObjectMetadataList
+		works.SetGroupVersionKind(schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWorkList"})
+		Expect(k8s.List(ctx, &works, client.InNamespace("sig-1"), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"})).To(Succeed())
+		Expect(works.Items).To(HaveLen(1), "the signal work is not duplicated")
+
 		By("deleting the signal first and waiting while an in-cluster controller holds it")
 		// The agent adds its finalizer once it applied the work.
 		signal.SetFinalizers([]string{v1alpha1.WorkAgentFinalizer})
