@@ -223,8 +223,10 @@ func (a *ManagedClusterAdapter) orphanWork(ctx context.Context, w *metav1.Partia
 	patch := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": manifestWorkGVK.GroupVersion().String(),
 		"kind":       manifestWorkGVK.Kind,
-		"metadata":   map[string]any{"name": w.Name, "namespace": w.Namespace},
-		"spec":       map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
+		// The UID makes the apply a precondition: it never creates a work
+		// that was deleted meanwhile.
+		"metadata": map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID)},
+		"spec":     map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
 	}}
 	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
 	if force {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,10 +30,6 @@ import (
 // same apply, so the operator knows which works carry its decision.
 const OrphaningAnnotation = "cleanup.fleetops.dev/orphaning"
 
-// maxReapplies is how many times the operator re-applies a decision that
-// another manager reverted before it stops writing that work.
-const maxReapplies = 3
-
 // ManifestWorkAdapter stamps each governed ManifestWork with the
 // deleteOption its policy's orphaning rules decide.
 type ManifestWorkAdapter struct {
@@ -42,14 +37,7 @@ type ManifestWorkAdapter struct {
 	Mapper   meta.RESTMapper
 	Recorder events.EventRecorder
 
-	mu      sync.Mutex
-	applied map[types.UID]applyRecord
-}
-
-// applyRecord counts the applies of one decision to one work.
-type applyRecord struct {
-	decision string
-	count    int
+	guard applyGuard
 }
 
 var _ Adapter[*unstructured.Unstructured] = &ManifestWorkAdapter{}
@@ -74,7 +62,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 	log := logf.FromContext(ctx)
 	switch {
 	case w.GetDeletionTimestamp() != nil:
-		a.forget(w.GetUID())
+		a.guard.forget(w.GetUID())
 		return reconcile.Result{}, nil // a work being deleted is not changed
 	case w.GetLabels()[v1alpha1.SignalWorkLabel] == "true":
 		return reconcile.Result{}, nil // the cluster controller owns the signal work
@@ -108,7 +96,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 	if desired.PropagationPolicy != "" && stamped && desired.Equal(current(w)) {
 		return reconcile.Result{}, nil // steady: no write
 	}
-	if !a.mayApply(w, desired) {
+	if !a.guard.mayApply(w, describe(desired), a.Recorder, "Orphaning", "spec.deleteOption") {
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, a.apply(ctx, w, desired)
@@ -198,7 +186,9 @@ func describe(d policy.DeleteOption) string {
 // operator owns only spec.deleteOption and its annotation. An empty decision
 // gives up what it owned.
 func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstructured, d policy.DeleteOption) error {
-	md := map[string]any{"name": w.GetName(), "namespace": w.GetNamespace()}
+	// The UID makes the apply a precondition: it never creates a work that
+	// was deleted meanwhile.
+	md := map[string]any{"name": w.GetName(), "namespace": w.GetNamespace(), "uid": string(w.GetUID())}
 	obj := map[string]any{
 		"apiVersion": manifestWorkGVK.GroupVersion().String(),
 		"kind":       manifestWorkGVK.Kind,
@@ -231,43 +221,6 @@ func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstruc
 	}
 	a.Recorder.Eventf(w, nil, corev1.EventTypeNormal, "Stamped", "Orphaning", "deleteOption set to %s", describe(d))
 	return nil
-}
-
-// mayApply counts the applies of the same decision to a work. A decision
-// that keeps being reverted by another manager is applied once and
-// re-applied maxReapplies times; then the operator stops writing that work
-// and reports it as contested.
-func (a *ManifestWorkAdapter) mayApply(w *unstructured.Unstructured, d policy.DeleteOption) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.applied == nil {
-		a.applied = map[types.UID]applyRecord{}
-	}
-	key := describe(d)
-	r := a.applied[w.GetUID()]
-	if r.decision != key {
-		r = applyRecord{decision: key}
-	}
-	r.count++
-	a.applied[w.GetUID()] = r
-	if r.count == maxReapplies+2 {
-		a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, "Contested", "Orphaning",
-			"another manager reverted spec.deleteOption %d times; the operator stops writing this work: set deleteOption where the work is generated, or exclude it from the orphaning rules", maxReapplies)
-	}
-	return r.count <= maxReapplies+1
-}
-
-func (a *ManifestWorkAdapter) forget(uid types.UID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.applied, uid)
-}
-
-// Contested reports whether the operator stopped writing a work.
-func (a *ManifestWorkAdapter) Contested(uid types.UID) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.applied[uid].count > maxReapplies+1
 }
 
 // Watches implements Adapter: a work is reconciled when its spec, labels or

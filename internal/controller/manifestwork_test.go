@@ -230,6 +230,21 @@ spec:
 		}).Should(Succeed())
 	})
 
+	It("never recreates a work deleted before its stamp is applied", func() {
+		fleetCluster("orph-10", nil, true)
+		w := manifestWork("orph-10", "gone", "gitops", manifest("v1", "ConfigMap", "default", "cm1"))
+		uid := w.GetUID()
+		Expect(k8s.Delete(ctx, w)).To(Succeed())
+		// What the adapter applies, with the UID of the work it read.
+		stamp := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+			"metadata": map[string]any{"name": "gone", "namespace": "orph-10", "uid": string(uid)},
+			"spec":     map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
+		}}
+		Expect(k8s.Patch(ctx, stamp, client.Apply, client.FieldOwner(v1alpha1.FieldManager))).NotTo(Succeed())
+		Expect(objectGone("ManifestWork", "orph-10", "gone")()).To(BeTrue())
+	})
+
 	It("reports the decision in dry run and writes nothing", func() {
 		fleetCluster("orph-9", nil, true)
 		Expect(k8s.Create(ctx, cleanupPolicy("dry", v1alpha1.CleanupPolicySpec{

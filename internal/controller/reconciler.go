@@ -58,6 +58,11 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if s, ok := r.Adapter.(interface{ Standalone() bool }); ok && s.Standalone() && g.Cluster == nil {
+		if g, err = r.Fleet.GovernStandalone(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	return r.Adapter.Reconcile(ctx, obj, g)
 }
 
@@ -81,6 +86,28 @@ type Fleet struct {
 	client.Reader
 	Cache      *cel.Cache
 	Governance *policy.Governance
+}
+
+// GovernStandalone resolves the policy of an object in a namespace that
+// names no ManagedCluster: the highest-priority policy with an empty
+// clusterSelector, with `cluster` null.
+func (f *Fleet) GovernStandalone(ctx context.Context) (*Governed, error) {
+	g := &Governed{Budget: cel.NewBudget(cel.ReconcileCostBudget)}
+	var list v1alpha1.CleanupPolicyList
+	if err := f.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing CleanupPolicies: %w", err)
+	}
+	var valid []*cel.Policy
+	for i := range list.Items {
+		if compiled, errs := f.Cache.Get(&list.Items[i]); len(errs) == 0 && compiled.ClusterSelector == nil {
+			valid = append(valid, compiled)
+		}
+	}
+	if ranked := policy.Ranked(valid); len(ranked) > 0 {
+		g.Policy = ranked[0]
+		g.Activation = g.Policy.Bind(ctx, g.Budget, nil)
+	}
+	return g, nil
 }
 
 // Governed is the decision context of one reconcile.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admission"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/policy"
@@ -112,6 +113,23 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManifestWork controller: %w", err)
+	}
+	if err := (&controller.Reconciler[*unstructured.Unstructured]{
+		Client:                  mgr.GetClient(),
+		Fleet:                   fleet,
+		Adapter:                 &controller.ConfigurationPolicyAdapter{Client: mgr.GetClient(), Recorder: recorder},
+		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the ConfigurationPolicy controller: %w", err)
+	}
+	// The admission policies the operator relies on, when absent; with a
+	// direct client, as the manager's cache is not started yet.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, err
+	}
+	if err := admission.Ensure(ctx, direct); err != nil {
+		return nil, fmt.Errorf("creating the admission policies: %w", err)
 	}
 	if opts.EnableWebhooks {
 		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {

@@ -1,0 +1,2 @@
+// Package admission creates the ValidatingAdmissionPolicies the operator relies on, when they are absent.
+package admission

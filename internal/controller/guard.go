@@ -1,0 +1,63 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// maxReapplies is how many times the operator re-applies a decision that
+// another manager reverted before it stops writing that object.
+const maxReapplies = 3
+
+// applyGuard keeps the operator out of write wars. It counts the applies of
+// one decision to one object: the decision is applied once and re-applied
+// maxReapplies times when someone reverts it; then the operator stops
+// writing the object and reports it as contested.
+type applyGuard struct {
+	mu      sync.Mutex
+	applied map[types.UID]applyRecord
+}
+
+type applyRecord struct {
+	decision string
+	count    int
+}
+
+// mayApply records an apply of decision to obj and says whether to make it.
+func (g *applyGuard) mayApply(obj client.Object, decision string, recorder events.EventRecorder, action, field string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.applied == nil {
+		g.applied = map[types.UID]applyRecord{}
+	}
+	r := g.applied[obj.GetUID()]
+	if r.decision != decision {
+		r = applyRecord{decision: decision}
+	}
+	r.count++
+	g.applied[obj.GetUID()] = r
+	if r.count == maxReapplies+2 {
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Contested", action, "%s",
+			fmt.Sprintf("another manager reverted %s %d times; the operator stops writing this object: set the value where the object is generated, or change the CleanupPolicy so it does not decide for it", field, maxReapplies))
+	}
+	return r.count <= maxReapplies+1
+}
+
+// contested reports whether the operator stopped writing an object.
+func (g *applyGuard) contested(uid types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.applied[uid].count > maxReapplies+1
+}
+
+// forget drops what was counted for an object that is going away.
+func (g *applyGuard) forget(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.applied, uid)
+}
