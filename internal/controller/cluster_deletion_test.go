@@ -69,10 +69,13 @@ var _ = Describe("Cluster deletion", func() {
 		Expect(objectGone("ManifestWork", "del-1", "app")()).To(BeTrue())
 		Eventually(func(g Gomega) bool { return namespaceDeleting(g, "del-1") }).Should(BeTrue())
 
-		reasons := strings.Join(events("del-1"), "\n")
-		Expect(reasons).To(ContainSubstring(v1alpha1.DeletingStageReason + ": stage addons (1 of 2)"))
-		Expect(reasons).To(ContainSubstring(v1alpha1.DeletingStageReason + ": stage manifestworks (2 of 2)"))
-		Expect(reasons).To(ContainSubstring(v1alpha1.CompletedReason))
+		// Events are recorded asynchronously.
+		Eventually(func(g Gomega) {
+			reasons := strings.Join(events("del-1"), "\n")
+			g.Expect(reasons).To(ContainSubstring(v1alpha1.DeletingStageReason + ": stage addons (1 of 2)"))
+			g.Expect(reasons).To(ContainSubstring(v1alpha1.DeletingStageReason + ": stage manifestworks (2 of 2)"))
+			g.Expect(reasons).To(ContainSubstring(v1alpha1.CompletedReason))
+		}).Should(Succeed())
 	})
 
 	// OCM cluster deletion, story 2: a namespace the policy keeps stays.
@@ -184,6 +187,20 @@ var _ = Describe("Cluster deletion", func() {
 		Expect(ns.Labels).To(HaveKeyWithValue(v1alpha1.ClusterDeletingLabel, "true"))
 		Consistently(objectGone("ManifestWork", "sig-1", "app"), "2s").Should(BeFalse())
 
+		By("refusing new work in the namespace while the cleanup runs")
+		late := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+			"metadata": map[string]any{"name": "late", "namespace": "sig-1"},
+			"spec":     map[string]any{"workload": map[string]any{"manifests": []any{}}},
+		}}
+		Eventually(func() string {
+			err := k8s.Create(ctx, late, client.DryRunAll)
+			if err == nil {
+				return ""
+			}
+			return err.Error()
+		}).Should(ContainSubstring("cluster sig-1 is being deleted"))
+
 		agent.setStuck("sig-1", "alive", false)
 		clusterGone("sig-1")
 		Expect(objectGone("ManifestWork", "sig-1", "app")()).To(BeTrue())
@@ -268,8 +285,7 @@ var _ = Describe("Cluster deletion", func() {
 		deleteCluster("be-1")
 		clusterGone("be-1")
 		Expect(objectGone("ManifestWork", "be-1", "stuck")()).To(BeTrue())
-		reasons := strings.Join(events("be-1"), "\n")
-		Expect(reasons).To(ContainSubstring(v1alpha1.ForcedReason + ": BestEffort (the timeout passed): removed the work agent's finalizer from manifestworks/stuck"))
+		Eventually(func() string { return strings.Join(events("be-1"), "\n") }).Should(ContainSubstring(v1alpha1.ForcedReason + ": BestEffort (the timeout passed): removed the work agent's finalizer from manifestworks/stuck"))
 		Expect(testutil.ToFloat64(op.Metrics.ForcedObjects.WithLabelValues("manifestworks"))).To(BeNumerically(">=", 1))
 		Expect(testutil.CollectAndCount(op.Metrics.Duration)).To(BeNumerically(">=", 1))
 	})
@@ -285,7 +301,7 @@ var _ = Describe("Cluster deletion", func() {
 
 		deleteCluster("gone-1")
 		clusterGone("gone-1")
-		Expect(strings.Join(events("gone-1"), "\n")).To(ContainSubstring("BestEffort (the cluster is unavailable)"))
+		Eventually(func() string { return strings.Join(events("gone-1"), "\n") }).Should(ContainSubstring("BestEffort (the cluster is unavailable)"))
 	})
 
 	// Karmada unjoin, Needless: nothing on the managed cluster is removed.
@@ -315,7 +331,7 @@ var _ = Describe("Cluster deletion", func() {
 		}).Should(Succeed())
 		agent.setStuck("nl-1", "app", false)
 		clusterGone("nl-1")
-		Expect(strings.Join(events("nl-1"), "\n")).To(ContainSubstring(v1alpha1.OrphanedReason))
+		Eventually(func() string { return strings.Join(events("nl-1"), "\n") }).Should(ContainSubstring(v1alpha1.OrphanedReason))
 		Expect(testutil.ToFloat64(op.Metrics.OrphanedWorks)).To(BeNumerically(">=", 2))
 	})
 
@@ -363,7 +379,7 @@ var _ = Describe("Cluster deletion", func() {
 		}).Should(Succeed())
 		Consistently(objectGone("ManagedClusterAddOn", "dry-1", "search"), "2s").Should(BeFalse())
 		Expect(getCluster(Default, "dry-1").GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
-		Expect(strings.Join(events("dry-1"), "\n")).To(ContainSubstring(v1alpha1.DryRunReason))
+		Eventually(func() string { return strings.Join(events("dry-1"), "\n") }).Should(ContainSubstring(v1alpha1.DryRunReason))
 
 		By("proceeding once dry run is off")
 		before := p.DeepCopy()
@@ -427,7 +443,7 @@ var _ = Describe("Cluster deletion", func() {
 		p.Spec.RemoveStrategy = v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort, Timeout: &metav1.Duration{Duration: time.Second}}
 		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
 		clusterGone("chg-1")
-		Expect(strings.Join(events("chg-1"), "\n")).To(ContainSubstring(v1alpha1.ForcedReason))
+		Eventually(func() string { return strings.Join(events("chg-1"), "\n") }).Should(ContainSubstring(v1alpha1.ForcedReason))
 	})
 
 	It("is governed by the higher-priority policy when two select the cluster", func() {
