@@ -77,7 +77,7 @@ var _ = Describe("Prune behaviour on ConfigurationPolicies", func() {
 		// A policy with a selector governs no standalone namespace, whatever its priority.
 		Expect(k8s.Create(ctx, cleanupPolicy("selective", v1alpha1.CleanupPolicySpec{
 			Priority: 50, ClusterSelector: "true",
-			Prune:    &v1alpha1.Prune{Default: v1alpha1.PruneDeleteAll},
+			Prune: &v1alpha1.Prune{Default: v1alpha1.PruneDeleteAll},
 		}))).To(Succeed())
 		configurationPolicy("standalone-1", "strict", "inform", map[string]string{"cleanup": "strict"}, nil)
 		configurationPolicy("standalone-1", "enforced", "Enforce", nil, nil)
