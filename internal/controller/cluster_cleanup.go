@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +59,11 @@ type step struct {
 	reason  string
 	message string
 	// event, when set, is emitted on the cluster with the step's reason.
-	event   string
+	event string
+	// action is the event's action. Events of one object with the same
+	// reason and action fold into one series, so each stage and group of a
+	// cleanup has its own.
+	action  string
 	requeue time.Duration
 }
 
@@ -329,7 +334,8 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 		}
 		where := fmt.Sprintf("stage %s (%d of %d)", stage.Name, i+1, len(stages))
 		if deleted > 0 {
-			return step{reason: v1alpha1.DeletingStageReason, event: v1alpha1.DeletingStageReason, message: fmt.Sprintf(
+			return step{reason: v1alpha1.DeletingStageReason, event: v1alpha1.DeletingStageReason,
+				action: fmt.Sprintf("Delete/%s/%s", stage.Name, priorityName(group[0])), message: fmt.Sprintf(
 				"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
 				where, deleted, stage.GVR.Resource, priorityName(group[0]), policy.Names(group, maxNamed), len(objs)),
 				requeue: c.deadline.Sub(c.now)}, nil
@@ -342,6 +348,14 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 		return c.waiting(v1alpha1.ResourcesRemainingReason, msg, objs), nil
 	}
 	return step{done: true}, nil
+}
+
+// eventAction bounds an event action to the 128 characters the API accepts.
+func eventAction(a string) string {
+	if len(a) > 128 {
+		return a[:128]
+	}
+	return a
 }
 
 func priorityName(o policy.Object) string {
@@ -450,7 +464,7 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		if s.reason == v1alpha1.CleanupFailedReason {
 			typ = corev1.EventTypeWarning
 		}
-		a.Recorder.Eventf(mc, nil, typ, s.event, "Cleanup", "%s", s.message)
+		a.Recorder.Eventf(mc, nil, typ, s.event, cmp.Or(s.action, "Cleanup"), "%s", s.message)
 	}
 	before := mc.DeepCopy()
 	if setContentDeleteCondition(mc, status, s.reason, s.message) {
@@ -532,7 +546,7 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 	if c.pastDeadline() {
 		why = "the timeout passed"
 	}
-	a.Recorder.Eventf(c.mc, nil, corev1.EventTypeWarning, v1alpha1.ForcedReason, "Cleanup",
+	a.Recorder.Eventf(c.mc, nil, corev1.EventTypeWarning, v1alpha1.ForcedReason, eventAction("Force/"+forced[0]),
 		"%s (%s): removed the work agent's finalizer from %s", c.strategy, why, strings.Join(forced, ", "))
 	before := c.mc.DeepCopy()
 	total := len(forced)

@@ -41,7 +41,9 @@ func ManagerOptions() ctrl.Options {
 	return ctrl.Options{
 		Scheme: NewScheme(),
 		// The cache keeps no managedFields: a fleet's worth of them is most
-		// of its memory and the operator never reads them.
+		// of its memory and the operator never reads them. No cache is
+		// narrowed by a selector: stages and monitored resources may be of
+		// any kind, and a narrowed cache would hide objects from the gate.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		// ManagedClusters are read unstructured; serve them from the cache too.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
@@ -121,6 +123,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ConfigurationPolicy controller: %w", err)
+	}
+	if err := (&controller.DecisionsReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Fleet: fleet, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the decisions controller: %w", err)
 	}
 	// The admission policies the operator relies on, when absent; with a
 	// direct client, as the manager's cache is not started yet.

@@ -1,0 +1,290 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+// +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=policies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+
+// Names of the decisions ConfigMap and of the OCM policy framework's labels.
+const (
+	// DecisionsConfigMap is published in every namespace holding a root
+	// Policy with ConfigurationPolicy templates.
+	DecisionsConfigMap = "cleanup-decisions"
+	// ManagedByLabel marks the ConfigMaps the operator owns.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// RootPolicyLabel names, on a replicated Policy, its root: <namespace>.<name>.
+	RootPolicyLabel = "policy.open-cluster-management.io/root-policy"
+	// ClusterNameLabel names, on a replicated Policy, its cluster.
+	ClusterNameLabel = "policy.open-cluster-management.io/cluster-name"
+)
+
+// DecisionsReconciler publishes, per namespace of root Policies, the prune
+// decision for every ConfigurationPolicy template of every root Policy on
+// every cluster it is placed on, in the ConfigMap cleanup-decisions, key
+// <cluster>.<configurationpolicy>. The templates read it through an OCM hub
+// template; the operator writes none of the Policies.
+type DecisionsReconciler struct {
+	client.Client
+	// APIReader reads the ConfigMap from the API server: the operator does
+	// not cache the hub's ConfigMaps, only their metadata.
+	APIReader client.Reader
+	Fleet     *Fleet
+	Recorder  events.EventRecorder
+}
+
+// Reconcile publishes the decisions of one namespace's root Policies.
+func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ns := req.Name
+	roots, err := r.rootPolicies(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	cm := &corev1.ConfigMap{}
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: DecisionsConfigMap}, cm)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	if len(roots) == 0 {
+		// No template reads it any more: it is the operator's to remove.
+		if exists {
+			return reconcile.Result{}, client.IgnoreNotFound(r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}))
+		}
+		return reconcile.Result{}, nil
+	}
+
+	data := map[string]string{}
+	for _, root := range roots {
+		if err := r.decide(ctx, root, cm.Data, data); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if exists && maps.Equal(cm.Data, data) {
+		return reconcile.Result{}, nil // steady: no write
+	}
+	desired := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: DecisionsConfigMap, Namespace: ns,
+			Labels: map[string]string{ManagedByLabel: v1alpha1.FieldManager}},
+		Data: data,
+	}
+	// The ConfigMap is the operator's own: it owns every field.
+	if err := r.Patch(ctx, desired, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
+		return reconcile.Result{}, fmt.Errorf("publishing %s/%s: %w", ns, DecisionsConfigMap, err)
+	}
+	logf.FromContext(ctx).Info("prune decisions published", "namespace", ns, "keys", len(data))
+	return reconcile.Result{}, nil
+}
+
+// template is a ConfigurationPolicy template of a root Policy.
+type template struct {
+	name       string
+	definition map[string]any
+}
+
+// rootPolicies returns the root Policies of a namespace that hold
+// ConfigurationPolicy templates.
+func (r *DecisionsReconciler) rootPolicies(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
+	list := newPolicyList()
+	if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for i := range list.Items {
+		p := &list.Items[i]
+		if _, replicated := p.GetLabels()[RootPolicyLabel]; !replicated && len(templates(p)) > 0 && p.GetDeletionTimestamp() == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func templates(root *unstructured.Unstructured) []template {
+	raw, _, _ := unstructured.NestedSlice(root.Object, "spec", "policy-templates")
+	var out []template
+	for _, t := range raw {
+		m, _ := t.(map[string]any)
+		def, _ := m["objectDefinition"].(map[string]any)
+		if kind, _ := def["kind"].(string); kind != configurationPolicyGVK.Kind {
+			continue
+		}
+		md, _ := def["metadata"].(map[string]any)
+		name, _ := md["name"].(string)
+		if name != "" {
+			out = append(out, template{name: name, definition: def})
+		}
+	}
+	return out
+}
+
+// decide adds the decisions of one root Policy to data. A decision that
+// cannot be taken now (a held cluster, a rule failing, a dry run) keeps
+// the value published before, if any.
+func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Unstructured, published, data map[string]string) error {
+	clusters, err := r.placedOn(ctx, root)
+	if err != nil {
+		return err
+	}
+	var problems, unread []string
+	for _, t := range templates(root) {
+		if !readsDecisions(t.definition) {
+			unread = append(unread, t.name)
+		}
+	}
+	for _, c := range clusters {
+		g, err := r.Fleet.Govern(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, t := range templates(root) {
+			key := c + "." + t.name
+			keep := func() {
+				if v, ok := published[key]; ok {
+					data[key] = v
+				}
+			}
+			switch {
+			case g.Held != nil:
+				keep()
+				problems = append(problems, fmt.Sprintf("%s: held: %v", key, g.Held))
+				continue
+			case g.Policy == nil || g.Policy.Spec.Prune == nil:
+				continue
+			case g.Policy.Spec.DryRun:
+				keep()
+				continue
+			}
+			b, err := policy.PruneBehavior(g.Policy, g.Activation, t.definition)
+			if err != nil {
+				keep()
+				problems = append(problems, fmt.Sprintf("%s: %v", key, err))
+				continue
+			}
+			data[key] = string(b)
+			if policy.Ineffective(b, t.definition) {
+				problems = append(problems, fmt.Sprintf("%s: %s has no effect while remediationAction is inform", key, b))
+			}
+		}
+	}
+	if len(unread) > 0 {
+		r.Recorder.Eventf(root, nil, corev1.EventTypeWarning, "DecisionNotRead", "Prune",
+			"ConfigurationPolicy template(s) %s do not read pruneObjectBehavior from the %s ConfigMap; put this line in their spec: "+
+				`pruneObjectBehavior: '{{hub fromConfigMap .PolicyMetadata.namespace "%s" (printf "%%s.%%s" .ManagedClusterName "<name>") | default "None" hub}}'`,
+			strings.Join(unread, ", "), DecisionsConfigMap, DecisionsConfigMap)
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		r.Recorder.Eventf(root, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Prune", "%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// placedOn returns the clusters a root Policy is placed on: those holding
+// its replicated Policy. It reads the informer the controller watches, so
+// that an event is never ahead of what the list shows.
+func (r *DecisionsReconciler) placedOn(ctx context.Context, root *unstructured.Unstructured) ([]string, error) {
+	list := newPolicyList()
+	if err := r.List(ctx, list, client.MatchingLabels{RootPolicyLabel: root.GetNamespace() + "." + root.GetName()}); err != nil {
+		return nil, err
+	}
+	clusters := sets.New[string]()
+	for _, p := range list.Items {
+		c := p.GetLabels()[ClusterNameLabel]
+		if c == "" {
+			c = p.GetNamespace()
+		}
+		clusters.Insert(c)
+	}
+	return sets.List(clusters), nil
+}
+
+func newPolicyList() *unstructured.UnstructuredList {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(policyGVK.GroupVersion().WithKind("PolicyList"))
+	return list
+}
+
+// readsDecisions reports whether a template takes its pruneObjectBehavior
+// from the decisions ConfigMap.
+func readsDecisions(definition map[string]any) bool {
+	v, _, _ := unstructured.NestedString(definition, "spec", "pruneObjectBehavior")
+	return strings.Contains(v, DecisionsConfigMap)
+}
+
+// SetupWithManager watches Policies (root and replicated), ManagedClusters
+// and CleanupPolicies, and maps them to the namespaces of root Policies.
+func (r *DecisionsReconciler) SetupWithManager(mgr manager.Manager) error {
+	pol := &unstructured.Unstructured{}
+	pol.SetGroupVersionKind(policyGVK)
+	cm := &metav1.PartialObjectMetadata{}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return builder.ControllerManagedBy(mgr).
+		Named("decisions").
+		Watches(pol, handler.EnqueueRequestsFromMapFunc(rootNamespaceOf)).
+		Watches(cm, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if o.GetName() != DecisionsConfigMap {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
+		})).
+		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+// rootNamespaceOf maps a root Policy to its namespace, and a replicated one
+// to its root's.
+func rootNamespaceOf(_ context.Context, p client.Object) []reconcile.Request {
+	ns := p.GetNamespace()
+	if root, ok := p.GetLabels()[RootPolicyLabel]; ok {
+		ns, _, _ = strings.Cut(root, ".")
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns}}}
+}
+
+// rootNamespaces maps a change that can move any decision to every
+// namespace holding root Policies.
+func (r *DecisionsReconciler) rootNamespaces(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := newPolicyList()
+	if err := r.List(ctx, list); err != nil {
+		logf.FromContext(ctx).Error(err, "listing Policies")
+		return nil
+	}
+	namespaces := sets.New[string]()
+	for _, p := range list.Items {
+		if _, replicated := p.GetLabels()[RootPolicyLabel]; !replicated {
+			namespaces.Insert(p.GetNamespace())
+		}
+	}
+	reqs := make([]reconcile.Request, 0, namespaces.Len())
+	for _, ns := range sets.List(namespaces) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}})
+	}
+	return reqs
+}
