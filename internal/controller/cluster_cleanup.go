@@ -336,8 +336,8 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 		if deleted > 0 {
 			return step{reason: v1alpha1.DeletingStageReason, event: v1alpha1.DeletingStageReason,
 				action: fmt.Sprintf("Delete/%s/%s", stage.Name, priorityName(group[0])), message: fmt.Sprintf(
-				"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
-				where, deleted, stage.GVR.Resource, priorityName(group[0]), policy.Names(group, maxNamed), len(objs)),
+					"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
+					where, deleted, stage.GVR.Resource, priorityName(group[0]), policy.Names(group, maxNamed), len(objs)),
 				requeue: c.deadline.Sub(c.now)}, nil
 		}
 		msg := fmt.Sprintf("%s: %d %s remain, waiting for their finalizers: %s",
