@@ -196,15 +196,15 @@ func (a *ConfigurationPolicyAdapter) ofPolicy(ctx context.Context, p client.Obje
 }
 
 func (a *ConfigurationPolicyAdapter) list(ctx context.Context, keep func(namespace string) bool) []reconcile.Request {
-	list := newMetadataList(configurationPolicyGVK)
-	if err := a.Client.List(ctx, list); err != nil {
+	items, err := listAsMetadata(ctx, a.Client, configurationPolicyGVK)
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "listing ConfigurationPolicies")
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range list.Items {
-		if keep(list.Items[i].Namespace) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	for i := range items {
+		if keep(items[i].Namespace) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: items[i].Namespace, Name: items[i].Name}})
 		}
 	}
 	return reqs

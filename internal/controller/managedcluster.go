@@ -53,8 +53,10 @@ var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
 func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics) *ManagedClusterAdapter {
 	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, inflight: newInflight()}
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetRESTMapper(), a.deletingClusterOf)
-	// Watched from the start by Watches.
+	// Watched from the start by Watches; works whole, as the ManifestWork
+	// controller caches them whole anyway.
 	a.watches.watched[policy.ManifestWorks] = manifestWorkGVK
+	a.watches.full[policy.ManifestWorks] = true
 	a.watches.watched[policy.ManagedClusterAddOns] = addonGVK
 	return a
 }
@@ -162,13 +164,13 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, 
 	sum := sha256.Sum256(raw)
 	hash := hex.EncodeToString(sum[:8])
 
-	current := &metav1.PartialObjectMetadata{}
+	current := &unstructured.Unstructured{}
 	current.SetGroupVersionKind(manifestWorkGVK)
 	err = a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
 	switch {
-	case err == nil && current.DeletionTimestamp != nil:
+	case err == nil && current.GetDeletionTimestamp() != nil:
 		return nil // the watch brings the cluster back once it is gone
-	case err == nil && current.Annotations[v1alpha1.SpecHashAnnotation] == hash:
+	case err == nil && current.GetAnnotations()[v1alpha1.SpecHashAnnotation] == hash:
 		return nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
@@ -196,13 +198,12 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, 
 // orphaning their manifests first: a work retired because the policy
 // changed must not signal a deletion to the managed cluster.
 func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace, keep string) error {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(manifestWorkGVK.GroupVersion().WithKind("ManifestWorkList"))
-	if err := a.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); err != nil {
+	works, err := listAsMetadata(ctx, a.Client, manifestWorkGVK, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"})
+	if err != nil {
 		return err
 	}
-	for i := range list.Items {
-		w := &list.Items[i]
+	for i := range works {
+		w := &works[i]
 		if w.Name == keep || w.DeletionTimestamp != nil {
 			continue
 		}
@@ -238,7 +239,7 @@ func (a *ManagedClusterAdapter) orphanWork(ctx context.Context, w *metav1.Partia
 // Watches implements Adapter: the cluster's works, add-ons and namespace,
 // metadata-only, and the policies, which can change every cluster's governor.
 func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
-	work := &metav1.PartialObjectMetadata{}
+	work := &unstructured.Unstructured{}
 	work.SetGroupVersionKind(manifestWorkGVK)
 	addon := &metav1.PartialObjectMetadata{}
 	addon.SetGroupVersionKind(addonGVK)
@@ -267,9 +268,8 @@ func (a *ManagedClusterAdapter) workToCluster(ctx context.Context, o client.Obje
 // deletingClusterOf maps an object in a cluster namespace to the cluster,
 // if that cluster is being deleted.
 func (a *ManagedClusterAdapter) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
-	mc := &metav1.PartialObjectMetadata{}
-	mc.SetGroupVersionKind(managedClusterGVK)
-	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc) != nil || mc.DeletionTimestamp == nil {
+	mc := newManagedCluster()
+	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
 		return nil
 	}
 	return namespaceToCluster(ctx, o)

@@ -266,14 +266,14 @@ func (a *ManifestWorkAdapter) worksOfPolicy(ctx context.Context, p client.Object
 }
 
 func (a *ManifestWorkAdapter) worksIn(ctx context.Context, namespace string) []reconcile.Request {
-	list := newMetadataList(manifestWorkGVK)
-	if err := a.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	works, err := listAsMetadata(ctx, a.Client, manifestWorkGVK, client.InNamespace(namespace))
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "listing works", "namespace", namespace)
 		return nil
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: list.Items[i].Name}}
+	reqs := make([]reconcile.Request, len(works))
+	for i := range works {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: works[i].Name}}
 	}
 	return reqs
 }

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -40,11 +39,4 @@ func IndexGoverningPolicy(o client.Object) []string {
 		return []string{p}
 	}
 	return nil
-}
-
-// newMetadataList returns an empty metadata-only list of a kind.
-func newMetadataList(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadataList {
-	l := &metav1.PartialObjectMetadataList{}
-	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	return l
 }

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,10 +31,14 @@ type resourceWatches struct {
 	mu      sync.Mutex
 	ctrl    controller.Controller
 	watched map[schema.GroupVersionResource]schema.GroupVersionKind
+	// full are the kinds another controller already caches whole: they are
+	// read from that informer, not from a second, metadata-only copy.
+	full map[schema.GroupVersionResource]bool
 }
 
 func newResourceWatches(c cache.Cache, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
-	return &resourceWatches{cache: c, mapper: mapper, toReq: toReq, watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}}
+	return &resourceWatches{cache: c, mapper: mapper, toReq: toReq,
+		watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}, full: map[schema.GroupVersionResource]bool{}}
 }
 
 // SetController is called once the controller is built.
@@ -76,6 +82,9 @@ func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.
 	if err != nil || !served {
 		return nil, err
 	}
+	if w.isFull(gvr) {
+		return listAsMetadata(ctx, c, gvk, client.InNamespace(namespace))
+	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
@@ -85,6 +94,36 @@ func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.
 		list.Items[i].SetGroupVersionKind(gvk)
 	}
 	return list.Items, nil
+}
+
+func (w *resourceWatches) isFull(gvr schema.GroupVersionResource) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.full[gvr]
+}
+
+// listAsMetadata lists a kind from its whole-object informer and returns the
+// objects' metadata.
+func listAsMetadata(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, opts ...client.ListOption) ([]metav1.PartialObjectMetadata, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+	}
+	out := make([]metav1.PartialObjectMetadata, len(list.Items))
+	for i := range list.Items {
+		out[i] = asMetadata(&list.Items[i])
+	}
+	return out, nil
+}
+
+// asMetadata is the metadata of a whole object.
+func asMetadata(u *unstructured.Unstructured) metav1.PartialObjectMetadata {
+	m := metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(u.GroupVersionKind())
+	md, _ := u.Object["metadata"].(map[string]any)
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(md, &m.ObjectMeta)
+	return m
 }
 
 // namespaceToCluster maps an object in a cluster namespace to its cluster.
