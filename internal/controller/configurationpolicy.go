@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
@@ -132,11 +133,7 @@ func (a *ConfigurationPolicyAdapter) apply(ctx context.Context, cp *unstructured
 	case err != nil:
 		return client.IgnoreNotFound(err)
 	}
-	if b == "" {
-		a.Recorder.Eventf(cp, nil, corev1.EventTypeNormal, "Released", "Prune", "no CleanupPolicy decides pruneObjectBehavior any more")
-		return nil
-	}
-	a.Recorder.Eventf(cp, nil, corev1.EventTypeNormal, "Stamped", "Prune", "pruneObjectBehavior set to %s", b)
+	stampedObjects.WithLabelValues("ConfigurationPolicy", cmp.Or(string(b), "Released")).Inc()
 	if policy.Ineffective(b, cp.Object) {
 		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Ineffective", "Prune",
 			"pruneObjectBehavior %s has no effect while remediationAction is inform: pruning needs enforce", b)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -219,7 +220,10 @@ func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstruc
 	case err != nil:
 		return client.IgnoreNotFound(err)
 	}
-	a.Recorder.Eventf(w, nil, corev1.EventTypeNormal, "Stamped", "Orphaning", "deleteOption set to %s", describe(d))
+	// A routine stamp is recorded by the annotation it writes and by a
+	// metric; events are kept for what needs a person.
+	stampedObjects.WithLabelValues("ManifestWork", cmp.Or(d.PropagationPolicy, "Released")).Inc()
+	logf.FromContext(ctx).V(1).Info("work stamped", "work", w.GetName(), "namespace", w.GetNamespace(), "deleteOption", describe(d))
 	return nil
 }
 

@@ -7,6 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// stampedObjects counts the decisions the operator wrote on objects.
+var stampedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "cleanup_stamped_objects_total",
+	Help: "Decisions written on objects: deleteOption on ManifestWorks, pruneObjectBehavior on ConfigurationPolicies, by value (Released when given up).",
+}, []string{"kind", "value"})
+
 // Metrics are the cluster cleanup metrics.
 type Metrics struct {
 	// InCleanup counts the clusters in cleanup by the reason of their step.
@@ -55,7 +61,7 @@ func NewMetrics() *Metrics {
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks}
+	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, stampedObjects}
 }
 
 func (m *Metrics) observeStep(cluster, step string) {
