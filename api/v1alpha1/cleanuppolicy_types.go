@@ -329,6 +329,26 @@ type CleanupPolicyStatus struct {
 	// +optional
 	OCMResourceCleanupClusters int32 `json:"ocmResourceCleanupClusters,omitempty"`
 
+	// worksStamped counts the ManifestWorks of governed clusters that carry
+	// this policy's orphaning decision.
+	// +optional
+	WorksStamped int32 `json:"worksStamped,omitempty"`
+
+	// policiesStamped counts the ConfigurationPolicies that carry this
+	// policy's prune decision.
+	// +optional
+	PoliciesStamped int32 `json:"policiesStamped,omitempty"`
+
+	// conflicts counts the objects whose field another manager owns with
+	// another value: the operator left them alone (see their Events).
+	// +optional
+	Conflicts int32 `json:"conflicts,omitempty"`
+
+	// contested counts the objects another controller kept reverting: the
+	// operator stopped writing them (see their Events).
+	// +optional
+	Contested int32 `json:"contested,omitempty"`
+
 	// evaluationErrors counts the clusters for which an expression failed at
 	// run time; those clusters are held, not governed by a guess.
 	// +optional

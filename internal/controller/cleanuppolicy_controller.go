@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -40,6 +42,7 @@ type CleanupPolicyReconciler struct {
 	Cache      *cel.Cache
 	Governance *policy.Governance
 	Recorder   events.EventRecorder
+	Tally      *Tally
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
@@ -91,6 +94,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 
 	budget := cel.NewBudget(cel.ReconcileCostBudget)
 	prev := p.Status.DeepCopy()
+	governedNames := sets.New[string]()
 	var (
 		evaluated            int
 		matched, governed    int32
@@ -119,6 +123,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		matched++
 		if res.Governor != nil && res.Governor.UID == compiled.UID {
 			governed++
+			governedNames.Insert(c.GetName())
 			if c.GetDeletionTimestamp() != nil {
 				deleting++
 			}
@@ -149,6 +154,10 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	p.Status.GovernedClusters = governed
 	p.Status.EvaluationErrors = int32(len(evalErrors))
 	p.Status.ClustersDeleting = deleting
+	standalone := len(ranked) > 0 && standaloneGovernor(ranked) == compiled
+	if err := r.countStamped(ctx, p, clusters, governedNames, standalone); err != nil {
+		return reconcile.Result{}, err
+	}
 	p.Status.OCMResourceCleanupClusters = ocmCleanup
 	if ocmCleanup > 0 && ocmCleanup != prev.OCMResourceCleanupClusters {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "OCMResourceCleanupEnabled", "Evaluate",
@@ -184,6 +193,57 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	}
 	r.forgetClusters(clusters)
 	return reconcile.Result{}, nil
+}
+
+// countStamped counts the objects carrying this policy's decisions, and
+// those it could not write.
+func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.CleanupPolicy, clusters *unstructured.UnstructuredList,
+	governed sets.Set[string], standalone bool) error {
+	isCluster := sets.New[string]()
+	for i := range clusters.Items {
+		isCluster.Insert(clusters.Items[i].GetName())
+	}
+	count := func(gvk schema.GroupVersionKind, annotation string, standaloneToo bool) (int32, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		// Read-only: no copy of the cache.
+		if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			if meta.IsNoMatchError(err) {
+				return 0, nil
+			}
+			return 0, err
+		}
+		var n int32
+		for i := range list.Items {
+			o := &list.Items[i]
+			ns := o.GetNamespace()
+			if o.GetAnnotations()[annotation] != "" && (governed.Has(ns) || (standaloneToo && !isCluster.Has(ns))) {
+				n++
+			}
+		}
+		return n, nil
+	}
+	var err error
+	if p.Status.WorksStamped, err = count(manifestWorkGVK, OrphaningAnnotation, false); err != nil {
+		return err
+	}
+	if p.Status.PoliciesStamped, err = count(configurationPolicyGVK, PruneAnnotation, standalone); err != nil {
+		return err
+	}
+	conflicts, contested := r.Tally.counts(p.Name)
+	p.Status.Conflicts, p.Status.Contested = int32(conflicts), int32(contested)
+	return nil
+}
+
+// standaloneGovernor is the policy that governs objects in namespaces that
+// name no ManagedCluster: the first ranked with no selector.
+func standaloneGovernor(ranked []*cel.Policy) *cel.Policy {
+	for _, p := range ranked {
+		if p.ClusterSelector == nil {
+			return p
+		}
+	}
+	return nil
 }
 
 // forgetClusters drops the remembered results of clusters that are gone.
@@ -296,6 +356,7 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 		// Another policy's change can change this one's overlaps.
 		Watches(&v1alpha1.CleanupPolicy{}, allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(newManagedCluster(), allPolicies).
+		WatchesRawSource(r.Tally.source()).
 		WithOptions(ctrl.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
 }

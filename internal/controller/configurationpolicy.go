@@ -39,6 +39,7 @@ var (
 type ConfigurationPolicyAdapter struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	Tally    *Tally
 
 	guard applyGuard
 }
@@ -97,21 +98,32 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 	}
 	stamped := cp.GetAnnotations()[PruneAnnotation] != ""
 	actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
+	name := ""
+	if g.Policy != nil {
+		name = g.Policy.Name
+	}
+	key := tallyKey("ConfigurationPolicy", cp)
 	switch {
 	case desired == "" && !stamped:
+		a.Tally.record(name, key, false, false)
 		return reconcile.Result{}, nil // nothing to own, nothing owned
 	case desired != "" && stamped && actual == string(desired):
+		a.Tally.record(name, key, false, false)
 		return reconcile.Result{}, nil // steady: no write
 	}
 	if !a.guard.mayApply(cp, string(desired), a.Recorder, "Prune", "spec.pruneObjectBehavior") {
+		a.Tally.record(name, key, false, true)
 		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, a.apply(ctx, cp, desired)
+	conflict, err := a.apply(ctx, cp, desired)
+	a.Tally.record(name, key, conflict, false)
+	a.Tally.touch(name)
+	return reconcile.Result{}, err
 }
 
 // apply writes the behaviour with server-side apply, never forced; an
 // empty behaviour gives up what the operator owned.
-func (a *ConfigurationPolicyAdapter) apply(ctx context.Context, cp *unstructured.Unstructured, b v1alpha1.PruneBehavior) error {
+func (a *ConfigurationPolicyAdapter) apply(ctx context.Context, cp *unstructured.Unstructured, b v1alpha1.PruneBehavior) (conflict bool, err error) {
 	// The UID makes the apply a precondition: it never creates an object
 	// that was deleted meanwhile.
 	md := map[string]any{"name": cp.GetName(), "namespace": cp.GetNamespace(), "uid": string(cp.GetUID())}
@@ -124,21 +136,21 @@ func (a *ConfigurationPolicyAdapter) apply(ctx context.Context, cp *unstructured
 		md["annotations"] = map[string]any{PruneAnnotation: string(b)}
 		obj["spec"] = map[string]any{"pruneObjectBehavior": string(b)}
 	}
-	err := a.Client.Patch(ctx, &unstructured.Unstructured{Object: obj}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	err = a.Client.Patch(ctx, &unstructured.Unstructured{Object: obj}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	switch {
 	case apierrors.IsConflict(err):
 		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Conflict", "Prune",
 			"left alone: another manager owns spec.pruneObjectBehavior, the operator would set %s: %v", b, err)
-		return nil
+		return true, nil
 	case err != nil:
-		return client.IgnoreNotFound(err)
+		return false, client.IgnoreNotFound(err)
 	}
 	stampedObjects.WithLabelValues("ConfigurationPolicy", cmp.Or(string(b), "Released")).Inc()
 	if policy.Ineffective(b, cp.Object) {
 		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Ineffective", "Prune",
 			"pruneObjectBehavior %s has no effect while remediationAction is inform: pruning needs enforce", b)
 	}
-	return nil
+	return false, nil
 }
 
 // fromPolicy reports whether an OCM Policy owns the ConfigurationPolicy.

@@ -91,6 +91,11 @@ var _ = Describe("Prune behaviour on ConfigurationPolicies", func() {
 		Eventually(func() string { return strings.Join(events("strict"), "\n") }).
 			Should(ContainSubstring("Ineffective: pruneObjectBehavior DeleteAll has no effect while remediationAction is inform"))
 
+		Eventually(func(g Gomega) {
+			g.Expect(status("fleet-wide")(g).Status.PoliciesStamped).To(BeEquivalentTo(3))
+			g.Expect(status("selective")(g).Status.PoliciesStamped).To(BeZero())
+		}).Should(Succeed())
+
 		By("writing nothing more while nothing changes")
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("policy.open-cluster-management.io/v1")

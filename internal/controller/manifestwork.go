@@ -37,6 +37,7 @@ type ManifestWorkAdapter struct {
 	Client   client.Client
 	Mapper   meta.RESTMapper
 	Recorder events.EventRecorder
+	Tally    *Tally
 
 	guard applyGuard
 }
@@ -94,13 +95,23 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 	if desired.PropagationPolicy == "" && !stamped {
 		return reconcile.Result{}, nil // nothing to own, nothing owned
 	}
+	name := ""
+	if g.Policy != nil {
+		name = g.Policy.Name
+	}
+	key := tallyKey("ManifestWork", w)
 	if desired.PropagationPolicy != "" && stamped && desired.Equal(current(w)) {
+		a.Tally.record(name, key, false, false)
 		return reconcile.Result{}, nil // steady: no write
 	}
 	if !a.guard.mayApply(w, describe(desired), a.Recorder, "Orphaning", "spec.deleteOption") {
+		a.Tally.record(name, key, false, true)
 		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, a.apply(ctx, w, desired)
+	conflict, err := a.apply(ctx, w, desired)
+	a.Tally.record(name, key, conflict, false)
+	a.Tally.touch(name)
+	return reconcile.Result{}, err
 }
 
 func (a *ManifestWorkAdapter) decide(g *Governed, w *unstructured.Unstructured) (policy.DeleteOption, error) {
@@ -186,7 +197,7 @@ func describe(d policy.DeleteOption) string {
 // apply writes the decision with server-side apply, never forced: the
 // operator owns only spec.deleteOption and its annotation. An empty decision
 // gives up what it owned.
-func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstructured, d policy.DeleteOption) error {
+func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstructured, d policy.DeleteOption) (conflict bool, err error) {
 	// The UID makes the apply a precondition: it never creates a work that
 	// was deleted meanwhile.
 	md := map[string]any{"name": w.GetName(), "namespace": w.GetNamespace(), "uid": string(w.GetUID())}
@@ -211,20 +222,20 @@ func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstruc
 		}
 		obj["spec"] = map[string]any{"deleteOption": option}
 	}
-	err := a.Client.Patch(ctx, &unstructured.Unstructured{Object: obj}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	err = a.Client.Patch(ctx, &unstructured.Unstructured{Object: obj}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	switch {
 	case apierrors.IsConflict(err):
 		a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, "Conflict", "Orphaning",
 			"left alone: another manager owns spec.deleteOption, the operator would set %s: %v", describe(d), err)
-		return nil
+		return true, nil
 	case err != nil:
-		return client.IgnoreNotFound(err)
+		return false, client.IgnoreNotFound(err)
 	}
 	// A routine stamp is recorded by the annotation it writes and by a
 	// metric; events are kept for what needs a person.
 	stampedObjects.WithLabelValues("ManifestWork", cmp.Or(d.PropagationPolicy, "Released")).Inc()
 	logf.FromContext(ctx).V(1).Info("work stamped", "work", w.GetName(), "namespace", w.GetNamespace(), "deleteOption", describe(d))
-	return nil
+	return false, nil
 }
 
 // Watches implements Adapter: a work is reconciled when its spec, labels or

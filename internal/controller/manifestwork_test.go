@@ -81,6 +81,10 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 			g.Expect(deleteOption(g, "orph-1", "work")).To(Equal(map[string]any{"propagationPolicy": "Orphan"}))
 		}).Should(Succeed())
 
+		Eventually(func(g Gomega) {
+			g.Expect(status("all")(g).Status.WorksStamped).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+
 		By("writing nothing more while nothing changes")
 		rv := getWork(Default, "orph-1", "work").GetResourceVersion()
 		Consistently(func(g Gomega) string { return getWork(g, "orph-1", "work").GetResourceVersion() }, "2s").Should(Equal(rv))
@@ -133,6 +137,11 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 		orphaningPolicy("conflicting", v1alpha1.OrphaningRule{Name: "keep-crds", When: "manifest.kind == 'CustomResourceDefinition'"})
 		Eventually(func() string { return strings.Join(events("work"), "\n") }).Should(ContainSubstring("Conflict: left alone"))
 		Expect(deleteOption(Default, "orph-4", "work")).To(Equal(map[string]any{"propagationPolicy": "Orphan"}))
+		Eventually(func(g Gomega) {
+			p := status("conflicting")(g)
+			g.Expect(p.Status.Conflicts).To(BeEquivalentTo(1))
+			g.Expect(p.Status.WorksStamped).To(BeZero())
+		}).Should(Succeed())
 	})
 
 	It("does not stamp a work whose rule fails at run time, and stamps the others", func() {
@@ -200,6 +209,9 @@ spec:
 			g.Expect(strings.Join(events("work"), "\n")).To(ContainSubstring("Contested"))
 		}).Should(Succeed())
 		Expect(reverts).To(BeNumerically("<=", 5))
+		Eventually(func(g Gomega) {
+			g.Expect(status("war")(g).Status.Contested).To(BeEquivalentTo(1))
+		}).Should(Succeed())
 		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "orph-7", "work") }, "2s").Should(BeNil())
 	})
 

@@ -88,7 +88,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	op := &Operator{Cache: cel.NewCache(env), Governance: policy.NewGovernance(), Metrics: sharedMetrics()}
 	recorder := mgr.GetEventRecorder(v1alpha1.FieldManager)
 
+	tally := controller.NewTally()
 	if err := (&controller.CleanupPolicyReconciler{
+		Tally:      tally,
 		Client:     mgr.GetClient(),
 		Cache:      op.Cache,
 		Governance: op.Governance,
@@ -111,7 +113,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
 		Client:                  mgr.GetClient(),
 		Fleet:                   fleet,
-		Adapter:                 &controller.ManifestWorkAdapter{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Recorder: recorder},
+		Adapter:                 &controller.ManifestWorkAdapter{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Recorder: recorder, Tally: tally},
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManifestWork controller: %w", err)
@@ -119,7 +121,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
 		Client:                  mgr.GetClient(),
 		Fleet:                   fleet,
-		Adapter:                 &controller.ConfigurationPolicyAdapter{Client: mgr.GetClient(), Recorder: recorder},
+		Adapter:                 &controller.ConfigurationPolicyAdapter{Client: mgr.GetClient(), Recorder: recorder, Tally: tally},
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ConfigurationPolicy controller: %w", err)

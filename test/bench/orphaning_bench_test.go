@@ -93,10 +93,6 @@ func BenchmarkFleetMemory(b *testing.B) {
 	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
 	must(b, err)
 	createFleet(ctx, b, c, 3000, 10)
-	must(b, c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: v1alpha1.CleanupPolicySpec{
-		RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
-		Orphaning:      []v1alpha1.OrphaningRule{{Name: "keep", When: "work.metadata.labels[?'keep'].orValue('') == 'yes'"}},
-	}}))
 	runtime.GC()
 	base := heapMiB()
 
@@ -126,6 +122,11 @@ func BenchmarkFleetMemory(b *testing.B) {
 	must(b, err)
 	start := time.Now()
 	go func() { _ = mgr.Start(ctx) }()
+	must(b, env.WaitForWebhook(ctx))
+	must(b, c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: v1alpha1.CleanupPolicySpec{
+		RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
+		Orphaning:      []v1alpha1.OrphaningRule{{Name: "keep", When: "work.metadata.labels[?'keep'].orValue('') == 'yes'"}},
+	}}))
 	waitGovernedCount(ctx, b, c, 3000)
 	waitQuiet(b, writes)
 	settle := time.Since(start)
