@@ -349,6 +349,18 @@ type CleanupPolicyStatus struct {
 	// +optional
 	Contested int32 `json:"contested,omitempty"`
 
+	// templatesNotReadingDecisions counts the ConfigurationPolicy templates
+	// of root Policies placed on governed clusters that do not read their
+	// pruneObjectBehavior from the cleanup-decisions ConfigMap (see the
+	// Events on the root Policies for the line to put in Git).
+	// +optional
+	TemplatesNotReadingDecisions int32 `json:"templatesNotReadingDecisions,omitempty"`
+
+	// dryRunPending counts, in dry run, the objects whose decision differs
+	// from what they carry: what would be written once dryRun is off.
+	// +optional
+	DryRunPending int32 `json:"dryRunPending,omitempty"`
+
 	// evaluationErrors counts the clusters for which an expression failed at
 	// run time; those clusters are held, not governed by a guess.
 	// +optional

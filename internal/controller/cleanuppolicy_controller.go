@@ -230,8 +230,10 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 	if p.Status.PoliciesStamped, err = count(configurationPolicyGVK, PruneAnnotation, standalone); err != nil {
 		return err
 	}
-	conflicts, contested := r.Tally.counts(p.Name)
-	p.Status.Conflicts, p.Status.Contested = int32(conflicts), int32(contested)
+	p.Status.Conflicts = r.Tally.count(conflictMark, p.Name)
+	p.Status.Contested = r.Tally.count(contestedMark, p.Name)
+	p.Status.TemplatesNotReadingDecisions = r.Tally.count(unreadMark, p.Name)
+	p.Status.DryRunPending = r.Tally.count(dryRunMark, p.Name)
 	return nil
 }
 

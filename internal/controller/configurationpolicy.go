@@ -89,10 +89,13 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 			return reconcile.Result{}, nil
 		}
 		if g.Policy.Spec.DryRun {
-			if actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior"); desired != "" && string(desired) != actual {
+			actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
+			pending := desired != "" && string(desired) != actual
+			if pending {
 				a.Recorder.Eventf(cp, nil, corev1.EventTypeNormal, v1alpha1.DryRunReason, "Prune",
 					"dry run: would set pruneObjectBehavior %s", desired)
 			}
+			a.Tally.set(dryRunMark, g.Policy.Name, tallyKey("ConfigurationPolicy", cp), pending)
 			return reconcile.Result{}, nil
 		}
 	}
@@ -103,6 +106,7 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 		name = g.Policy.Name
 	}
 	key := tallyKey("ConfigurationPolicy", cp)
+	a.Tally.set(dryRunMark, name, key, false)
 	switch {
 	case desired == "" && !stamped:
 		a.Tally.record(name, key, false, false)

@@ -49,6 +49,7 @@ const (
 // template; the operator writes none of the Policies.
 type DecisionsReconciler struct {
 	client.Client
+	Tally *Tally
 	// APIReader reads the ConfigMap from the API server: the operator does
 	// not cache the hub's ConfigMaps, only their metadata.
 	APIReader client.Reader
@@ -70,6 +71,7 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, err
 	}
 	if len(roots) == 0 {
+		r.Tally.retain(unreadMark, "Policy "+ns+"/", nil)
 		// No template reads it any more: it is the operator's to remove.
 		if exists {
 			return reconcile.Result{}, client.IgnoreNotFound(r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}))
@@ -78,11 +80,13 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	}
 
 	data := map[string]string{}
+	marked := sets.New[string]()
 	for _, root := range roots {
-		if err := r.decide(ctx, root, cm.Data, data); err != nil {
+		if err := r.decide(ctx, root, cm.Data, data, marked); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
+	r.Tally.retain(unreadMark, "Policy "+ns+"/", marked)
 	if exists && maps.Equal(cm.Data, data) {
 		return reconcile.Result{}, nil // steady: no write
 	}
@@ -144,7 +148,7 @@ func templates(root *unstructured.Unstructured) []template {
 // decide adds the decisions of one root Policy to data. A decision that
 // cannot be taken now (a held cluster, a rule failing, a dry run) keeps
 // the value published before, if any.
-func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Unstructured, published, data map[string]string) error {
+func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Unstructured, published, data map[string]string, marked sets.Set[string]) error {
 	clusters, err := r.placedOn(ctx, root)
 	if err != nil {
 		return err
@@ -166,6 +170,11 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 				if v, ok := published[key]; ok {
 					data[key] = v
 				}
+			}
+			if g.Policy != nil && g.Policy.Spec.Prune != nil && !readsDecisions(t.definition) {
+				mark := "Policy " + root.GetNamespace() + "/" + root.GetName() + " template " + t.name + " on " + c
+				r.Tally.set(unreadMark, g.Policy.Name, mark, true)
+				marked.Insert(mark)
 			}
 			switch {
 			case g.Held != nil:

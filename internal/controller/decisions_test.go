@@ -117,14 +117,34 @@ var _ = Describe("Prune decisions for Policy templates", func() {
 		// Not placed anywhere yet: the ConfigMap must exist already, for the
 		// propagator to resolve the hub template once it places the Policy.
 		first := rootPolicy("policies-2", "first", []map[string]any{cpTemplate("hardcoded", "enforce", nil, "None")})
-		rootPolicy("policies-2", "second", []map[string]any{cpTemplate("reads", "enforce", nil, readsDecisions("reads"))}, "tpl-c")
-		Eventually(func(g Gomega) map[string]string { return decisions(g, "policies-2") }).
-			Should(Equal(map[string]string{"tpl-c.reads": "DeleteAll"}))
+		Eventually(func(g Gomega) map[string]string { return decisions(g, "policies-2") }).Should(BeEmpty())
 		Eventually(func() string { return strings.Join(events("first"), "\n") }).
 			Should(ContainSubstring("DecisionNotRead: ConfigurationPolicy template(s) hardcoded do not read pruneObjectBehavior"))
 
+		By("placing the root Policies")
+		replicated := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "policy.open-cluster-management.io/v1", "kind": "Policy",
+			"metadata": map[string]any{"name": "policies-2.first", "namespace": "tpl-c", "labels": map[string]any{
+				controller.RootPolicyLabel: "policies-2.first", controller.ClusterNameLabel: "tpl-c",
+			}},
+			"spec": map[string]any{"disabled": false, "policy-templates": []any{cpTemplate("hardcoded", "enforce", nil, "None")}},
+		}}
+		Expect(k8s.Create(ctx, replicated)).To(Succeed())
+		rootPolicy("policies-2", "second", []map[string]any{cpTemplate("reads", "enforce", nil, readsDecisions("reads"))}, "tpl-c")
+		Eventually(func(g Gomega) map[string]string { return decisions(g, "policies-2") }).
+			Should(Equal(map[string]string{"tpl-c.reads": "DeleteAll", "tpl-c.hardcoded": "DeleteAll"}))
+		Eventually(func(g Gomega) {
+			g.Expect(status("tpl")(g).Status.TemplatesNotReadingDecisions).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+
 		By("keeping the ConfigMap while a root Policy with templates remains")
 		Expect(k8s.Delete(ctx, first)).To(Succeed())
+		Expect(k8s.Delete(ctx, replicated)).To(Succeed())
+		Eventually(func(g Gomega) map[string]string { return decisions(g, "policies-2") }).
+			Should(Equal(map[string]string{"tpl-c.reads": "DeleteAll"}))
+		Eventually(func(g Gomega) {
+			g.Expect(status("tpl")(g).Status.TemplatesNotReadingDecisions).To(BeZero())
+		}).Should(Succeed())
 		Consistently(func(g Gomega) map[string]string { return decisions(g, "policies-2") }, "2s").
 			Should(Equal(map[string]string{"tpl-c.reads": "DeleteAll"}))
 

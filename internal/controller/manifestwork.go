@@ -84,10 +84,12 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 			return reconcile.Result{}, nil
 		}
 		if g.Policy.Spec.DryRun {
-			if !desired.Equal(current(w)) {
+			pending := !desired.Equal(current(w))
+			if pending {
 				a.Recorder.Eventf(w, nil, corev1.EventTypeNormal, v1alpha1.DryRunReason, "Orphaning",
 					"dry run: would set deleteOption %s", describe(desired))
 			}
+			a.Tally.set(dryRunMark, g.Policy.Name, tallyKey("ManifestWork", w), pending)
 			return reconcile.Result{}, nil
 		}
 	}
@@ -100,6 +102,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 		name = g.Policy.Name
 	}
 	key := tallyKey("ManifestWork", w)
+	a.Tally.set(dryRunMark, name, key, false)
 	if desired.PropagationPolicy != "" && stamped && desired.Equal(current(w)) {
 		a.Tally.record(name, key, false, false)
 		return reconcile.Result{}, nil // steady: no write

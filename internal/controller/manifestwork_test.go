@@ -266,5 +266,8 @@ spec:
 		manifestWork("orph-9", "work", "gitops", manifest("v1", "ConfigMap", "default", "cm1"))
 		Eventually(func() string { return strings.Join(events("work"), "\n") }).Should(ContainSubstring("dry run: would set deleteOption Orphan"))
 		Expect(deleteOption(Default, "orph-9", "work")).To(BeNil())
+		Eventually(func(g Gomega) {
+			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(1))
+		}).Should(Succeed())
 	})
 })

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -15,23 +16,31 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// Tally collects, per CleanupPolicy, the objects whose decision the
-// operator could not write: a conflict with another field manager, or a
-// write war it gave up. The policy's status counts them; a change wakes the
+// Tally collects, per CleanupPolicy, the objects whose decision needs a
+// person: a conflict with another field manager, a write war the operator
+// gave up, a Policy template that does not read its decision, a decision a
+// dry run holds back. The policy's status counts them; a change wakes the
 // policy's reconciler.
 type Tally struct {
-	mu        sync.Mutex
-	conflicts map[string]sets.Set[string]
-	contested map[string]sets.Set[string]
-	changed   chan event.TypedGenericEvent[client.Object]
+	mu      sync.Mutex
+	marks   map[tallyCategory]map[string]sets.Set[string]
+	changed chan event.TypedGenericEvent[client.Object]
 }
+
+type tallyCategory int
+
+const (
+	conflictMark tallyCategory = iota
+	contestedMark
+	unreadMark
+	dryRunMark
+)
 
 // NewTally returns an empty tally.
 func NewTally() *Tally {
 	return &Tally{
-		conflicts: map[string]sets.Set[string]{},
-		contested: map[string]sets.Set[string]{},
-		changed:   make(chan event.TypedGenericEvent[client.Object], 1024),
+		marks:   map[tallyCategory]map[string]sets.Set[string]{},
+		changed: make(chan event.TypedGenericEvent[client.Object], 1024),
 	}
 }
 
@@ -40,16 +49,72 @@ func tallyKey(kind string, o client.Object) string {
 	return kind + " " + o.GetNamespace() + "/" + o.GetName()
 }
 
-// record sets or clears the object's conflict and contested marks under
-// the policy, and clears them under every other policy.
+// record sets the object's conflict and contested marks under the policy,
+// and clears them under every other policy.
 func (t *Tally) record(policy, key string, conflict, contested bool) {
+	t.set(conflictMark, policy, key, conflict)
+	t.set(contestedMark, policy, key, contested)
+}
+
+// set sets or clears one mark of an object under the policy, and clears it
+// under every other policy.
+func (t *Tally) set(c tallyCategory, policy, key string, on bool) {
 	t.mu.Lock()
-	changed := mark(t.conflicts, policy, key, conflict) || false
-	changed = mark(t.contested, policy, key, contested) || changed
-	t.mu.Unlock()
-	if changed {
-		t.touch(policy)
+	m := t.marks[c]
+	if m == nil {
+		m = map[string]sets.Set[string]{}
+		t.marks[c] = m
 	}
+	var touched []string
+	for p, s := range m {
+		if p != policy && s.Has(key) {
+			s.Delete(key)
+			touched = append(touched, p)
+		}
+	}
+	s := m[policy]
+	if s == nil {
+		s = sets.New[string]()
+		m[policy] = s
+	}
+	if on != s.Has(key) {
+		touched = append(touched, policy)
+		if on {
+			s.Insert(key)
+		} else {
+			s.Delete(key)
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range touched {
+		t.touch(p)
+	}
+}
+
+// retain clears the marks of a category whose key starts with prefix and is
+// not in keep: what a reconcile that recomputes all of them no longer found.
+func (t *Tally) retain(c tallyCategory, prefix string, keep sets.Set[string]) {
+	t.mu.Lock()
+	var touched []string
+	for p, s := range t.marks[c] {
+		for key := range s {
+			if strings.HasPrefix(key, prefix) && !keep.Has(key) {
+				s.Delete(key)
+				touched = append(touched, p)
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range touched {
+		t.touch(p)
+	}
+}
+
+// count returns how many objects carry a mark under the policy.
+func (t *Tally) count(c tallyCategory, policy string) int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return int32(t.marks[c][policy].Len())
 }
 
 // touch wakes the policy's reconciler: what it counts has changed.
@@ -87,13 +152,6 @@ func mark(m map[string]sets.Set[string], policy, key string, on bool) bool {
 		}
 	}
 	return changed
-}
-
-// counts returns the policy's conflicts and contested objects.
-func (t *Tally) counts(policy string) (conflicts, contested int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.conflicts[policy].Len(), t.contested[policy].Len()
 }
 
 // source wakes the policy reconciler when a policy's tally changes.

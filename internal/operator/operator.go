@@ -126,7 +126,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ConfigurationPolicy controller: %w", err)
 	}
-	if err := (&controller.DecisionsReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Fleet: fleet, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: tally, APIReader: mgr.GetAPIReader(), Fleet: fleet, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the decisions controller: %w", err)
 	}
 	// The admission policies the operator relies on, when absent; with a
