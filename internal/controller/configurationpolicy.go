@@ -1,11 +1,9 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,9 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -37,11 +33,12 @@ var (
 // ConfigurationPolicies. Those that come from an OCM Policy are never
 // written: the policy framework would revert them.
 type ConfigurationPolicyAdapter struct {
-	Client   client.Client
-	Recorder events.EventRecorder
-	Tally    *Tally
+	stamper
+}
 
-	guard applyGuard
+// NewConfigurationPolicyAdapter returns the adapter.
+func NewConfigurationPolicyAdapter(c client.Client, recorder events.EventRecorder, tally *Tally) *ConfigurationPolicyAdapter {
+	return &ConfigurationPolicyAdapter{stamper: stamper{Client: c, Recorder: recorder, Tally: tally}}
 }
 
 var _ Adapter[*unstructured.Unstructured] = &ConfigurationPolicyAdapter{}
@@ -81,80 +78,29 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 	}
 
 	var desired v1alpha1.PruneBehavior
+	name := ""
 	if g.Policy != nil {
+		name = g.Policy.Name
 		var err error
 		if desired, err = policy.PruneBehavior(g.Policy, g.Activation, cp.Object); err != nil {
 			a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Prune",
 				"not stamped, the decision failed: %v", err)
 			return reconcile.Result{}, nil
 		}
-		if g.Policy.Spec.DryRun {
-			actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
-			pending := desired != "" && string(desired) != actual
-			if pending {
-				a.Recorder.Eventf(cp, nil, corev1.EventTypeNormal, v1alpha1.DryRunReason, "Prune",
-					"dry run: would set pruneObjectBehavior %s", desired)
-			}
-			a.Tally.set(dryRunMark, g.Policy.Name, tallyKey("ConfigurationPolicy", cp), pending)
-			return reconcile.Result{}, nil
-		}
 	}
-	stamped := cp.GetAnnotations()[PruneAnnotation] != ""
 	actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
-	name := ""
-	if g.Policy != nil {
-		name = g.Policy.Name
-	}
-	key := tallyKey("ConfigurationPolicy", cp)
-	a.Tally.set(dryRunMark, name, key, false)
-	switch {
-	case desired == "" && !stamped:
-		a.Tally.record(name, key, false, false)
-		return reconcile.Result{}, nil // nothing to own, nothing owned
-	case desired != "" && stamped && actual == string(desired):
-		a.Tally.record(name, key, false, false)
-		return reconcile.Result{}, nil // steady: no write
-	}
-	if !a.guard.mayApply(cp, string(desired), a.Recorder, "Prune", "spec.pruneObjectBehavior") {
-		a.Tally.record(name, key, false, true)
+	st := stamp{kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior", annotation: PruneAnnotation,
+		value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)}, describe: string(desired)}
+	if g.Policy != nil && g.Policy.Spec.DryRun {
+		a.preview(cp, name, st, desired != "" && string(desired) != actual)
 		return reconcile.Result{}, nil
 	}
-	conflict, err := a.apply(ctx, cp, desired)
-	a.Tally.record(name, key, conflict, false)
-	a.Tally.touch(name)
-	return reconcile.Result{}, err
-}
-
-// apply writes the behaviour with server-side apply, never forced; an
-// empty behaviour gives up what the operator owned.
-func (a *ConfigurationPolicyAdapter) apply(ctx context.Context, cp *unstructured.Unstructured, b v1alpha1.PruneBehavior) (conflict bool, err error) {
-	// The UID makes the apply a precondition: it never creates an object
-	// that was deleted meanwhile.
-	md := map[string]any{"name": cp.GetName(), "namespace": cp.GetNamespace(), "uid": string(cp.GetUID())}
-	obj := map[string]any{
-		"apiVersion": configurationPolicyGVK.GroupVersion().String(),
-		"kind":       configurationPolicyGVK.Kind,
-		"metadata":   md,
-	}
-	if b != "" {
-		md["annotations"] = map[string]any{PruneAnnotation: string(b)}
-		obj["spec"] = map[string]any{"pruneObjectBehavior": string(b)}
-	}
-	err = a.Client.Patch(ctx, &unstructured.Unstructured{Object: obj}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-	switch {
-	case apierrors.IsConflict(err):
-		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Conflict", "Prune",
-			"left alone: another manager owns spec.pruneObjectBehavior, the operator would set %s: %v", b, err)
-		return true, nil
-	case err != nil:
-		return false, client.IgnoreNotFound(err)
-	}
-	stampedObjects.WithLabelValues("ConfigurationPolicy", cmp.Or(string(b), "Released")).Inc()
-	if policy.Ineffective(b, cp.Object) {
+	wrote, err := a.settle(ctx, cp, name, st, cp.GetAnnotations()[PruneAnnotation] != "", actual == string(desired))
+	if wrote && policy.Ineffective(desired, cp.Object) {
 		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Ineffective", "Prune",
-			"pruneObjectBehavior %s has no effect while remediationAction is inform: pruning needs enforce", b)
+			"pruneObjectBehavior %s has no effect while remediationAction is inform: pruning needs enforce", desired)
 	}
-	return false, nil
+	return reconcile.Result{}, err
 }
 
 // fromPolicy reports whether an OCM Policy owns the ConfigurationPolicy.
@@ -172,14 +118,7 @@ func fromPolicy(cp *unstructured.Unstructured) bool {
 // reconciled on spec, label and annotation changes, their cluster's changes
 // and their policy's.
 func (a *ConfigurationPolicyAdapter) Watches(b *builder.Builder) *builder.Builder {
-	return b.
-		WithEventFilter(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
-			policyOrClusterEvents{})).
-		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(a.inNamespaceOf),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(a.ofPolicy),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	return stampWatches(b, a.inNamespaceOf, a.ofPolicy)
 }
 
 func (a *ConfigurationPolicyAdapter) inNamespaceOf(ctx context.Context, mc client.Object) []reconcile.Request {

@@ -24,8 +24,23 @@ type applyGuard struct {
 }
 
 type applyRecord struct {
-	decision string
-	count    int
+	decision  string
+	count     int
+	confirmed bool
+}
+
+// confirm reports, once per applied decision, that the object now carries
+// it: the cache has caught up with the apply.
+func (g *applyGuard) confirm(uid types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.applied[uid]
+	if !ok || r.count == 0 || r.confirmed {
+		return false
+	}
+	r.confirmed = true
+	g.applied[uid] = r
+	return true
 }
 
 // mayApply records an apply of decision to obj and says whether to make it.
@@ -40,6 +55,7 @@ func (g *applyGuard) mayApply(obj client.Object, decision string, recorder event
 		r = applyRecord{decision: decision}
 	}
 	r.count++
+	r.confirmed = false
 	g.applied[obj.GetUID()] = r
 	if r.count == maxReapplies+2 {
 		recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Contested", action, "%s",

@@ -1,14 +1,12 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -34,12 +31,13 @@ const OrphaningAnnotation = "cleanup.fleetops.dev/orphaning"
 // ManifestWorkAdapter stamps each governed ManifestWork with the
 // deleteOption its policy's orphaning rules decide.
 type ManifestWorkAdapter struct {
-	Client   client.Client
-	Mapper   meta.RESTMapper
-	Recorder events.EventRecorder
-	Tally    *Tally
+	stamper
+	Mapper meta.RESTMapper
+}
 
-	guard applyGuard
+// NewManifestWorkAdapter returns the adapter.
+func NewManifestWorkAdapter(c client.Client, mapper meta.RESTMapper, recorder events.EventRecorder, tally *Tally) *ManifestWorkAdapter {
+	return &ManifestWorkAdapter{stamper: stamper{Client: c, Recorder: recorder, Tally: tally}, Mapper: mapper}
 }
 
 var _ Adapter[*unstructured.Unstructured] = &ManifestWorkAdapter{}
@@ -74,46 +72,25 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 	}
 
 	desired := policy.DeleteOption{}
+	name := ""
 	if g.Policy != nil {
+		name = g.Policy.Name
 		var err error
-		desired, err = a.decide(g, w)
-		if err != nil {
+		if desired, err = a.decide(g, w); err != nil {
 			a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Orphaning",
 				"not stamped, the decision failed: %v", err)
 			log.Info("orphaning decision failed; work not stamped", "work", w.GetName(), "namespace", w.GetNamespace(), "error", err.Error())
 			return reconcile.Result{}, nil
 		}
-		if g.Policy.Spec.DryRun {
-			pending := !desired.Equal(current(w))
-			if pending {
-				a.Recorder.Eventf(w, nil, corev1.EventTypeNormal, v1alpha1.DryRunReason, "Orphaning",
-					"dry run: would set deleteOption %s", describe(desired))
-			}
-			a.Tally.set(dryRunMark, g.Policy.Name, tallyKey("ManifestWork", w), pending)
-			return reconcile.Result{}, nil
-		}
 	}
-	stamped := w.GetAnnotations()[OrphaningAnnotation] != ""
-	if desired.PropagationPolicy == "" && !stamped {
-		return reconcile.Result{}, nil // nothing to own, nothing owned
-	}
-	name := ""
-	if g.Policy != nil {
-		name = g.Policy.Name
-	}
-	key := tallyKey("ManifestWork", w)
-	a.Tally.set(dryRunMark, name, key, false)
-	if desired.PropagationPolicy != "" && stamped && desired.Equal(current(w)) {
-		a.Tally.record(name, key, false, false)
-		return reconcile.Result{}, nil // steady: no write
-	}
-	if !a.guard.mayApply(w, describe(desired), a.Recorder, "Orphaning", "spec.deleteOption") {
-		a.Tally.record(name, key, false, true)
+	st := stamp{kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: OrphaningAnnotation,
+		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired)}
+	current := desired.Equal(current(w))
+	if g.Policy != nil && g.Policy.Spec.DryRun {
+		a.preview(w, name, st, !current)
 		return reconcile.Result{}, nil
 	}
-	conflict, err := a.apply(ctx, w, desired)
-	a.Tally.record(name, key, conflict, false)
-	a.Tally.touch(name)
+	_, err := a.settle(ctx, w, name, st, w.GetAnnotations()[OrphaningAnnotation] != "", current)
 	return reconcile.Result{}, err
 }
 
@@ -197,62 +174,28 @@ func describe(d policy.DeleteOption) string {
 	return "SelectivelyOrphan: " + strings.Join(parts, ", ")
 }
 
-// apply writes the decision with server-side apply, never forced: the
-// operator owns only spec.deleteOption and its annotation. An empty decision
-// gives up what it owned.
-func (a *ManifestWorkAdapter) apply(ctx context.Context, w *unstructured.Unstructured, d policy.DeleteOption) (conflict bool, err error) {
-	// The UID makes the apply a precondition: it never creates a work that
-	// was deleted meanwhile.
-	md := map[string]any{"name": w.GetName(), "namespace": w.GetNamespace(), "uid": string(w.GetUID())}
-	obj := map[string]any{
-		"apiVersion": manifestWorkGVK.GroupVersion().String(),
-		"kind":       manifestWorkGVK.Kind,
-		"metadata":   md,
-	}
-	if d.PropagationPolicy != "" {
-		md["annotations"] = map[string]any{OrphaningAnnotation: d.PropagationPolicy}
-		option := map[string]any{"propagationPolicy": d.PropagationPolicy}
-		if d.PropagationPolicy == "SelectivelyOrphan" {
-			rules := make([]any, len(d.Orphans))
-			for i, o := range d.Orphans {
-				rule := map[string]any{"group": o.Group, "resource": o.Resource, "name": o.Name}
-				if o.Namespace != "" {
-					rule["namespace"] = o.Namespace
-				}
-				rules[i] = rule
+// deleteOptionSpec is the deleteOption a decision stamps.
+func deleteOptionSpec(d policy.DeleteOption) map[string]any {
+	option := map[string]any{"propagationPolicy": d.PropagationPolicy}
+	if d.PropagationPolicy == "SelectivelyOrphan" {
+		rules := make([]any, len(d.Orphans))
+		for i, o := range d.Orphans {
+			rule := map[string]any{"group": o.Group, "resource": o.Resource, "name": o.Name}
+			if o.Namespace != "" {
+				rule["namespace"] = o.Namespace
 			}
-			option["selectivelyOrphans"] = map[string]any{"orphaningRules": rules}
+			rules[i] = rule
 		}
-		obj["spec"] = map[string]any{"deleteOption": option}
+		option["selectivelyOrphans"] = map[string]any{"orphaningRules": rules}
 	}
-	err = a.Client.Patch(ctx, &unstructured.Unstructured{Object: obj}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-	switch {
-	case apierrors.IsConflict(err):
-		a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, "Conflict", "Orphaning",
-			"left alone: another manager owns spec.deleteOption, the operator would set %s: %v", describe(d), err)
-		return true, nil
-	case err != nil:
-		return false, client.IgnoreNotFound(err)
-	}
-	// A routine stamp is recorded by the annotation it writes and by a
-	// metric; events are kept for what needs a person.
-	stampedObjects.WithLabelValues("ManifestWork", cmp.Or(d.PropagationPolicy, "Released")).Inc()
-	logf.FromContext(ctx).V(1).Info("work stamped", "work", w.GetName(), "namespace", w.GetNamespace(), "deleteOption", describe(d))
-	return false, nil
+	return option
 }
 
 // Watches implements Adapter: a work is reconciled when its spec, labels or
 // annotations change, when its cluster's labels or governing policy change,
 // and when a policy changes.
 func (a *ManifestWorkAdapter) Watches(b *builder.Builder) *builder.Builder {
-	return b.
-		WithEventFilter(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
-			policyOrClusterEvents{})).
-		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(a.worksOfCluster),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(a.worksOfPolicy),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	return stampWatches(b, a.worksOfCluster, a.worksOfPolicy)
 }
 
 // policyOrClusterEvents lets every event of the watched policies and

@@ -264,7 +264,7 @@ spec:
 			Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-all", When: "true"}},
 		}))).To(Succeed())
 		manifestWork("orph-9", "work", "gitops", manifest("v1", "ConfigMap", "default", "cm1"))
-		Eventually(func() string { return strings.Join(events("work"), "\n") }).Should(ContainSubstring("dry run: would set deleteOption Orphan"))
+		Eventually(func() string { return strings.Join(events("work"), "\n") }).Should(ContainSubstring("dry run: would set spec.deleteOption Orphan"))
 		Expect(deleteOption(Default, "orph-9", "work")).To(BeNil())
 		Eventually(func(g Gomega) {
 			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(1))

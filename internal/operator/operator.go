@@ -113,7 +113,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
 		Client:                  mgr.GetClient(),
 		Fleet:                   fleet,
-		Adapter:                 &controller.ManifestWorkAdapter{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Recorder: recorder, Tally: tally},
+		Adapter:                 controller.NewManifestWorkAdapter(mgr.GetClient(), mgr.GetRESTMapper(), recorder, tally),
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManifestWork controller: %w", err)
@@ -121,7 +121,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
 		Client:                  mgr.GetClient(),
 		Fleet:                   fleet,
-		Adapter:                 &controller.ConfigurationPolicyAdapter{Client: mgr.GetClient(), Recorder: recorder, Tally: tally},
+		Adapter:                 controller.NewConfigurationPolicyAdapter(mgr.GetClient(), recorder, tally),
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ConfigurationPolicy controller: %w", err)

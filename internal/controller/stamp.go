@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// stamp is one decision to write on an object: fields under spec, and an
+// annotation recording the decision.
+type stamp struct {
+	kind       string         // the object's kind, for the tally and metrics
+	action     string         // the event action: Orphaning, Prune
+	field      string         // the field written, for messages
+	annotation string         // records the decision on the object
+	value      string         // the decision; "" gives up what the operator owned
+	spec       map[string]any // the spec fields to apply
+	describe   string         // the decision, for people
+}
+
+// stamper writes decisions on objects the operator does not own: with
+// server-side apply of just the decided fields, never forced, never in a
+// write war, and counting what it could not write in the policy's tally.
+type stamper struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Tally    *Tally
+
+	guard applyGuard
+}
+
+// settle writes the decision unless the object carries it already: stamped
+// says whether the object has the operator's annotation, current whether its
+// field holds the decision. It reports whether it wrote.
+func (s *stamper) settle(ctx context.Context, obj *unstructured.Unstructured, policy string, st stamp, stamped, current bool) (bool, error) {
+	key := tallyKey(st.kind, obj)
+	s.Tally.set(dryRunMark, policy, key, false)
+	if (st.value == "" && !stamped) || (st.value != "" && stamped && current) {
+		s.Tally.record(policy, key, false, false)
+		if s.guard.confirm(obj.GetUID()) {
+			s.Tally.touch(policy) // the policy counts what its cache now shows
+		}
+		return false, nil // steady: no write
+	}
+	if !s.guard.mayApply(obj, st.describe, s.Recorder, st.action, st.field) {
+		s.Tally.record(policy, key, false, true)
+		return false, nil
+	}
+	conflict, err := s.apply(ctx, obj, st)
+	s.Tally.record(policy, key, conflict, false)
+	return !conflict && err == nil, err
+}
+
+// preview reports, in dry run, a decision the object does not carry yet.
+func (s *stamper) preview(obj *unstructured.Unstructured, policy string, st stamp, pending bool) {
+	if pending {
+		s.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, v1alpha1.DryRunReason, st.action,
+			"dry run: would set %s %s", st.field, st.describe)
+	}
+	s.Tally.set(dryRunMark, policy, tallyKey(st.kind, obj), pending)
+}
+
+func (s *stamper) apply(ctx context.Context, obj *unstructured.Unstructured, st stamp) (conflict bool, err error) {
+	// The UID makes the apply a precondition: it never creates an object
+	// that was deleted meanwhile.
+	md := map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())}
+	patch := map[string]any{"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(), "metadata": md}
+	if st.value != "" {
+		md["annotations"] = map[string]any{st.annotation: st.value}
+		patch["spec"] = st.spec
+	}
+	err = s.Client.Patch(ctx, &unstructured.Unstructured{Object: patch}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	switch {
+	case apierrors.IsConflict(err):
+		s.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Conflict", st.action,
+			"left alone: another manager owns %s, the operator would set %s: %v", st.field, st.describe, err)
+		return true, nil
+	case err != nil:
+		return false, client.IgnoreNotFound(err)
+	}
+	// A routine stamp is recorded by the annotation it writes and by a
+	// metric; events are kept for what needs a person.
+	stampedObjects.WithLabelValues(st.kind, cmp.Or(st.value, "Released")).Inc()
+	logf.FromContext(ctx).V(1).Info("decision stamped", "kind", st.kind, "name", obj.GetName(), "namespace", obj.GetNamespace(), "decision", st.describe)
+	return false, nil
+}
+
+// stampWatches reconciles a stamped kind when its spec, labels or
+// annotations change (not its status), when its cluster's labels or
+// governing policy change, and when a policy changes.
+func stampWatches(b *builder.Builder, ofCluster, ofPolicy handler.MapFunc) *builder.Builder {
+	return b.
+		WithEventFilter(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+			policyOrClusterEvents{})).
+		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(ofCluster),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(ofPolicy),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+}
