@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	workv1 "open-cluster-management.io/api/work/v1"
+
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/policy"
@@ -223,10 +225,17 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 		}
 		return n, nil
 	}
-	var err error
-	if p.Status.WorksStamped, err = count(manifestWorkGVK, OrphaningAnnotation, false); err != nil {
+	var works workv1.ManifestWorkList
+	if err := r.List(ctx, &works, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
 		return err
 	}
+	p.Status.WorksStamped = 0
+	for i := range works.Items {
+		if w := &works.Items[i]; w.Annotations[OrphaningAnnotation] != "" && governed.Has(w.Namespace) {
+			p.Status.WorksStamped++
+		}
+	}
+	var err error
 	if p.Status.PoliciesStamped, err = count(configurationPolicyGVK, PruneAnnotation, standalone); err != nil {
 		return err
 	}

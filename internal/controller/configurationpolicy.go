@@ -89,7 +89,7 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 		}
 	}
 	actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
-	st := stamp{kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior", annotation: PruneAnnotation,
+	st := stamp{gvk: configurationPolicyGVK, kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior", annotation: PruneAnnotation,
 		value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)}, describe: string(desired)}
 	if g.Policy != nil && g.Policy.Spec.DryRun {
 		a.preview(cp, name, st, desired != "" && string(desired) != actual)

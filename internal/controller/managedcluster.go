@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	workv1 "open-cluster-management.io/api/work/v1"
+
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/policy"
@@ -164,8 +166,7 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, 
 	sum := sha256.Sum256(raw)
 	hash := hex.EncodeToString(sum[:8])
 
-	current := &unstructured.Unstructured{}
-	current.SetGroupVersionKind(manifestWorkGVK)
+	current := &workv1.ManifestWork{}
 	err = a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
 	switch {
 	case err == nil && current.GetDeletionTimestamp() != nil:
@@ -198,7 +199,7 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, 
 // orphaning their manifests first: a work retired because the policy
 // changed must not signal a deletion to the managed cluster.
 func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace, keep string) error {
-	works, err := listAsMetadata(ctx, a.Client, manifestWorkGVK, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"})
+	works, err := listWorksMetadata(ctx, a.Client, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"})
 	if err != nil {
 		return err
 	}
@@ -239,8 +240,7 @@ func (a *ManagedClusterAdapter) orphanWork(ctx context.Context, w *metav1.Partia
 // Watches implements Adapter: the cluster's works, add-ons and namespace,
 // metadata-only, and the policies, which can change every cluster's governor.
 func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
-	work := &unstructured.Unstructured{}
-	work.SetGroupVersionKind(manifestWorkGVK)
+	work := &workv1.ManifestWork{}
 	addon := &metav1.PartialObjectMetadata{}
 	addon.SetGroupVersionKind(addonGVK)
 	ns := &metav1.PartialObjectMetadata{}

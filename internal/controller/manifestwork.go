@@ -2,13 +2,13 @@ package controller
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -18,6 +18,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/policy"
@@ -40,25 +42,19 @@ func NewManifestWorkAdapter(c client.Client, mapper meta.RESTMapper, recorder ev
 	return &ManifestWorkAdapter{stamper: stamper{Client: c, Recorder: recorder, Tally: tally}, Mapper: mapper}
 }
 
-var _ Adapter[*unstructured.Unstructured] = &ManifestWorkAdapter{}
+var _ Adapter[*workv1.ManifestWork] = &ManifestWorkAdapter{}
 
 // Name implements Adapter.
 func (a *ManifestWorkAdapter) Name() string { return "manifestwork" }
 
 // New implements Adapter.
-func (a *ManifestWorkAdapter) New() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(manifestWorkGVK)
-	return u
-}
+func (a *ManifestWorkAdapter) New() *workv1.ManifestWork { return &workv1.ManifestWork{} }
 
 // ClusterName implements Adapter: a work's cluster is its namespace.
-func (a *ManifestWorkAdapter) ClusterName(w *unstructured.Unstructured) string {
-	return w.GetNamespace()
-}
+func (a *ManifestWorkAdapter) ClusterName(w *workv1.ManifestWork) string { return w.GetNamespace() }
 
 // Reconcile implements Adapter.
-func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *Governed) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	switch {
 	case w.GetDeletionTimestamp() != nil:
@@ -83,7 +79,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 			return reconcile.Result{}, nil
 		}
 	}
-	st := stamp{kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: OrphaningAnnotation,
+	st := stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: OrphaningAnnotation,
 		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired)}
 	current := desired.Equal(current(w))
 	if g.Policy != nil && g.Policy.Spec.DryRun {
@@ -94,20 +90,31 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *unstructured.Uns
 	return reconcile.Result{}, err
 }
 
-func (a *ManifestWorkAdapter) decide(g *Governed, w *unstructured.Unstructured) (policy.DeleteOption, error) {
-	raw, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
-	manifests := make([]map[string]any, 0, len(raw))
-	for _, m := range raw {
-		obj, ok := m.(map[string]any)
-		if !ok {
-			return policy.DeleteOption{}, errors.New("a manifest is not an object")
+func (a *ManifestWorkAdapter) decide(g *Governed, w *workv1.ManifestWork) (policy.DeleteOption, error) {
+	// The cache keeps manifests as raw JSON; they become maps only here,
+	// where rules read them.
+	manifests := make([]map[string]any, 0, len(w.Spec.Workload.Manifests))
+	for i, m := range w.Spec.Workload.Manifests {
+		var obj map[string]any
+		if err := json.Unmarshal(m.Raw, &obj); err != nil || obj == nil {
+			return policy.DeleteOption{}, fmt.Errorf("manifest %d is not an object", i)
 		}
 		manifests = append(manifests, obj)
 	}
-	reported := reportedResources(w)
+	work, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
+	if err != nil {
+		return policy.DeleteOption{}, err
+	}
+	work["apiVersion"], work["kind"] = manifestWorkGVK.GroupVersion().String(), manifestWorkGVK.Kind
+	reported := map[int]workv1.ManifestResourceMeta{}
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Resource != "" {
+			reported[int(m.ResourceMeta.Ordinal)] = m.ResourceMeta
+		}
+	}
 	resourceOf := func(i int, gvk schema.GroupVersionKind) (string, error) {
-		if r, ok := reported[i]; ok && r.gvk == gvk {
-			return r.resource, nil
+		if r, ok := reported[i]; ok && r.Group == gvk.Group && r.Version == gvk.Version && r.Kind == gvk.Kind {
+			return r.Resource, nil
 		}
 		mapping, err := a.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -115,47 +122,23 @@ func (a *ManifestWorkAdapter) decide(g *Governed, w *unstructured.Unstructured) 
 		}
 		return mapping.Resource.Resource, nil
 	}
-	return policy.Orphaning(g.Policy, g.Activation, w.Object, manifests, resourceOf)
-}
-
-type reportedResource struct {
-	gvk      schema.GroupVersionKind
-	resource string
-}
-
-// reportedResources reads the resource names the work agent reported, by
-// manifest ordinal.
-func reportedResources(w *unstructured.Unstructured) map[int]reportedResource {
-	raw, _, _ := unstructured.NestedSlice(w.Object, "status", "resourceStatus", "manifests")
-	out := map[int]reportedResource{}
-	for _, r := range raw {
-		m, _ := r.(map[string]any)
-		meta, _ := m["resourceMeta"].(map[string]any)
-		ordinal, ok := meta["ordinal"].(int64)
-		resource, _ := meta["resource"].(string)
-		if !ok || resource == "" {
-			continue
-		}
-		group, _ := meta["group"].(string)
-		version, _ := meta["version"].(string)
-		kind, _ := meta["kind"].(string)
-		out[int(ordinal)] = reportedResource{gvk: schema.GroupVersionKind{Group: group, Version: version, Kind: kind}, resource: resource}
-	}
-	return out
+	return policy.Orphaning(g.Policy, g.Activation, work, manifests, resourceOf)
 }
 
 // current reads the deleteOption a work carries.
-func current(w *unstructured.Unstructured) policy.DeleteOption {
+func current(w *workv1.ManifestWork) policy.DeleteOption {
 	var d policy.DeleteOption
-	d.PropagationPolicy, _, _ = unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
-	if d.PropagationPolicy == "Foreground" {
+	if w.Spec.DeleteOption == nil {
+		return d
+	}
+	d.PropagationPolicy = string(w.Spec.DeleteOption.PropagationPolicy)
+	if d.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeForeground) {
 		d.PropagationPolicy = ""
 	}
-	rules, _, _ := unstructured.NestedSlice(w.Object, "spec", "deleteOption", "selectivelyOrphans", "orphaningRules")
-	for _, r := range rules {
-		m, _ := r.(map[string]any)
-		str := func(k string) string { s, _ := m[k].(string); return s }
-		d.Orphans = append(d.Orphans, policy.Orphan{Group: str("group"), Resource: str("resource"), Namespace: str("namespace"), Name: str("name")})
+	if so := w.Spec.DeleteOption.SelectivelyOrphan; so != nil {
+		for _, r := range so.OrphaningRules {
+			d.Orphans = append(d.Orphans, policy.Orphan{Group: r.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name})
+		}
 	}
 	return d
 }
@@ -227,7 +210,7 @@ func (a *ManifestWorkAdapter) worksOfPolicy(ctx context.Context, p client.Object
 }
 
 func (a *ManifestWorkAdapter) worksIn(ctx context.Context, namespace string) []reconcile.Request {
-	works, err := listAsMetadata(ctx, a.Client, manifestWorkGVK, client.InNamespace(namespace))
+	works, err := listWorksMetadata(ctx, a.Client, client.InNamespace(namespace))
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "listing works", "namespace", namespace)
 		return nil

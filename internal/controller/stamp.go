@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +21,7 @@ import (
 // stamp is one decision to write on an object: fields under spec, and an
 // annotation recording the decision.
 type stamp struct {
+	gvk        schema.GroupVersionKind
 	kind       string         // the object's kind, for the tally and metrics
 	action     string         // the event action: Orphaning, Prune
 	field      string         // the field written, for messages
@@ -43,7 +45,7 @@ type stamper struct {
 // settle writes the decision unless the object carries it already: stamped
 // says whether the object has the operator's annotation, current whether its
 // field holds the decision. It reports whether it wrote.
-func (s *stamper) settle(ctx context.Context, obj *unstructured.Unstructured, policy string, st stamp, stamped, current bool) (bool, error) {
+func (s *stamper) settle(ctx context.Context, obj client.Object, policy string, st stamp, stamped, current bool) (bool, error) {
 	key := tallyKey(st.kind, obj)
 	s.Tally.set(dryRunMark, policy, key, false)
 	if (st.value == "" && !stamped) || (st.value != "" && stamped && current) {
@@ -63,7 +65,7 @@ func (s *stamper) settle(ctx context.Context, obj *unstructured.Unstructured, po
 }
 
 // preview reports, in dry run, a decision the object does not carry yet.
-func (s *stamper) preview(obj *unstructured.Unstructured, policy string, st stamp, pending bool) {
+func (s *stamper) preview(obj client.Object, policy string, st stamp, pending bool) {
 	if pending {
 		s.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, v1alpha1.DryRunReason, st.action,
 			"dry run: would set %s %s", st.field, st.describe)
@@ -71,11 +73,11 @@ func (s *stamper) preview(obj *unstructured.Unstructured, policy string, st stam
 	s.Tally.set(dryRunMark, policy, tallyKey(st.kind, obj), pending)
 }
 
-func (s *stamper) apply(ctx context.Context, obj *unstructured.Unstructured, st stamp) (conflict bool, err error) {
+func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (conflict bool, err error) {
 	// The UID makes the apply a precondition: it never creates an object
 	// that was deleted meanwhile.
 	md := map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())}
-	patch := map[string]any{"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(), "metadata": md}
+	patch := map[string]any{"apiVersion": st.gvk.GroupVersion().String(), "kind": st.gvk.Kind, "metadata": md}
 	if st.value != "" {
 		md["annotations"] = map[string]any{st.annotation: st.value}
 		patch["spec"] = st.spec

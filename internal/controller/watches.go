@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -83,7 +84,7 @@ func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.
 		return nil, err
 	}
 	if w.isFull(gvr) {
-		return listAsMetadata(ctx, c, gvk, client.InNamespace(namespace))
+		return listWorksMetadata(ctx, c, client.InNamespace(namespace))
 	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -113,6 +114,21 @@ func listAsMetadata(ctx context.Context, c client.Reader, gvk schema.GroupVersio
 	out := make([]metav1.PartialObjectMetadata, len(list.Items))
 	for i := range list.Items {
 		out[i] = asMetadata(&list.Items[i])
+	}
+	return out, nil
+}
+
+// listWorksMetadata lists ManifestWorks from their typed informer and
+// returns their metadata.
+func listWorksMetadata(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]metav1.PartialObjectMetadata, error) {
+	var list workv1.ManifestWorkList
+	if err := c.List(ctx, &list, opts...); err != nil {
+		return nil, fmt.Errorf("listing ManifestWorks: %w", err)
+	}
+	out := make([]metav1.PartialObjectMetadata, len(list.Items))
+	for i := range list.Items {
+		out[i].SetGroupVersionKind(manifestWorkGVK)
+		out[i].ObjectMeta = list.Items[i].ObjectMeta
 	}
 	return out, nil
 }
