@@ -49,24 +49,6 @@ func (c *Cache) Get(p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
 	return policy, errs
 }
 
-// Lookup returns the cached compile of a UID, whatever its generation.
-func (c *Cache) Lookup(uid types.UID) (*Policy, field.ErrorList, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[uid]
-	if !ok {
-		return nil, nil, false
-	}
-	return e.policy, e.errs, true
-}
-
-// Evict forgets a policy that is gone.
-func (c *Cache) Evict(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, uid)
-}
-
 // Retain forgets every policy whose UID is not in live.
 func (c *Cache) Retain(live sets.Set[types.UID]) {
 	c.mu.Lock()

@@ -64,13 +64,6 @@ func (g *applyGuard) mayApply(obj client.Object, decision string, recorder event
 	return r.count <= maxReapplies+1
 }
 
-// contested reports whether the operator stopped writing an object.
-func (g *applyGuard) contested(uid types.UID) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.applied[uid].count > maxReapplies+1
-}
-
 // forget drops what was counted for an object that is going away.
 func (g *applyGuard) forget(uid types.UID) {
 	g.mu.Lock()
