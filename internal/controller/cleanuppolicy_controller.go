@@ -82,7 +82,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 // reconcileFleet evaluates every valid policy's selector on every cluster and
 // reports this policy's share: what it matches, governs, and shares.
 func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha1.CleanupPolicy, compiled *cel.Policy) (reconcile.Result, error) {
-	ranked, err := r.rankedPolicies(ctx)
+	ranked, _, err := compileAll(ctx, r, r.Cache)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -273,21 +273,6 @@ func readyMessage(s *v1alpha1.CleanupPolicyStatus) string {
 		}
 	}
 	return ""
-}
-
-// rankedPolicies compiles every policy (from the cache) and ranks the valid ones.
-func (r *CleanupPolicyReconciler) rankedPolicies(ctx context.Context) ([]*cel.Policy, error) {
-	var list v1alpha1.CleanupPolicyList
-	if err := r.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing CleanupPolicies: %w", err)
-	}
-	var valid []*cel.Policy
-	for i := range list.Items {
-		if compiled, errs := r.Cache.Get(&list.Items[i]); len(errs) == 0 {
-			valid = append(valid, compiled)
-		}
-	}
-	return policy.Ranked(valid), nil
 }
 
 // forgetDeleted drops the compiled programs and remembered results of

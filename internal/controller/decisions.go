@@ -154,7 +154,8 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 		return err
 	}
 	var problems, unread []string
-	for _, t := range templates(root) {
+	tpls := templates(root)
+	for _, t := range tpls {
 		if !readsDecisions(t.definition) {
 			unread = append(unread, t.name)
 		}
@@ -164,7 +165,7 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 		if err != nil {
 			return err
 		}
-		for _, t := range templates(root) {
+		for _, t := range tpls {
 			key := c + "." + t.name
 			keep := func() {
 				if v, ok := published[key]; ok {

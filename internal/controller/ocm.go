@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -29,6 +31,11 @@ var (
 	manifestWorkGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
 	addonGVK        = schema.GroupVersionKind{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Kind: "ManagedClusterAddOn"}
 )
+
+// SetupIndexes registers the cache indexes the controllers read.
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, newManagedCluster(), GoverningPolicyIndex, IndexGoverningPolicy)
+}
 
 // GoverningPolicyIndex indexes ManagedClusters by the policy that governs them.
 const GoverningPolicyIndex = "cleanup.fleetops.dev/governing-policy"

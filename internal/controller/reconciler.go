@@ -93,21 +93,42 @@ type Fleet struct {
 // clusterSelector, with `cluster` null.
 func (f *Fleet) GovernStandalone(ctx context.Context) (*Governed, error) {
 	g := &Governed{Budget: cel.NewBudget(cel.ReconcileCostBudget)}
-	var list v1alpha1.CleanupPolicyList
-	if err := f.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing CleanupPolicies: %w", err)
+	all, _, err := compileAll(ctx, f, f.Cache)
+	if err != nil {
+		return nil, err
 	}
 	var valid []*cel.Policy
-	for i := range list.Items {
-		if compiled, errs := f.Cache.Get(&list.Items[i]); len(errs) == 0 && compiled.ClusterSelector == nil {
-			valid = append(valid, compiled)
+	for _, p := range all {
+		if p.ClusterSelector == nil {
+			valid = append(valid, p)
 		}
 	}
-	if ranked := policy.Ranked(valid); len(ranked) > 0 {
-		g.Policy = ranked[0]
+	if len(valid) > 0 {
+		g.Policy = valid[0]
 		g.Activation = g.Policy.Bind(ctx, g.Budget, nil)
 	}
 	return g, nil
+}
+
+// compileAll compiles every CleanupPolicy, from the cache of compiled
+// policies, and returns the valid ones ranked, and the errors of the others
+// by name. The list is read without a copy: compiling copies what it keeps.
+func compileAll(ctx context.Context, r client.Reader, cache *cel.Cache) ([]*cel.Policy, map[string]error, error) {
+	var list v1alpha1.CleanupPolicyList
+	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing CleanupPolicies: %w", err)
+	}
+	var valid []*cel.Policy
+	invalid := map[string]error{}
+	for i := range list.Items {
+		compiled, errs := cache.Get(&list.Items[i])
+		if len(errs) > 0 {
+			invalid[list.Items[i].Name] = errs.ToAggregate()
+			continue
+		}
+		valid = append(valid, compiled)
+	}
+	return policy.Ranked(valid), invalid, nil
 }
 
 // Governed is the decision context of one reconcile.
@@ -140,19 +161,9 @@ func (f *Fleet) Govern(ctx context.Context, clusterName string) (*Governed, erro
 	}
 	g.Cluster = cluster
 
-	var list v1alpha1.CleanupPolicyList
-	if err := f.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing CleanupPolicies: %w", err)
-	}
-	var valid []*cel.Policy
-	invalid := map[string]error{}
-	for i := range list.Items {
-		compiled, errs := f.Cache.Get(&list.Items[i])
-		if len(errs) > 0 {
-			invalid[list.Items[i].Name] = errs.ToAggregate()
-			continue
-		}
-		valid = append(valid, compiled)
+	valid, invalid, err := compileAll(ctx, f, f.Cache)
+	if err != nil {
+		return nil, err
 	}
 
 	pinned := cluster.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
@@ -170,7 +181,7 @@ func (f *Fleet) Govern(ctx context.Context, clusterName string) (*Governed, erro
 		}
 	}
 
-	res := f.Governance.Resolve(ctx, g.Budget, policy.Ranked(valid), cluster)
+	res := f.Governance.Resolve(ctx, g.Budget, valid, cluster)
 	if res.Governor == nil && len(res.Errors) > 0 {
 		var msgs []string
 		for p, err := range res.Errors {

@@ -112,7 +112,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManagedCluster controller: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, newManagedCluster(), controller.GoverningPolicyIndex, controller.IndexGoverningPolicy); err != nil {
+	if err := controller.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("indexing ManagedClusters by policy: %w", err)
 	}
 	if err := (&controller.Reconciler[*workv1.ManifestWork]{
@@ -150,11 +150,4 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	registerMetrics(op)
 	return op, nil
-}
-
-func newManagedCluster() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("cluster.open-cluster-management.io/v1")
-	u.SetKind("ManagedCluster")
-	return u
 }
