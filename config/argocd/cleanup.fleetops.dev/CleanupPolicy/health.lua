@@ -1,0 +1,129 @@
+-- Argo CD health of a cleanup.fleetops.dev CleanupPolicy.
+--
+-- The operator reports kstatus conditions: Ready is always present,
+-- Reconciling and Stalled only while true, and status.observedGeneration is
+-- the generation the status describes. The mapping below gives the same
+-- answer as kstatus (Flux, kubectl wait, cli-utils) on what the operator writes:
+--
+--   generation not observed yet            Progressing   (kstatus InProgress)
+--   Stalled=True                           Degraded      (kstatus Failed)
+--   Reconciling=True                       Progressing   (kstatus InProgress)
+--   Ready missing, False or Unknown        Progressing   (kstatus InProgress)
+--   Ready=True                             Healthy       (kstatus Current)
+--
+-- Stalled is read before Reconciling: a policy that cannot make progress
+-- needs a person, and says which field is wrong.
+local hs = {}
+
+local function describe(c)
+  local reason = c.reason or ""
+  local message = c.message or ""
+  if reason ~= "" and message ~= "" then
+    return reason .. ": " .. message
+  end
+  if message ~= "" then
+    return message
+  end
+  return reason
+end
+
+local function count(n)
+  if type(n) ~= "number" then
+    return 0
+  end
+  return n
+end
+
+local metadata = obj.metadata or {}
+if metadata.deletionTimestamp ~= nil then
+  hs.status = "Progressing"
+  hs.message = "The policy is being deleted"
+  return hs
+end
+
+local status = obj.status
+if status == nil then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the operator to report the policy's status"
+  return hs
+end
+
+local generation = metadata.generation
+local observed = status.observedGeneration
+if generation ~= nil and observed ~= generation then
+  hs.status = "Progressing"
+  if observed == nil then
+    hs.message = string.format("Waiting for the operator to observe generation %d", generation)
+  else
+    hs.message = string.format("Waiting for the operator to observe generation %d (the status describes generation %d)",
+      generation, observed)
+  end
+  return hs
+end
+
+local conditions = {}
+for _, c in ipairs(status.conditions or {}) do
+  if c.type ~= nil then
+    conditions[c.type] = c
+  end
+end
+
+local stalled = conditions["Stalled"]
+if stalled ~= nil and stalled.status == "True" then
+  hs.status = "Degraded"
+  hs.message = describe(stalled)
+  return hs
+end
+
+local reconciling = conditions["Reconciling"]
+if reconciling ~= nil and reconciling.status == "True" then
+  hs.status = "Progressing"
+  hs.message = describe(reconciling)
+  return hs
+end
+
+local ready = conditions["Ready"]
+if ready == nil then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the Ready condition"
+  return hs
+end
+if generation ~= nil and ready.observedGeneration ~= nil and ready.observedGeneration ~= generation then
+  hs.status = "Progressing"
+  hs.message = string.format("Waiting for the Ready condition of generation %d", generation)
+  return hs
+end
+if ready.status ~= "True" then
+  hs.status = "Progressing"
+  hs.message = describe(ready)
+  return hs
+end
+
+-- Ready: the policy compiled and governs its clusters. What it could not
+-- write on other objects is said, not counted against its health: those
+-- objects carry Events saying why.
+hs.status = "Healthy"
+local notes = {}
+local spec = obj.spec or {}
+if spec.dryRun == true then
+  table.insert(notes, string.format("dry run: %d object(s) would change", count(status.dryRunPending)))
+end
+if count(status.conflicts) > 0 then
+  table.insert(notes, string.format("%d object(s) in conflict with another field manager", count(status.conflicts)))
+end
+if count(status.contested) > 0 then
+  table.insert(notes, string.format("%d object(s) contested by another controller", count(status.contested)))
+end
+if count(status.templatesNotReadingDecisions) > 0 then
+  table.insert(notes, string.format("%d Policy template(s) do not read cleanup-decisions",
+    count(status.templatesNotReadingDecisions)))
+end
+local message = ready.message or ""
+if message == "" then
+  message = "Ready"
+end
+if #notes > 0 then
+  message = message .. "; " .. table.concat(notes, "; ")
+end
+hs.message = message
+return hs
