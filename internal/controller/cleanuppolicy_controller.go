@@ -48,7 +48,7 @@ type CleanupPolicyReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

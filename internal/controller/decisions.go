@@ -27,7 +27,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=policies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 
 // Names of the decisions ConfigMap and of the OCM policy framework's labels.
 const (
@@ -202,9 +202,8 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 	}
 	if len(unread) > 0 {
 		r.Recorder.Eventf(root, nil, corev1.EventTypeWarning, "DecisionNotRead", "Prune",
-			"ConfigurationPolicy template(s) %s do not read pruneObjectBehavior from the %s ConfigMap; put this line in their spec: "+
-				`pruneObjectBehavior: '{{hub fromConfigMap .PolicyMetadata.namespace "%s" (printf "%%s.%%s" .ManagedClusterName "<name>") | default "None" hub}}'`,
-			strings.Join(unread, ", "), DecisionsConfigMap, DecisionsConfigMap)
+			"ConfigurationPolicy template(s) %s do not read pruneObjectBehavior from the %s ConfigMap; put this line in their spec: %s",
+			strings.Join(unread, ", "), DecisionsConfigMap, DecisionHubTemplate("<name>"))
 	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
@@ -236,6 +235,14 @@ func newPolicyList() *unstructured.UnstructuredList {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(policyGVK.GroupVersion().WithKind("PolicyList"))
 	return list
+}
+
+// DecisionHubTemplate is the line of a ConfigurationPolicy template that
+// reads its pruneObjectBehavior from the decisions ConfigMap, through a hub
+// template the policy propagator resolves for each cluster.
+func DecisionHubTemplate(template string) string {
+	return fmt.Sprintf(`pruneObjectBehavior: '{{hub fromConfigMap .PolicyMetadata.namespace "%s" (printf "%%s.%%s" .ManagedClusterName "%s") | default "None" hub}}'`,
+		DecisionsConfigMap, template)
 }
 
 // readsDecisions reports whether a template takes its pruneObjectBehavior
