@@ -335,9 +335,9 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 		where := fmt.Sprintf("stage %s (%d of %d)", stage.Name, i+1, len(stages))
 		if deleted > 0 {
 			return step{reason: v1alpha1.DeletingStageReason, event: v1alpha1.DeletingStageReason,
-				action: fmt.Sprintf("Delete/%s/%s", stage.Name, priorityName(group[0])), message: fmt.Sprintf(
+				action: fmt.Sprintf("Delete/%s/%s", stage.Name, policy.PriorityName(group[0].Meta)), message: fmt.Sprintf(
 					"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
-					where, deleted, stage.GVR.Resource, priorityName(group[0]), policy.Names(group, maxNamed), len(objs)),
+					where, deleted, stage.GVR.Resource, policy.PriorityName(group[0].Meta), policy.Names(group, maxNamed), len(objs)),
 				requeue: c.deadline.Sub(c.now)}, nil
 		}
 		msg := fmt.Sprintf("%s: %d %s remain, waiting for their finalizers: %s",
@@ -356,17 +356,6 @@ func eventAction(a string) string {
 		return a[:128]
 	}
 	return a
-}
-
-func priorityName(o policy.Object) string {
-	switch n := policy.DeletionOrder(o.Meta); n {
-	case -2:
-		return "unset"
-	case -1:
-		return "invalid"
-	default:
-		return strconv.Itoa(n)
-	}
 }
 
 // reconcileNamespace deletes the cluster namespace unless the policy keeps

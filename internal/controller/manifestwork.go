@@ -91,6 +91,12 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 }
 
 func (a *ManifestWorkAdapter) decide(g *Governed, w *workv1.ManifestWork) (policy.DeleteOption, error) {
+	return decideOrphaning(g, w, a.Mapper)
+}
+
+// decideOrphaning evaluates the governing policy's orphaning rules on a
+// work's manifests. The operator and the command-line preview both call it.
+func decideOrphaning(g *Governed, w *workv1.ManifestWork, mapper meta.RESTMapper) (policy.DeleteOption, error) {
 	// The cache keeps manifests as raw JSON; they become maps only here,
 	// where rules read them.
 	manifests := make([]map[string]any, 0, len(w.Spec.Workload.Manifests))
@@ -116,7 +122,7 @@ func (a *ManifestWorkAdapter) decide(g *Governed, w *workv1.ManifestWork) (polic
 		if r, ok := reported[i]; ok && r.Group == gvk.Group && r.Version == gvk.Version && r.Kind == gvk.Kind {
 			return r.Resource, nil
 		}
-		mapping, err := a.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return "", fmt.Errorf("neither the work agent nor the API server knows its resource: %w", err)
 		}
