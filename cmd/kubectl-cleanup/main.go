@@ -1,0 +1,18 @@
+// Command kubectl-cleanup is a kubectl plugin that shows what the operator
+// would do with a cluster before it is deleted (`kubectl cleanup plan`), and
+// where the cleanups in progress stand (`kubectl cleanup status`). It takes
+// its decisions with the operator's own code, and only reads.
+package main
+
+import (
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+func main() {
+	cmd := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := cmd.Execute(); err != nil {
+		os.Exit(1)
+	}
+}

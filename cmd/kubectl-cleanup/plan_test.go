@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+// kubectlCleanup runs the plugin against a kubeconfig and returns its output.
+func kubectlCleanup(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String() + errOut.String(), err
+}
+
+// TestPlanPredictsTheCleanup prints the plan of a cluster with the plugin,
+// then deletes the cluster with the operator running, and checks that the
+// operator deleted the groups in the order the plan printed, and that the
+// status command followed the cleanup while it waited.
+func TestPlanPredictsTheCleanup(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	env, err := testenv.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
+	mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions(operator.ManagerOptions()))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = operator.Setup(ctx, mgr, operator.Options{EnableWebhooks: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(ctx) }()
+	defer func() { cancel(); g.Expect(<-mgrDone).To(Succeed()) }()
+	g.Expect(env.WaitForWebhook(ctx)).To(Succeed())
+
+	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(testenv.CreateFromFile(ctx, c, filepath.Join("testdata", "fleet.yaml"))).To(Succeed())
+
+	// The operator governs c1 and creates its deletion-signal work.
+	signal := &unstructured.Unstructured{}
+	signal.SetAPIVersion("work.open-cluster-management.io/v1")
+	signal.SetKind("ManifestWork")
+	g.Eventually(func() error {
+		return c.Get(ctx, client.ObjectKey{Namespace: "c1", Name: "cleanup-signal"}, signal)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	out, err := kubectlCleanup(t, env.Kubeconfig, "plan", "c1", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	var plan policy.ClusterPlan
+	g.Expect(json.Unmarshal([]byte(out), &plan)).To(Succeed(), out)
+
+	g.Expect(plan.Policy).To(Equal("plan-test"))
+	g.Expect(plan.Held).To(BeEmpty())
+	g.Expect(plan.Strategy).To(Equal(v1alpha1.RemoveStrategyRequired))
+	g.Expect(plan.Timeout).To(Equal("10m0s"))
+	g.Expect(plan.Signal).To(Equal(&policy.SignalPlan{Work: "cleanup-signal", Present: true}))
+	g.Expect(plan.Gate).To(Equal(policy.GatePlan{Resources: []string{"configmaps"}, Holding: []string{"configmaps/hold"}}))
+	g.Expect(plan.Stages).To(Equal([]policy.StagePlan{
+		{Name: "addons", Resource: "managedclusteraddons.addon.open-cluster-management.io",
+			Groups: []policy.GroupPlan{{Priority: "unset", Objects: []string{"a1"}}}},
+		{Name: "workloads", Resource: "manifestworks.work.open-cluster-management.io", Groups: []policy.GroupPlan{
+			{Priority: "unset", Objects: []string{"app-1"}},
+			{Priority: "5", Objects: []string{"app-3"}},
+			{Priority: "10", Objects: []string{"app-2"}},
+		}},
+		{Name: "agent", Resource: "manifestworks.work.open-cluster-management.io",
+			Groups: []policy.GroupPlan{{Priority: "unset", Objects: []string{"c1-agent"}}}},
+	}))
+	g.Expect(plan.Namespace).To(Equal(&policy.NamespacePlan{Name: "c1", Keep: false}))
+	g.Expect(plan.Works).To(Equal([]policy.WorkPlan{
+		{Name: "app-1", PropagationPolicy: "SelectivelyOrphan", Orphaned: []policy.OrphanPlan{
+			{Resource: "customresourcedefinitions", Name: "widgets.example.com", Rule: "keep-crds"}}},
+		{Name: "app-2"}, {Name: "app-3"}, {Name: "c1-agent"},
+	}))
+	g.Expect(plan.Prune).To(Equal([]policy.PrunePlan{
+		{Object: "ConfigurationPolicy audit", Behavior: v1alpha1.PruneDeleteAll, Ineffective: true},
+		{Object: "ConfigurationPolicy enforce-team", Behavior: v1alpha1.PruneDeleteIfCreated},
+	}))
+
+	// The same plan as YAML, and as text in the order of the steps.
+	out, err = kubectlCleanup(t, env.Kubeconfig, "plan", "c1", "-o", "yaml")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	var fromYAML policy.ClusterPlan
+	g.Expect(yaml.Unmarshal([]byte(out), &fromYAML)).To(Succeed())
+	g.Expect(fromYAML).To(Equal(plan))
+	text, err := kubectlCleanup(t, env.Kubeconfig, "plan", "c1")
+	g.Expect(err).NotTo(HaveOccurred(), text)
+	g.Expect(text).To(ContainSubstring("governed by CleanupPolicy plan-test"))
+	g.Expect(inOrder(text,
+		"signal: delete ManifestWork cleanup-signal",
+		"gate: wait until no configmaps remain (1 exist now: configmaps/hold)",
+		"stage addons (1 of 3",
+		"stage workloads (2 of 3",
+		"cleanup-priority unset: app-1",
+		"cleanup-priority 5: app-3",
+		"cleanup-priority 10: app-2",
+		"stage agent (3 of 3",
+		"namespace c1: delete",
+		"app-1", "SelectivelyOrphan: customresourcedefinitions widgets.example.com (rule keep-crds)",
+		"ConfigurationPolicy audit", "DeleteAll (no effect while remediationAction is inform)",
+	)).To(Succeed(), text)
+
+	// A cluster no policy governs: the plan says so and decides nothing.
+	other := &unstructured.Unstructured{}
+	other.SetAPIVersion("cluster.open-cluster-management.io/v1")
+	other.SetKind("ManagedCluster")
+	other.SetName("c2")
+	g.Expect(c.Create(ctx, other)).To(Succeed())
+	text, err = kubectlCleanup(t, env.Kubeconfig, "plan", "c2")
+	g.Expect(err).NotTo(HaveOccurred(), text)
+	g.Expect(text).To(ContainSubstring("ManagedCluster c2: no CleanupPolicy governs the cluster"))
+	g.Expect(text).NotTo(ContainSubstring("If the cluster is deleted now"))
+	out, err = kubectlCleanup(t, env.Kubeconfig, "plan", "absent")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("ManagedCluster absent not found"))
+
+	// Nothing is being cleaned up yet.
+	out, err = kubectlCleanup(t, env.Kubeconfig, "status")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("No cluster is being cleaned up."))
+
+	// Delete the cluster: the monitored ConfigMap holds the cleanup, and
+	// the status command says so, with what remains.
+	mc := &unstructured.Unstructured{}
+	mc.SetAPIVersion("cluster.open-cluster-management.io/v1")
+	mc.SetKind("ManagedCluster")
+	mc.SetName("c1")
+	g.Expect(c.Delete(ctx, mc)).To(Succeed())
+	var status []controller.ClusterStatus
+	g.Eventually(func(g Gomega) {
+		out, err := kubectlCleanup(t, env.Kubeconfig, "status", "-o", "json")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(json.Unmarshal([]byte(out), &status)).To(Succeed())
+		g.Expect(status).To(HaveLen(1))
+		g.Expect(status[0].Step).To(Equal(v1alpha1.WaitingForMonitoredResourcesReason))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(status[0].Cluster).To(Equal("c1"))
+	g.Expect(status[0].Policy).To(Equal("plan-test"))
+	g.Expect(status[0].Remaining).To(Equal(controller.Remaining{
+		Monitored: 1, Stages: map[string]int{"addons": 1, "workloads": 3, "agent": 1}, Namespace: true}))
+	text, err = kubectlCleanup(t, env.Kubeconfig, "status")
+	g.Expect(err).NotTo(HaveOccurred(), text)
+	g.Expect(text).To(MatchRegexp(`c1\s+plan-test\s+WaitingForMonitoredResources\s+\S+\s+monitored 1, addons 1, agent 1, workloads 3, namespace`))
+
+	// Release the gate; the operator finishes, in the plan's order.
+	g.Expect(c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "hold"}})).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "c1"}, mc))
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+
+	var events eventsv1.EventList
+	g.Expect(c.List(ctx, &events)).To(Succeed())
+	slices.SortStableFunc(events.Items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	var done []string
+	for _, e := range events.Items {
+		if e.Regarding.Name == "c1" && e.Reason == v1alpha1.DeletingStageReason {
+			done = append(done, e.Action)
+		}
+	}
+	var planned []string
+	for _, s := range plan.Stages {
+		for _, grp := range s.Groups {
+			planned = append(planned, "Delete/"+s.Name+"/"+grp.Priority)
+		}
+	}
+	g.Expect(done).To(Equal(planned))
+}
+
+// TestPlanRefusesBadInput names the flag or argument that is wrong.
+func TestPlanRefusesBadInput(t *testing.T) {
+	g := NewWithT(t)
+	out, err := kubectlCleanup(t, "/nonexistent/kubeconfig", "plan", "c1", "-o", "table")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring(`--output: "table" is not one of json, yaml`))
+	out, err = kubectlCleanup(t, "/nonexistent/kubeconfig", "plan")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("accepts 1 arg(s), received 0"))
+}
+
+// inOrder checks that s holds each part, each after the one before.
+func inOrder(s string, parts ...string) error {
+	rest := s
+	for _, p := range parts {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return &orderError{part: p}
+		}
+		rest = rest[i+len(p):]
+	}
+	return nil
+}
+
+type orderError struct{ part string }
+
+func (e *orderError) Error() string { return "missing, or out of order: " + e.part }
