@@ -68,6 +68,10 @@ bench: envtest-bins crds ## Run the benchmarks.
 build: manifests generate fmt vet ## Build the manager.
 	go build -o $(LOCALBIN)/manager ./cmd
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-cleanup.
+	go build -o $(LOCALBIN)/kubectl-cleanup ./cmd/kubectl-cleanup
+
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in KUBECONFIG.
 	ENABLE_WEBHOOKS=false go run ./cmd
@@ -75,7 +79,7 @@ run: manifests generate fmt vet ## Run the manager against the cluster in KUBECO
 ##@ Test binaries, built from Go modules (no download of prebuilt binaries)
 
 .PHONY: envtest-bins
-envtest-bins: $(KUBE_APISERVER) $(ETCD) $(KUBECTL) ## Build kube-apiserver, etcd and kubectl into bin/.
+envtest-bins: $(KUBE_APISERVER) $(ETCD) $(KUBECTL) $(KUBE_CONTROLLER_MANAGER) ## Build kube-apiserver, etcd, kubectl and kube-controller-manager into bin/.
 
 $(KUBE_APISERVER): hack/tools/kube/go.mod
 	cd hack/tools/kube && go build -o $@ ./cmd/kube-apiserver
@@ -101,5 +105,5 @@ $(CONTROLLER_GEN):
 ##@ Local control plane
 
 .PHONY: run-local
-run-local: manifests generate envtest-bins crds ## Run the operator on a local control plane with the samples and a sample fleet.
+run-local: manifests generate envtest-bins crds plugin ## Run the operator on a local control plane with the samples and a sample fleet.
 	go run ./hack/run-local

@@ -1,11 +1,12 @@
 // Command run-local runs the operator on a local control plane: a
-// kube-apiserver and etcd built from Go modules, with the CleanupPolicy, OCM
-// and policy CRDs installed, the samples and a sample fleet applied. It
-// prints how to point kubectl at it, and stops everything on Ctrl-C.
+// kube-apiserver, etcd and kube-controller-manager (namespace and garbage
+// collector controllers) built from Go modules, with the CleanupPolicy, OCM
+// and policy CRDs installed, the admission policies, the samples and a
+// sample fleet applied. It prints how to point kubectl at it, and stops
+// everything on Ctrl-C.
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,12 +15,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -31,7 +37,7 @@ import (
 )
 
 func main() {
-	check := flag.Bool("check", false, "set everything up, wait until the sample policies are Ready, and exit")
+	check := flag.Bool("check", false, "set everything up, wait until the sample policies are Ready, delete cluster dev-1, wait until it is cleaned up, and exit")
 	flag.Parse()
 	logf.SetLogger(zap.New(zap.UseDevMode(false)))
 
@@ -51,6 +57,19 @@ func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
 	}
 	defer func() { retErr = errors.Join(retErr, env.Stop()) }()
 
+	logPath := filepath.Join(testenv.RepoRoot(), "bin", "local-controller-manager.log")
+	fmt.Fprintf(out, "starting kube-controller-manager (namespace, garbage collector; log in %s) ...\n", logPath)
+	kcmLog, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer kcmLog.Close()
+	kcm, err := env.StartControllerManager(ctx, kcmLog)
+	if err != nil {
+		return err
+	}
+	defer func() { retErr = errors.Join(retErr, kcm.Stop()) }()
+
 	kubeconfig := filepath.Join(testenv.RepoRoot(), "bin", "local.kubeconfig")
 	raw, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
@@ -61,7 +80,13 @@ func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
 	}
 	defer os.Remove(kubeconfig)
 
-	mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions(operator.ManagerOptions()))
+	// The operator runs with the permissions it ships with (config/rbac),
+	// not as an administrator.
+	operatorCfg, err := env.OperatorConfig(ctx)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(operatorCfg, env.ManagerOptions(operator.ManagerOptions()))
 	if err != nil {
 		return err
 	}
@@ -86,7 +111,7 @@ func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
 	}
 	files := append(samples, filepath.Join(testenv.RepoRoot(), "hack", "run-local", "fleet.yaml"))
 	for _, f := range files {
-		if err := apply(ctx, c, f); err != nil {
+		if err := testenv.CreateFromFile(ctx, c, f); err != nil {
 			return err
 		}
 	}
@@ -94,24 +119,27 @@ func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
 		return err
 	}
 
-	kubectl := filepath.Join(testenv.BinDir(), "kubectl")
 	fmt.Fprintf(out, `
-The operator is running on a local control plane with a sample fleet.
+The operator is running on a local control plane with a sample fleet:
+clusters prod-eu and prod-sandbox (policy production) and dev-1 (policy default).
 
   export KUBECONFIG=%s
-  alias kubectl=%s
+  export PATH=%s:$PATH     # kubectl and the kubectl-cleanup plugin
 
-  kubectl get cleanuppolicies              # Ready, matched clusters
-  kubectl get cleanuppolicy production -o yaml
-  kubectl get managedclusters --show-labels
+  kubectl get cleanuppolicies                      # Ready, matched clusters
+  kubectl cleanup plan prod-eu                     # what deleting prod-eu would do, step by step
+  kubectl delete managedcluster prod-eu --wait=false
+  kubectl get managedcluster prod-eu -o jsonpath='{.status.conditions[?(@.type=="ContentDeleteSuccess")]}'
+  kubectl get events --field-selector involvedObject.name=prod-eu --sort-by=.metadata.creationTimestamp
+  kubectl cleanup status                           # clusters in cleanup, their step and what remains
   kubectl label managedcluster dev-1 env=prod --overwrite   # and watch MATCHED change
-  kubectl get events --field-selector involvedObject.kind=CleanupPolicy
 
 Ctrl-C stops the operator and the control plane.
-`, kubeconfig, kubectl)
+`, kubeconfig, testenv.BinDir())
 	if check {
+		err := deleteAndWait(ctx, out, c, "prod-eu")
 		cancelMgr()
-		return <-mgrDone
+		return errors.Join(err, <-mgrDone)
 	}
 	select {
 	case <-ctx.Done():
@@ -123,28 +151,44 @@ Ctrl-C stops the operator and the control plane.
 	}
 }
 
-// apply creates every object of a multi-document YAML file.
-func apply(ctx context.Context, c client.Client, file string) error {
-	raw, err := os.ReadFile(file)
-	if err != nil {
+// deleteAndWait deletes a sample cluster as the instructions say, waits
+// until the cluster and its namespace are gone, and prints the cluster's
+// events: the steps of its cleanup.
+func deleteAndWait(ctx context.Context, out io.Writer, c client.Client, name string) error {
+	fmt.Fprintf(out, "\ndeleting ManagedCluster %s ...\n", name)
+	mc := &unstructured.Unstructured{}
+	mc.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.open-cluster-management.io", Version: "v1", Kind: "ManagedCluster"})
+	mc.SetName(name)
+	if err := c.Delete(ctx, mc); err != nil {
 		return err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, obj := range []client.Object{mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}} {
+		for {
+			err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			if apierrors.IsNotFound(err) {
+				break
 			}
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(ctx, u); err != nil {
-			return fmt.Errorf("%s: creating %s %s: %w", file, u.GetKind(), u.GetName(), err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s %s was not cleaned up: %w", obj.GetObjectKind().GroupVersionKind().Kind, name, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 	}
+	var events eventsv1.EventList
+	if err := c.List(ctx, &events); err != nil {
+		return err
+	}
+	slices.SortStableFunc(events.Items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	for _, e := range events.Items {
+		if e.Regarding.Kind == "ManagedCluster" && e.Regarding.Name == name {
+			fmt.Fprintf(out, "  %-28s %s\n", e.Reason, e.Note)
+		}
+	}
+	fmt.Fprintf(out, "ManagedCluster %s and its namespace are gone.\n", name)
+	return nil
 }
 
 func waitReady(ctx context.Context, c client.Client) error {
