@@ -24,7 +24,10 @@ import (
 func argocdDir() string { return filepath.Join(testenv.RepoRoot(), "config", "argocd") }
 
 // policyHealthScript is the CleanupPolicy health check.
-func policyHealthScript(t testing.TB) string {
+func policyHealthScript(t interface {
+	Helper()
+	Fatal(...any)
+}) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(argocdDir(), v1alpha1.GroupVersion.Group, "CleanupPolicy", "health.lua"))
 	if err != nil {

@@ -1,0 +1,88 @@
+package gitops
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+// The suite runs the operator's manager, webhook included, on a real
+// kube-apiserver and etcd with the OCM and policy CRDs, and reads what it
+// writes as GitOps tools do: through kubectl, kstatus and the Argo CD
+// health check.
+var (
+	env     *testenv.Env
+	k8s     client.Client
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopMgr context.CancelFunc
+	mgrDone chan struct{}
+)
+
+func TestGitOps(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "GitOps suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+
+	var err error
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8s, err = client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	Expect(err).NotTo(HaveOccurred())
+	startManager()
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	if mgrDone != nil {
+		<-mgrDone
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+// startManager runs the operator's manager, webhook included, as
+// cmd/main.go sets it up, and returns once the webhook serves.
+func startManager() {
+	opts := env.ManagerOptions(operator.ManagerOptions())
+	// The manager is restarted in this process: the new one registers
+	// controllers of the same names.
+	opts.Controller.SkipNameValidation = ptr.To(true)
+	mgr, err := ctrl.NewManager(env.Config, opts)
+	Expect(err).NotTo(HaveOccurred())
+	mgrCtx, cancelMgr := context.WithCancel(ctx)
+	_, err = operator.Setup(mgrCtx, mgr, operator.Options{EnableWebhooks: true})
+	Expect(err).NotTo(HaveOccurred())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mgrCtx)).To(Succeed())
+	}()
+	stopMgr, mgrDone = cancelMgr, done
+	Expect(env.WaitForWebhook(ctx)).To(Succeed())
+}
+
+// stopManager stops the manager and waits until it has stopped: nothing
+// reconciles until startManager.
+func stopManager() {
+	stopMgr()
+	<-mgrDone
+}
