@@ -2,9 +2,11 @@ package controller_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
@@ -248,20 +251,43 @@ var _ = Describe("CleanupPolicy", func() {
 	})
 
 	It("passes the samples through kubectl apply --dry-run=server and refuses the invalid ones with the field path", func() {
-		kubectl := func(file string) (string, error) {
-			cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), "--kubeconfig", env.Kubeconfig,
-				"apply", "--dry-run=server", "-f", file)
+		kubectl := func(args ...string) (string, error) {
+			if len(args) == 1 {
+				args = []string{"-f", args[0]}
+			}
+			cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig,
+				"apply", "--dry-run=server"}, args...)...)
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}
-		samples, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "cleanup_*.yaml"))
+		// Every file of config/samples, whatever its name, and the
+		// kustomization, which must list them all.
+		samplesDir := filepath.Join(testenv.RepoRoot(), "config", "samples")
+		entries, err := os.ReadDir(samplesDir)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(samples).NotTo(BeEmpty())
-		for _, f := range samples {
-			out, err := kubectl(f)
-			Expect(err).NotTo(HaveOccurred(), "%s: %s", f, out)
-			Expect(out).To(ContainSubstring("(server dry run)"))
+		var samples []string
+		for _, e := range entries {
+			Expect(e.IsDir()).To(BeFalse(), "config/samples/%s: samples are files", e.Name())
+			if e.Name() != "kustomization.yaml" {
+				samples = append(samples, e.Name())
+			}
 		}
+		Expect(samples).NotTo(BeEmpty())
+		raw, err := os.ReadFile(filepath.Join(samplesDir, "kustomization.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var kustomization struct {
+			Resources []string `json:"resources"`
+		}
+		Expect(yaml.Unmarshal(raw, &kustomization)).To(Succeed())
+		Expect(kustomization.Resources).To(ConsistOf(samples), "config/samples/kustomization.yaml must list every sample")
+		for _, f := range samples {
+			out, err := kubectl(filepath.Join(samplesDir, f))
+			Expect(err).NotTo(HaveOccurred(), "%s: %s", f, out)
+			Expect(out).To(ContainSubstring("(server dry run)"), f)
+		}
+		out, err := kubectl("-k", samplesDir)
+		Expect(err).NotTo(HaveOccurred(), "config/samples: %s", out)
+		Expect(strings.Count(out, "(server dry run)")).To(BeNumerically(">=", len(samples)))
 
 		invalid := map[string][]string{
 			"misspelled-field.yaml": {"spec.clusterSelector", "undefined field 'lables'"},
