@@ -106,4 +106,5 @@ $(CONTROLLER_GEN):
 
 .PHONY: run-local
 run-local: manifests generate envtest-bins crds plugin ## Run the operator on a local control plane with the samples and a sample fleet.
-	go run ./hack/run-local
+	go build -o $(LOCALBIN)/run-local ./hack/run-local
+	$(LOCALBIN)/run-local
