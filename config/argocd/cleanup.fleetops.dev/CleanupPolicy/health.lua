@@ -2,8 +2,8 @@
 --
 -- The operator reports kstatus conditions: Ready is always present,
 -- Reconciling and Stalled only while true, and status.observedGeneration is
--- the generation the status describes. The mapping below gives the same
--- answer as kstatus (Flux, kubectl wait, cli-utils) on what the operator writes:
+-- the generation the status describes. On every status the operator writes,
+-- the answer is kstatus's (Flux, kubectl wait, cli-utils):
 --
 --   generation not observed yet            Progressing   (kstatus InProgress)
 --   Stalled=True                           Degraded      (kstatus Failed)
@@ -11,6 +11,8 @@
 --   Ready missing, False or Unknown        Progressing   (kstatus InProgress)
 --   Ready=True                             Healthy       (kstatus Current)
 --
+-- A policy with no status yet is Progressing here; kstatus calls it Current,
+-- as it cannot tell it from a resource with no status to report.
 -- Stalled is read before Reconciling: a policy that cannot make progress
 -- needs a person, and says which field is wrong.
 local hs = {}
