@@ -23,6 +23,16 @@ export CLEANUP_CRDS_DIR := $(CRDS)
 
 GO_TEST_FLAGS ?= -count=1
 
+# The operator's version and image, and its OLM bundle (make bundle, docs/olm.md).
+VERSION ?= 0.1.0
+IMG ?= ghcr.io/fleetops-dev/cleanup-operator:v$(VERSION)
+BUNDLE_IMG ?= ghcr.io/fleetops-dev/cleanup-operator-bundle:v$(VERSION)
+CHANNELS ?= alpha
+DEFAULT_CHANNEL ?= alpha
+CONTAINER_TOOL ?= docker
+# What hack/tools/bundle renders the bundle with; the bundle check reads the same.
+BUNDLE_ENV = BUNDLE_VERSION=$(VERSION) BUNDLE_IMG=$(IMG) BUNDLE_CHANNELS=$(CHANNELS) BUNDLE_DEFAULT_CHANNEL=$(DEFAULT_CHANNEL)
+
 .PHONY: all
 all: build
 
@@ -57,6 +67,7 @@ verify: manifests generate ## Fail if generated files are not committed as gener
 .PHONY: test
 test: manifests generate fmt vet envtest-bins crds ## Run every unit and envtest suite on a real API server.
 	go test $(GO_TEST_FLAGS) ./...
+	cd hack/tools/bundle && $(BUNDLE_ENV) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
 bench: envtest-bins crds ## Run the benchmarks.
@@ -101,6 +112,20 @@ crds: ## Copy the OCM and policy CRDs from their Go modules into bin/crds.
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+##@ Bundle
+
+.PHONY: bundle
+bundle: manifests ## Regenerate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests.
+	cd hack/tools/bundle && $(BUNDLE_ENV) go run . --root $(CURDIR)
+
+.PHONY: bundle-check
+bundle-check: ## Fail if bundle/ is stale or invalid (make test runs this check too).
+	cd hack/tools/bundle && $(BUNDLE_ENV) go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image with CONTAINER_TOOL.
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
 
 ##@ Local control plane
 
