@@ -136,41 +136,41 @@ var acceptedWarnings = []struct{ contains, why string }{{
 func TestBrokenBundlesAreRejected(t *testing.T) {
 	cases := []struct {
 		name   string
-		break_ func(t *testing.T, dir string)
+		spoil func(t *testing.T, dir string)
 		want   string
 	}{{
 		name: "CSV without a deployment",
-		break_: editCSV(func(csv map[string]any) {
+		spoil: editCSV(func(csv map[string]any) {
 			unstructured.RemoveNestedField(csv, "spec", "install", "spec", "deployments")
 		}),
 		want: "deployment",
 	}, {
 		name: "alm-examples not JSON",
-		break_: editCSV(func(csv map[string]any) {
+		spoil: editCSV(func(csv map[string]any) {
 			_ = unstructured.SetNestedField(csv, "[{", "metadata", "annotations", "alm-examples")
 		}),
 		want: "invalid example",
 	}, {
 		name: "no install mode supported",
-		break_: editCSV(func(csv map[string]any) {
+		spoil: editCSV(func(csv map[string]any) {
 			_ = unstructured.SetNestedSlice(csv, []any{map[string]any{"type": "AllNamespaces", "supported": false}}, "spec", "installModes")
 		}),
 		want: "none of InstallModeTypes are supported",
 	}, {
 		name: "version not semantic",
-		break_: editCSV(func(csv map[string]any) {
+		spoil: editCSV(func(csv map[string]any) {
 			_ = unstructured.SetNestedField(csv, "one", "spec", "version")
 		}),
 		want: "version",
 	}, {
 		name: "owned CRD missing",
-		break_: func(t *testing.T, dir string) {
+		spoil: func(t *testing.T, dir string) {
 			remove(t, filepath.Join(dir, "manifests", "cleanup.fleetops.dev_cleanuppolicies.yaml"))
 		},
 		want: "cleanuppolicies.cleanup.fleetops.dev",
 	}, {
 		name: "annotations without a package",
-		break_: func(t *testing.T, dir string) {
+		spoil: func(t *testing.T, dir string) {
 			path := filepath.Join(dir, "metadata", "annotations.yaml")
 			a := readAnnotations(t, dir)
 			delete(a, "operators.operatorframework.io.bundle.package.v1")
@@ -179,7 +179,7 @@ func TestBrokenBundlesAreRejected(t *testing.T) {
 		want: "package",
 	}, {
 		name: "a kind a bundle cannot carry",
-		break_: func(t *testing.T, dir string) {
+		spoil: func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "manifests", "extra_apps_v1_deployment.yaml"), map[string]any{
 				"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "extra"},
 			})
@@ -189,7 +189,7 @@ func TestBrokenBundlesAreRejected(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := copyDir(t, committedBundle)
-			c.break_(t, dir)
+			c.spoil(t, dir)
 			r := validate(t, dir)
 			if len(r.errors) == 0 {
 				t.Fatalf("no error reported; warnings: %v", r.warnings)
