@@ -135,9 +135,9 @@ var acceptedWarnings = []struct{ contains, why string }{{
 // A broken bundle is reported: the check can fail.
 func TestBrokenBundlesAreRejected(t *testing.T) {
 	cases := []struct {
-		name   string
+		name  string
 		spoil func(t *testing.T, dir string)
-		want   string
+		want  string
 	}{{
 		name: "CSV without a deployment",
 		spoil: editCSV(func(csv map[string]any) {
