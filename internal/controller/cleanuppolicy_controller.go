@@ -67,8 +67,8 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}()
 
 	compiled, errs := r.Cache.Get(p)
-	p.Status.ObservedGeneration = p.Generation
 	if len(errs) > 0 {
+		p.Status.ObservedGeneration = p.Generation
 		setInvalidCondition(p, errs)
 		if !equality.Semantic.DeepEqual(orig.Status.Conditions, p.Status.Conditions) {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.InvalidCELExpressionReason, "Compile", "%s", errs.ToAggregate().Error())
@@ -76,7 +76,13 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		// Terminal: only a new generation can fix it.
 		return reconcile.Result{}, reconcile.TerminalError(errs.ToAggregate())
 	}
-	return r.reconcileFleet(ctx, p, compiled)
+	result, err := r.reconcileFleet(ctx, p, compiled)
+	if err == nil {
+		// Only once the status describes this generation: after an error
+		// worth a retry it still describes the one before.
+		p.Status.ObservedGeneration = p.Generation
+	}
+	return result, err
 }
 
 // reconcileFleet evaluates every valid policy's selector on every cluster and

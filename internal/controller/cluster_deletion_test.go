@@ -25,6 +25,16 @@ func governedBy(cluster, policy string) {
 		mc := getCluster(g, cluster)
 		g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
 		g.Expect(mc.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, policy))
+		// Both are written under the operator's field manager, which
+		// GitOps tools are told to ignore.
+		var owned string
+		for _, f := range mc.GetManagedFields() {
+			if f.Manager == v1alpha1.FieldManager && f.FieldsV1 != nil {
+				owned += string(f.FieldsV1.Raw)
+			}
+		}
+		g.Expect(owned).To(ContainSubstring(`"f:`+v1alpha1.GoverningPolicyAnnotation+`"`))
+		g.Expect(owned).To(ContainSubstring(`"v:\"`+v1alpha1.ClusterCleanupFinalizer+`\""`))
 	}).Should(Succeed())
 }
 

@@ -50,8 +50,10 @@ func ManagerOptions() ctrl.Options {
 		// narrowed by a selector: stages and monitored resources may be of
 		// any kind, and a narrowed cache would hide objects from the gate.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		// ManagedClusters are read unstructured; serve them from the cache too.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		// ManagedClusters are read unstructured; serve them from the cache
+		// too. Every write names the operator's field manager, so that
+		// managedFields say which fields it owns (GitOps tools read them).
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}, FieldOwner: v1alpha1.FieldManager},
 	}
 }
 
