@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+)
+
+// The scenarios, in one container so they run in this order. Each starts
+// from no cluster and no policy, joins cluster1, and leaves the fleet as it
+// found it.
+var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", func() {
+	BeforeEach(func() { DeferCleanup(resetFleet) })
+
+	Context("deleting a ManifestWork", func() {
+		It("1. with no orphaning rule, deletes its ConfigMap and Deployment on the managed cluster", scenarioForeground)
+		It("2. with an orphaning rule for the ConfigMap, keeps the ConfigMap and deletes the Deployment", scenarioOrphanConfigMap)
+		It("3. with an orphaning rule for the whole work, keeps everything", scenarioOrphanWork)
+	})
+
+	Context("deleting a ManagedCluster", func() {
+		It("4. under Required, deletes add-ons then works in stage and priority order, then the namespace, then lets the cluster go", scenarioRequired)
+		It("5. under Needless, cleans the hub and leaves everything on the managed cluster", scenarioNeedless)
+		It("6. waits for the deletion signal while an in-cluster controller's finalizer holds it", scenarioSignal)
+		It("7. waits while a monitored resource remains, and deletes none of them", scenarioMonitored)
+		It("8a. with the work agent stopped and the cluster unavailable, under Required, reports and waits until the agent is back", scenarioRequiredAgentDown)
+		It("8b. with the work agent stopped, under BestEffort, forces the hub clean after the timeout", scenarioBestEffortTimeout)
+		It("8c. with the cluster unavailable, under BestEffort, forces the hub clean at once", scenarioBestEffortUnavailable)
+	})
+
+	Context("prune decisions for Policies", func() {
+		It("9. reach the replicated Policy through the propagator's hub template, and follow the CleanupPolicy", scenarioPrune)
+	})
+})
+
+// policyYAML is a CleanupPolicy governing cluster1 while it carries the
+// scenario's label; spec holds the rest of the spec, indented two spaces.
+func policyYAML(name, scenario, spec string) string {
+	return fmt.Sprintf(`apiVersion: cleanup.fleetops.dev/v1alpha1
+kind: CleanupPolicy
+metadata:
+  name: %s
+spec:
+  clusterSelector: "cluster.metadata.labels[?'%s'].orValue('') == '%s'"
+%s`, name, scenarioLabel, scenario, indent(spec))
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
