@@ -567,6 +567,7 @@ type grant struct {
 func (g *generator) permissions() (permissions, clusterPermissions []v1alpha1.StrategyDeploymentPermissions, err error) {
 	var grants []grant
 	roles := map[string]*unstructured.Unstructured{}
+	boundElsewhere := map[string]bool{}
 	for _, u := range g.objs {
 		switch u.GetKind() {
 		case "Role", "ClusterRole":
@@ -588,6 +589,13 @@ func (g *generator) permissions() (permissions, clusterPermissions []v1alpha1.St
 			}
 			switch {
 			case managers == 0:
+				// Bound to someone else: the binding is a manifest of its own,
+				// and so must be the role it binds.
+				ns := ""
+				if b.RoleRef.Kind == "Role" {
+					ns = u.GetNamespace()
+				}
+				boundElsewhere[b.RoleRef.Kind+"/"+ns+"/"+b.RoleRef.Name] = true
 				continue
 			case managers > 1 || others > 0:
 				return nil, nil, fmt.Errorf("%s: a binding of a manager service account must have it as its only subject", objectKey(u))
@@ -635,7 +643,7 @@ func (g *generator) permissions() (permissions, clusterPermissions []v1alpha1.St
 		} else {
 			clusterPermissions = add(clusterPermissions, gr.serviceAccount, r.Rules)
 		}
-		if !g.done[objectKey(u)] {
+		if !g.done[objectKey(u)] && !boundElsewhere[gr.roleKind+"/"+ns+"/"+gr.roleName] {
 			g.done[objectKey(u)] = true
 			where := "CSV clusterPermissions"
 			if gr.namespaced {

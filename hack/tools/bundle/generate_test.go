@@ -302,3 +302,38 @@ func TestSchemaAt(t *testing.T) {
 		}
 	}
 }
+
+// A role bound to the manager and to someone else stays in the bundle as a
+// manifest, so that the other binding does not dangle.
+func TestRoleBoundElsewhereStays(t *testing.T) {
+	objs := built(t)
+	var role string
+	for _, u := range objs {
+		if u.GetKind() == "ClusterRoleBinding" {
+			role, _, _ = unstructured.NestedString(u.Object, "roleRef", "name")
+			break
+		}
+	}
+	if role == "" {
+		t.Skip("config/manifests builds no ClusterRoleBinding")
+	}
+	other := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1",
+		"kind":       "ClusterRoleBinding",
+		"metadata":   map[string]any{"name": "someone-else"},
+		"roleRef":    map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+		"subjects":   []any{map[string]any{"kind": "Group", "name": "auditors", "apiGroup": "rbac.authorization.k8s.io"}},
+	}}
+	b, err := assemble(testOptions(t), append(objs, other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var haveRole, haveBinding bool
+	for _, f := range b.Files {
+		haveRole = haveRole || strings.HasSuffix(f.Path, "/"+role+"_rbac.authorization.k8s.io_v1_clusterrole.yaml")
+		haveBinding = haveBinding || strings.HasSuffix(f.Path, "/someone-else_rbac.authorization.k8s.io_v1_clusterrolebinding.yaml")
+	}
+	if !haveRole || !haveBinding {
+		t.Errorf("ClusterRole %s in the bundle: %v; the other binding: %v", role, haveRole, haveBinding)
+	}
+}
