@@ -295,7 +295,10 @@ removeStrategy:
 	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}))
 	Eventually(clusterEvents).Should(ContainElement("Forced"))
 	tl.before([]string{"ContentDeleteSuccess=False"}, []string{"ContentDeleteSuccess=True Forced"})
-	Expect(tl.since("ContentDeleteSuccess=True Forced")).To(BeNumerically(">=", 8*time.Second),
+	// The timeout runs from the cluster's deletionTimestamp, which the API
+	// server keeps to the second: the deadline may come up to a second
+	// before 8 s after the test's delete call.
+	Expect(tl.since("ContentDeleteSuccess=True Forced")).To(BeNumerically(">=", 7*time.Second),
 		"BestEffort forced before its timeout though the cluster is Available")
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,8 @@ type timeline struct {
 type entry struct {
 	at   time.Time
 	what string
+	// rv is the resourceVersion of the change, 0 for the test's own marks.
+	rv int64
 }
 
 // watched says which objects a timeline follows and what it notes about them.
@@ -103,13 +106,14 @@ func (t *timeline) observe(w watched, u *unstructured.Unstructured, deleted bool
 			facts = append(facts, w.facts(u)...)
 		}
 	}
+	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	before, known := t.facts[key]
 	t.facts[key] = facts
 	now := time.Now()
 	if deleted {
-		t.entries = append(t.entries, entry{now, key + " gone"})
+		t.entries = append(t.entries, entry{now, key + " gone", rv})
 		return
 	}
 	for _, f := range facts {
@@ -120,13 +124,13 @@ func (t *timeline) observe(w watched, u *unstructured.Unstructured, deleted bool
 		case f == "exists" && !known:
 			// Objects there when the timeline started are not news.
 			if t.ready {
-				t.entries = append(t.entries, entry{now, key + " created"})
+				t.entries = append(t.entries, entry{now, key + " created", rv})
 			}
 		case f == "exists":
 		case !t.ready:
 			// The state of objects when the timeline started.
 		default:
-			t.entries = append(t.entries, entry{now, key + " " + f})
+			t.entries = append(t.entries, entry{now, key + " " + f, rv})
 		}
 	}
 }
@@ -135,7 +139,7 @@ func (t *timeline) observe(w watched, u *unstructured.Unstructured, deleted bool
 func (t *timeline) mark(what string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.entries = append(t.entries, entry{time.Now(), what})
+	t.entries = append(t.entries, entry{time.Now(), what, 0})
 }
 
 // zeroNow notes the deletion the timeline counts from.
@@ -143,7 +147,7 @@ func (t *timeline) zeroNow(what string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.zero = time.Now()
-	t.entries = append(t.entries, entry{t.zero, what})
+	t.entries = append(t.entries, entry{t.zero, what, 0})
 }
 
 // index returns the position of the first entry containing all the parts,
@@ -174,12 +178,23 @@ func (t *timeline) since(parts ...string) time.Duration {
 	return t.entries[i].at.Sub(t.zero)
 }
 
-// before asserts that an entry with parts a comes before one with parts b.
+// before asserts that the change with parts a happened before the one with
+// parts b. Two changes of objects are ordered by their resourceVersions, not
+// by when the watches delivered them (watches of different resources may
+// deliver out of order): the suite's API server has one etcd, whose
+// revisions order every change.
 func (t *timeline) before(a, b []string) {
 	GinkgoHelper()
 	Eventually(func() int { return t.index(b...) }).ShouldNot(Equal(-1), "no %q in the timeline:\n%s", b, t)
 	ia, ib := t.index(a...), t.index(b...)
 	Expect(ia).NotTo(Equal(-1), "no %q in the timeline:\n%s", a, t)
+	t.mu.Lock()
+	ea, eb := t.entries[ia], t.entries[ib]
+	t.mu.Unlock()
+	if ea.rv > 0 && eb.rv > 0 {
+		Expect(ea.rv).To(BeNumerically("<", eb.rv), "%q is not before %q:\n%s", a, b, t)
+		return
+	}
 	Expect(ia).To(BeNumerically("<", ib), "%q is not before %q:\n%s", a, b, t)
 }
 
@@ -263,8 +278,8 @@ func managedFacts(u *unstructured.Unstructured) []string {
 }
 
 func short(s string) string {
-	if len(s) > 110 {
-		return s[:110] + "..."
+	if len(s) > 150 {
+		return s[:150] + "..."
 	}
 	return s
 }
