@@ -1,3 +1,8 @@
+// The OLM bundle generator (make bundle) and its checks (make test): a
+// module of its own so that operator-framework's dependencies never reach
+// the operator's go.mod. operator-registry v1.61.0 requires
+// operator-framework/api v0.36.0, so that is the api version selected.
+// kustomize/api v0.20.1 is the API of kustomize/kustomize/v5 v5.7.1.
 module github.com/fleetops-dev/cleanup-operator/hack/tools/bundle
 
 go 1.26.0
