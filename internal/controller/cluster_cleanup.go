@@ -113,9 +113,18 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 	c, err := a.newCleanup(ctx, mc, g)
 	if err != nil {
 		var evalErr *celError
-		if errors.As(err, &evalErr) {
+		var accessErr *accessError
+		switch {
+		case errors.As(err, &evalErr):
 			return a.report(ctx, mc, step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason,
 				message: "held, nothing is deleted: " + err.Error()})
+		case errors.As(err, &accessErr):
+			// Reported, and retried with backoff: a granted permission
+			// brings no watch event.
+			if _, rerr := a.report(ctx, mc, step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason,
+				message: "held, nothing is deleted: " + err.Error()}); rerr != nil {
+				return reconcile.Result{}, rerr
+			}
 		}
 		return reconcile.Result{}, err
 	}
@@ -434,6 +443,7 @@ func (a *ManagedClusterAdapter) removeFinalizer(ctx context.Context, mc *unstruc
 	}
 	a.inflight.forgetCluster(mc.GetName())
 	a.inflight.finish(mc.GetUID())
+	a.Metrics.forget(mc.GetName())
 	a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, reason, "Cleanup", "%s", msg)
 	logf.FromContext(ctx).Info("cluster cleanup finished", "cluster", mc.GetName(), "reason", reason)
 	return nil

@@ -33,8 +33,8 @@ func governedBy(cluster, policy string) {
 				owned += string(f.FieldsV1.Raw)
 			}
 		}
-		g.Expect(owned).To(ContainSubstring(`"f:`+v1alpha1.GoverningPolicyAnnotation+`"`))
-		g.Expect(owned).To(ContainSubstring(`"v:\"`+v1alpha1.ClusterCleanupFinalizer+`\""`))
+		g.Expect(owned).To(ContainSubstring(`"f:` + v1alpha1.GoverningPolicyAnnotation + `"`))
+		g.Expect(owned).To(ContainSubstring(`"v:\"` + v1alpha1.ClusterCleanupFinalizer + `\""`))
 	}).Should(Succeed())
 }
 

@@ -54,7 +54,7 @@ var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
 // through the manager's cache and REST mapper.
 func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics) *ManagedClusterAdapter {
 	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, inflight: newInflight()}
-	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetRESTMapper(), a.deletingClusterOf)
+	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
 	a.watches.watched[policy.ManifestWorks] = manifestWorkGVK

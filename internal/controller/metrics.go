@@ -86,3 +86,14 @@ func (m *Metrics) observeDone(cluster, outcome string, d time.Duration) {
 	}
 	m.Duration.WithLabelValues(outcome).Observe(d.Seconds())
 }
+
+// forget drops a cluster that leaves cleanup without an outcome (released
+// when no policy governs it any more).
+func (m *Metrics) forget(cluster string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.steps[cluster]; ok {
+		m.InCleanup.WithLabelValues(old).Dec()
+		delete(m.steps, cluster)
+	}
+}

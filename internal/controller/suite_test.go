@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -56,13 +57,16 @@ var (
 )
 
 // startManager runs the operator's manager, webhook included, as cmd/main.go
-// sets it up.
-func startManager() {
+// sets it up, as an administrator.
+func startManager() { startManagerAs(env.Config) }
+
+// startManagerAs runs the manager with the given identity.
+func startManagerAs(cfg *rest.Config) {
 	opts := env.ManagerOptions(operator.ManagerOptions())
 	// A test restarts the manager in this process: the new one registers
 	// controllers of the same names.
 	opts.Controller.SkipNameValidation = ptr.To(true)
-	mgr, err := ctrl.NewManager(env.Config, opts)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	mgrCtx, cancel := context.WithCancel(ctx)
 	op, err = operator.Setup(mgrCtx, mgr, operator.Options{EnableWebhooks: true})

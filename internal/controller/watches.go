@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,9 @@ type resourceWatches struct {
 	cache  cache.Cache
 	mapper meta.RESTMapper
 	toReq  handler.MapFunc
+	// reader reads the API server directly, to learn whether the operator
+	// may list a resource before it starts caching it.
+	reader client.Reader
 
 	mu      sync.Mutex
 	ctrl    controller.Controller
@@ -37,8 +41,8 @@ type resourceWatches struct {
 	full map[schema.GroupVersionResource]bool
 }
 
-func newResourceWatches(c cache.Cache, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
-	return &resourceWatches{cache: c, mapper: mapper, toReq: toReq,
+func newResourceWatches(c cache.Cache, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
+	return &resourceWatches{cache: c, reader: reader, mapper: mapper, toReq: toReq,
 		watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}, full: map[schema.GroupVersionResource]bool{}}
 }
 
@@ -49,10 +53,34 @@ func (w *resourceWatches) SetController(c controller.Controller) {
 	w.ctrl = c
 }
 
+// accessError says the operator may not list or watch a resource a policy
+// names: the cleanup cannot see what it would wait for or delete.
+type accessError struct {
+	gvr schema.GroupVersionResource
+	err error
+}
+
+func (e *accessError) Error() string {
+	return fmt.Sprintf("the operator may not list %s (grant get, list and watch on it, as config/rbac/extra_resources_role.yaml does): %v",
+		resourceName(e.gvr), e.err)
+}
+
+func (e *accessError) Unwrap() error { return e.err }
+
+func resourceName(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource
+	}
+	return gvr.Resource + "." + gvr.Group
+}
+
 // ensure makes sure the resource is watched and returns its kind. served is
 // false when the API server does not serve the resource (its CRD is not
-// installed), so that no object of it can exist.
-func (w *resourceWatches) ensure(gvr schema.GroupVersionResource) (gvk schema.GroupVersionKind, served bool, err error) {
+// installed), so that no object of it can exist. A resource the operator
+// may not list is not watched (its cache would never fill, and a read from
+// it would wait forever): ensure returns an accessError, and tries again
+// on the next call.
+func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionResource) (gvk schema.GroupVersionKind, served bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if gvk, ok := w.watched[gvr]; ok {
@@ -68,6 +96,14 @@ func (w *resourceWatches) ensure(gvr schema.GroupVersionResource) (gvk schema.Gr
 	if w.ctrl == nil {
 		return schema.GroupVersionKind{}, false, fmt.Errorf("watching %s: the controller is not built yet", gvr)
 	}
+	probe := &metav1.PartialObjectMetadataList{}
+	probe.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := w.reader.List(ctx, probe, client.Limit(1)); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return schema.GroupVersionKind{}, false, &accessError{gvr: gvr, err: err}
+		}
+		return schema.GroupVersionKind{}, false, fmt.Errorf("listing %s: %w", gvr, err)
+	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	if err := w.ctrl.Watch(source.Kind(w.cache, client.Object(obj), handler.EnqueueRequestsFromMapFunc(w.toReq))); err != nil {
@@ -79,7 +115,7 @@ func (w *resourceWatches) ensure(gvr schema.GroupVersionResource) (gvk schema.Gr
 
 // list returns the objects of a resource in a namespace, from the cache.
 func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.GroupVersionResource, namespace string) ([]metav1.PartialObjectMetadata, error) {
-	gvk, served, err := w.ensure(gvr)
+	gvk, served, err := w.ensure(ctx, gvr)
 	if err != nil || !served {
 		return nil, err
 	}

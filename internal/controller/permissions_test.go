@@ -1,0 +1,66 @@
+package controller_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+var _ = Describe("Permissions", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	// The operator runs with the roles it ships with; a policy monitors a
+	// resource those roles do not cover.
+	It("holds a cleanup it cannot see, says which permission is missing, and resumes once granted", func() {
+		stopManager()
+		cfg, err := env.OperatorConfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		startManagerAs(cfg)
+		DeferCleanup(func() { stopManager(); startManager() })
+
+		fleetCluster("rbac-1", nil, true)
+		addon("rbac-1", "search")
+		Expect(k8s.Create(ctx, cleanupPolicy("jobs-gate", v1alpha1.CleanupPolicySpec{
+			MonitoredResources: []v1alpha1.MonitoredResource{{
+				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"},
+			}},
+		}))).To(Succeed())
+		governedBy("rbac-1", "jobs-gate")
+
+		deleteCluster("rbac-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "rbac-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("held, nothing is deleted: the operator may not list jobs.batch"))
+			g.Expect(c.Message).To(ContainSubstring("forbidden"))
+		}).Should(Succeed())
+		Expect(objectGone("ManagedClusterAddOn", "rbac-1", "search")()).To(BeFalse())
+		Expect(events("rbac-1")).To(ContainElement(ContainSubstring("CleanupFailed: held, nothing is deleted: the operator may not list jobs.batch")))
+
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "jobs-reader"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}}}}
+		Expect(k8s.Create(ctx, role)).To(Succeed())
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "jobs-reader"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobs-reader"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
+		Expect(k8s.Create(ctx, binding)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8s.Delete(ctx, binding)).To(Succeed())
+			Expect(k8s.Delete(ctx, role)).To(Succeed())
+		})
+
+		clusterGone("rbac-1")
+		Expect(objectGone("ManagedClusterAddOn", "rbac-1", "search")()).To(BeTrue())
+		Eventually(func(g Gomega) bool { return namespaceDeleting(g, "rbac-1") }).Should(BeTrue())
+	})
+})
