@@ -27,7 +27,8 @@ const (
 	// the clusters it governed are held until it is fixed.
 	InvalidCELExpressionReason = "InvalidCELExpression"
 	// InvalidSpecReason surfaces when the spec is wrong in a way the schema
-	// does not catch, such as two stages with the same resource and no filter.
+	// does not catch, such as two stages or rules of the same name, or a
+	// deletion-signal manifest without a kind.
 	InvalidSpecReason = "InvalidSpec"
 	// BudgetExhaustedReason surfaces when one reconcile spent its CEL cost
 	// budget before every cluster was evaluated; the next reconcile goes on

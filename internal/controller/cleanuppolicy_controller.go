@@ -71,7 +71,8 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		p.Status.ObservedGeneration = p.Generation
 		setInvalidCondition(p, errs)
 		if !equality.Semantic.DeepEqual(orig.Status.Conditions, p.Status.Conditions) {
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.InvalidCELExpressionReason, "Compile", "%s", errs.ToAggregate().Error())
+			reason := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.StalledCondition).Reason
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, reason, "Compile", "%s", errs.ToAggregate().Error())
 		}
 		// Terminal: only a new generation can fix it.
 		return reconcile.Result{}, reconcile.TerminalError(errs.ToAggregate())
