@@ -368,6 +368,12 @@ func TestCompileAcceptsWhatRunsAtRunTime(t *testing.T) {
 		"hyphenated ConfigurationPolicy fields are escaped": func(s *v1alpha1.CleanupPolicySpec) {
 			s.Prune = &v1alpha1.Prune{Rules: []v1alpha1.PruneRule{{When: "size(policy.spec.object__dash__templates) > 0", Behavior: v1alpha1.PruneDeleteAll}}}
 		},
+		"an optional field with a default, then a string function": func(s *v1alpha1.CleanupPolicySpec) {
+			s.Prune = &v1alpha1.Prune{Rules: []v1alpha1.PruneRule{{When: "policy.spec.?remediationAction.orValue('').lowerAscii() == 'enforce'", Behavior: v1alpha1.PruneDeleteAll}}}
+		},
+		"an optional list with a default, then a comprehension": func(s *v1alpha1.CleanupPolicySpec) {
+			s.ClusterSelector = "cluster.status.?conditions.orValue([]).exists(c, c.type == 'ManagedClusterConditionAvailable' && c.status == 'True')"
+		},
 		"later variables read earlier ones": func(s *v1alpha1.CleanupPolicySpec) {
 			s.Variables = []v1alpha1.Variable{{Name: "a", Expression: "'x'"}, {Name: "b", Expression: "variables.a + 'y'"}}
 			s.KeepNamespace = "variables.b == 'xy' && namespace.metadata.name != ''"

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	apiservercel "k8s.io/apiserver/pkg/cel"
@@ -188,8 +190,18 @@ func (s *sizeEstimator) EstimateSize(node checker.AstNode) *checker.SizeEstimate
 	}
 	path := node.Path()
 	if len(path) == 0 {
-		return nil
+		// A value taken out of an optional (`x.?f.orValue(d)`, `.value()`)
+		// is the field's value or the default: bound it as the field.
+		if path = optionalTarget(node.Expr()); path == nil {
+			return nil
+		}
 	}
+	return s.bound(path, unknown)
+}
+
+// bound is the size estimate of the value at path, from the schema where it
+// says, else unknown.
+func (s *sizeEstimator) bound(path []string, unknown *checker.SizeEstimate) *checker.SizeEstimate {
 	current, ok := s.roots[path[0]]
 	if !ok || current == nil {
 		return unknown
@@ -212,9 +224,88 @@ func (s *sizeEstimator) EstimateSize(node checker.AstNode) *checker.SizeEstimate
 		}
 	}
 	if current.MaxElements <= 0 {
+		// A list or map the schema does not bound holds at most as many
+		// elements as the smallest element fits in the largest object.
+		if elem := current.ElemType; elem != nil && elem.MinSerializedSize > 0 && (current.IsList() || current.IsMap()) {
+			return &checker.SizeEstimate{Min: 0, Max: maxObjectBytes / (uint64(elem.MinSerializedSize) + 1)}
+		}
 		return unknown
 	}
 	return &checker.SizeEstimate{Min: 0, Max: uint64(current.MaxElements)}
+}
+
+// optionalTarget returns the path of the field an optional is unwrapped
+// from, when expr is `<path>.?<field>.orValue(<literal>)` or
+// `<path>.?<field>.value()`, with a default no larger than the field may be
+// (an empty or short literal). Otherwise nil.
+func optionalTarget(expr ast.Expr) []string {
+	if expr.Kind() != ast.CallKind {
+		return nil
+	}
+	call := expr.AsCall()
+	switch {
+	case call.FunctionName() == "value" && len(call.Args()) == 0:
+	case call.FunctionName() == "orValue" && len(call.Args()) == 1 && smallLiteral(call.Args()[0]):
+	default:
+		return nil
+	}
+	if !call.IsMemberFunction() {
+		return nil
+	}
+	target := call.Target()
+	if target.Kind() != ast.CallKind || target.AsCall().FunctionName() != operators.OptSelect {
+		return nil
+	}
+	args := target.AsCall().Args()
+	if len(args) != 2 || args[1].Kind() != ast.LiteralKind {
+		return nil
+	}
+	field, ok := args[1].AsLiteral().Value().(string)
+	if !ok {
+		return nil
+	}
+	base := selectPath(args[0])
+	if base == nil {
+		return nil
+	}
+	return append(base, field)
+}
+
+// selectPath is the path of a chain of field selections from a variable.
+func selectPath(expr ast.Expr) []string {
+	switch expr.Kind() {
+	case ast.IdentKind:
+		return []string{expr.AsIdent()}
+	case ast.SelectKind:
+		sel := expr.AsSelect()
+		if sel.IsTestOnly() {
+			return nil
+		}
+		if base := selectPath(sel.Operand()); base != nil {
+			return append(base, sel.FieldName())
+		}
+	}
+	return nil
+}
+
+// smallLiteral is a default that adds nothing to a field's size bound: an
+// empty list or map, or a scalar literal of at most 64 bytes.
+func smallLiteral(expr ast.Expr) bool {
+	switch expr.Kind() {
+	case ast.ListKind:
+		return expr.AsList().Size() == 0
+	case ast.MapKind:
+		return expr.AsMap().Size() == 0
+	case ast.LiteralKind:
+		switch v := expr.AsLiteral().Value().(type) {
+		case string:
+			return len(v) <= 64
+		case []byte:
+			return len(v) <= 64
+		}
+		return true
+	}
+	return false
 }
 
 func (s *sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
