@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -183,6 +184,13 @@ deletionSignal:
 	Expect(deleting(a.work)).To(BeFalse(), "a work was deleted while the signal was held")
 	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}))
 
+	By("refusing a new ManifestWork in the namespace while the cleanup runs")
+	late := &workv1.ManifestWork{
+		ObjectMeta: metav1.ObjectMeta{Name: "s6-late", Namespace: clusterName},
+		Spec:       workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: a.work.Spec.Workload.Manifests}},
+	}
+	Expect(k8s.Create(ctx, late)).To(MatchError(ContainSubstring("cluster cluster1 is being deleted")))
+
 	tl.mark("test: in-cluster controller removes its finalizer from the signal object")
 	removeFinalizer(signal, holdFinalizer)
 	hubClean()
@@ -261,6 +269,11 @@ removeStrategy:
 	Expect(gone(a.work)).To(BeFalse(), "Required removed the agent's finalizer")
 	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}))
 
+	By("refusing to orphan the deleting work by hand")
+	orphan := []byte(`{"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`)
+	Expect(k8s.Patch(ctx, a.work, client.RawPatch(types.MergePatchType, orphan))).To(
+		MatchError(ContainSubstring("its spec.deleteOption can no longer change")))
+
 	tl.mark("test: work agent and lease renewal started again")
 	agent.start()
 	agent.startHeartbeat()
@@ -303,17 +316,28 @@ removeStrategy:
 }
 
 // Scenario 8c: BestEffort with the cluster unavailable forces at once, long
-// before its timeout.
+// before its timeout, the deletion-signal work included.
 func scenarioBestEffortUnavailable() {
 	joinCluster(map[string]string{scenarioLabel: "8c"})
 	cleanupPolicy(policyYAML("s8c", "8c", `
 removeStrategy:
   default: BestEffort
   timeout: 1h
+deletionSignal:
+  manifests:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: s8c-cluster-alive
+      namespace: workloads
+      labels:
+        e2e.fleetops.dev/scenario: "8c"
 `))
 	governedBy("s8c")
 	addon("s8c-addon")
 	a := manifestWork("8c", "s8c-app", nil, nil)
+	signal := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "s8c-cluster-alive", Namespace: workloadNamespace}}
+	Eventually(func() bool { return gone(signal) }).Should(BeFalse(), "the work agent has not applied the signal work")
 
 	tl := newTimeline("scenario 8c: BestEffort, cluster unavailable", clusterWatches("8c")...)
 	tl.mark("test: work agent and lease renewal stopped")
@@ -323,5 +347,7 @@ removeStrategy:
 	deleteCluster()
 	hubClean()
 	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}))
+	Expect(gone(signal)).To(BeFalse(), "the signal object went though the agent was stopped")
 	Eventually(clusterEvents).Should(ContainElement("Forced"))
+	tl.before([]string{"ManifestWork cluster1/cleanup-signal gone"}, []string{"ManifestWork cluster1/s8c-app deleting"})
 }
