@@ -9,6 +9,8 @@ export PATH := $(LOCALBIN):$(PATH)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+KUSTOMIZE_VERSION ?= v5.7.1
 
 # The Kubernetes version the tests and the local control plane run.
 KUBE_APISERVER ?= $(LOCALBIN)/kube-apiserver
@@ -108,10 +110,38 @@ $(ETCD): hack/tools/etcd/go.mod
 crds: ## Copy the OCM and policy CRDs from their Go modules into bin/crds.
 	hack/crds.sh $(CRDS)
 
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE)
+$(KUSTOMIZE):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+##@ Deployment
+
+.PHONY: docker-build
+docker-build: ## Build the manager image IMG with CONTAINER_TOOL.
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+# render writes config/default with the manager image IMG, from a copy of
+# config/ so that the committed kustomizations stay as they are.
+render = tmp=$$(mktemp -d) && cp -r config "$$tmp/" && (cd "$$tmp/config/manager" && $(KUSTOMIZE) edit set image controller=$(IMG)) && $(KUSTOMIZE) build "$$tmp/config/default"; status=$$?; rm -rf "$$tmp"; exit $$status
+
+.PHONY: build-installer
+build-installer: manifests kustomize ## Render config/default with IMG into dist/install.yaml.
+	mkdir -p dist
+	($(render)) > dist/install.yaml
+
+.PHONY: deploy
+deploy: manifests kustomize ## Install the operator (config/default, with IMG) into the cluster in KUBECONFIG.
+	($(render)) | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Remove what deploy installed.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Bundle
 
