@@ -34,17 +34,28 @@ func hubClean() {
 	Expect(works.Items).To(BeEmpty())
 }
 
-// clusterEvents returns the reasons of the Events about cluster1.
+// clusterEvents returns the reasons of the Events about the cluster1 the
+// scenario joined (not an earlier one of the same name).
 func clusterEvents() []string {
 	list := &eventsv1.EventList{}
 	Expect(k8s.List(ctx, list)).To(Succeed())
 	var reasons []string
 	for _, e := range list.Items {
-		if e.Regarding.Kind == "ManagedCluster" && e.Regarding.Name == clusterName {
+		if e.Regarding.Kind == "ManagedCluster" && e.Regarding.UID == joined {
 			reasons = append(reasons, e.Reason)
 		}
 	}
 	return reasons
+}
+
+func count(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
 }
 
 // Scenario 4: Required, default stages, a deletion signal. A finalizer of
@@ -107,7 +118,10 @@ deletionSignal:
 	hubClean()
 	Expect(first.onCluster()).To(BeEmpty())
 	Expect(second.onCluster()).To(BeEmpty())
-	Eventually(clusterEvents).Should(ContainElement("Completed"))
+	Eventually(clusterEvents).Should(ContainElements("Signalling", "DeletingStage", "DeletingNamespace", "Completed"))
+	Expect(clusterEvents()).NotTo(ContainElement(BeElementOf("Forced", "CleanupFailed")))
+	Expect(count(clusterEvents(), "DeletingStage")).To(Equal(3),
+		"one DeletingStage event per group deleted: the add-ons, then each cleanup-priority")
 
 	tl.before([]string{"Namespace cluster1 labelled"}, []string{"ManifestWork cluster1/cleanup-signal deleting"})
 	tl.before([]string{"ManifestWork cluster1/cleanup-signal gone"}, []string{"ManagedClusterAddOn", "deleting"})
@@ -234,6 +248,7 @@ monitoredResources:
 	Expect(deleting(a.work)).To(BeFalse(), "a work was deleted while a monitored resource remained")
 	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}))
 
+	Eventually(clusterEvents).Should(ContainElement("WaitingForMonitoredResources"))
 	tl.mark("test: Backup cluster1/nightly deleted")
 	Expect(k8s.Delete(ctx, backup)).To(Succeed())
 	hubClean()
@@ -268,6 +283,8 @@ removeStrategy:
 	Expect(deleting(a.work)).To(BeTrue())
 	Expect(gone(a.work)).To(BeFalse(), "Required removed the agent's finalizer")
 	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}))
+
+	Eventually(clusterEvents).Should(ContainElement("CleanupFailed"))
 
 	By("refusing to orphan the deleting work by hand")
 	orphan := []byte(`{"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`)

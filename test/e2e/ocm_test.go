@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -29,6 +30,9 @@ import (
 // cluster are one API server: the work agent applies the manifests of the
 // ManifestWorks in namespace cluster1 to this same API server.
 const clusterName = "cluster1"
+
+// joined is the UID of the cluster1 the running scenario joined.
+var joined types.UID
 
 // startRegistrationHub runs OCM's registration hub controllers (cluster
 // acceptance, the cluster namespace and RBAC, the lease controller that marks
@@ -172,6 +176,7 @@ func joinCluster(labels map[string]string) *clusterv1.ManagedCluster {
 		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true, LeaseDurationSeconds: 1},
 	}
 	Expect(k8s.Create(ctx, mc)).To(Succeed())
+	joined = mc.UID
 	agent.start()
 	agent.startHeartbeat()
 	Eventually(func(g Gomega) {
