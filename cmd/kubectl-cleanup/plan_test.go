@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -50,14 +49,9 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	env, err := testenv.Start()
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions(operator.ManagerOptions()))
+	running, err := env.StartOperator(ctx, nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = operator.Setup(ctx, mgr, operator.Options{EnableWebhooks: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(ctx) }()
-	defer func() { cancel(); g.Expect(<-mgrDone).To(Succeed()) }()
-	g.Expect(env.WaitForWebhook(ctx)).To(Succeed())
+	defer func() { g.Expect(running.Stop()).To(Succeed()) }()
 
 	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
 	g.Expect(err).NotTo(HaveOccurred())

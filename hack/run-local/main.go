@@ -26,7 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -86,20 +85,17 @@ func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(operatorCfg, env.ManagerOptions(operator.ManagerOptions()))
+	fmt.Fprintln(out, "starting the operator ...")
+	running, err := env.StartOperator(ctx, operatorCfg)
 	if err != nil {
 		return err
 	}
-	mgrCtx, cancelMgr := context.WithCancel(ctx)
-	defer cancelMgr()
-	if _, err := operator.Setup(mgrCtx, mgr, operator.Options{EnableWebhooks: true}); err != nil {
-		return err
-	}
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	if err := env.WaitForWebhook(ctx); err != nil {
-		return err
-	}
+	exited := false
+	defer func() {
+		if !exited {
+			retErr = errors.Join(retErr, running.Stop())
+		}
+	}()
 
 	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
 	if err != nil {
@@ -137,16 +133,14 @@ clusters prod-eu and prod-sandbox (policy production) and dev-1 (policy default)
 Ctrl-C stops the operator and the control plane.
 `, kubeconfig, testenv.BinDir())
 	if check {
-		err := deleteAndWait(ctx, out, c, "prod-eu")
-		cancelMgr()
-		return errors.Join(err, <-mgrDone)
+		return deleteAndWait(ctx, out, c, "prod-eu")
 	}
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(out, "\nstopping ...")
-		cancelMgr()
-		return <-mgrDone
-	case err := <-mgrDone:
+		return nil
+	case err := <-running.Exited():
+		exited = true
 		return err
 	}
 }

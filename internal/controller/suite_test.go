@@ -7,8 +7,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -51,40 +49,23 @@ var _ = BeforeSuite(func() {
 	go agent.run(ctx)
 })
 
-var (
-	stopMgr func()
-	mgrDone chan struct{}
-)
+var running *testenv.Operator
 
 // startManager runs the operator's manager, webhook included, as cmd/main.go
 // sets it up, as an administrator.
-func startManager() { startManagerAs(env.Config) }
+func startManager() { startManagerAs(nil) }
 
 // startManagerAs runs the manager with the given identity.
 func startManagerAs(cfg *rest.Config) {
-	opts := env.ManagerOptions(operator.ManagerOptions())
-	// A test restarts the manager in this process: the new one registers
-	// controllers of the same names.
-	opts.Controller.SkipNameValidation = ptr.To(true)
-	mgr, err := ctrl.NewManager(cfg, opts)
+	var err error
+	running, err = env.StartOperator(ctx, cfg)
 	Expect(err).NotTo(HaveOccurred())
-	mgrCtx, cancel := context.WithCancel(ctx)
-	op, err = operator.Setup(mgrCtx, mgr, operator.Options{EnableWebhooks: true})
-	Expect(err).NotTo(HaveOccurred())
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(mgrCtx)).To(Succeed())
-	}()
-	stopMgr, mgrDone = cancel, done
-	Expect(env.WaitForWebhook(ctx)).To(Succeed())
+	op = running.Operator
 }
 
 // stopManager stops the manager and waits until it has stopped.
 func stopManager() {
-	stopMgr()
-	<-mgrDone
+	Expect(running.Stop()).To(Succeed())
 }
 
 var _ = AfterSuite(func() {

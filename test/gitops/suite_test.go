@@ -7,8 +7,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -26,8 +24,7 @@ var (
 	k8s     client.Client
 	ctx     context.Context
 	cancel  context.CancelFunc
-	stopMgr context.CancelFunc
-	mgrDone chan struct{}
+	running *testenv.Operator
 )
 
 func TestGitOps(t *testing.T) {
@@ -52,11 +49,11 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
+	if running != nil {
+		Expect(running.Stop()).To(Succeed())
+	}
 	if cancel != nil {
 		cancel()
-	}
-	if mgrDone != nil {
-		<-mgrDone
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
@@ -66,28 +63,14 @@ var _ = AfterSuite(func() {
 // startManager runs the operator's manager, webhook included, as
 // cmd/main.go sets it up, and returns once the webhook serves.
 func startManager() {
-	opts := env.ManagerOptions(operator.ManagerOptions())
-	// The manager is restarted in this process: the new one registers
-	// controllers of the same names.
-	opts.Controller.SkipNameValidation = ptr.To(true)
-	mgr, err := ctrl.NewManager(env.Config, opts)
+	var err error
+	running, err = env.StartOperator(ctx, nil)
 	Expect(err).NotTo(HaveOccurred())
-	mgrCtx, cancelMgr := context.WithCancel(ctx)
-	_, err = operator.Setup(mgrCtx, mgr, operator.Options{EnableWebhooks: true})
-	Expect(err).NotTo(HaveOccurred())
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(mgrCtx)).To(Succeed())
-	}()
-	stopMgr, mgrDone = cancelMgr, done
-	Expect(env.WaitForWebhook(ctx)).To(Succeed())
 }
 
 // stopManager stops the manager and waits until it has stopped: nothing
 // reconciles until startManager.
 func stopManager() {
-	stopMgr()
-	<-mgrDone
+	Expect(running.Stop()).To(Succeed())
+	running = nil
 }
