@@ -132,7 +132,9 @@ deletionSignal:
 }
 
 // Scenario 5: Needless: every work is orphaned first, then the hub side is
-// removed; the managed cluster keeps everything.
+// removed; the managed cluster keeps everything. An add-on held by a
+// finalizer of the test keeps the works from being deleted until the agent
+// has applied the Orphan stamp (5b is what happens when it has not).
 func scenarioNeedless() {
 	joinCluster(map[string]string{scenarioLabel: "5"})
 	cleanupPolicy(policyYAML("s5", "5", `
@@ -140,13 +142,23 @@ removeStrategy:
   default: Needless
 `))
 	governedBy("s5")
-	addon("s5-addon")
+	held := addon("s5-addon", holdFinalizer)
 	a := manifestWork("5", "s5-app", nil, nil)
 	b := manifestWork("5", "s5-other", nil, nil)
 
 	tl := newTimeline("scenario 5: cluster deletion under Needless", clusterWatches("5")...)
 	tl.zeroNow("test: ManagedCluster cluster1 deleted")
 	deleteCluster()
+	Eventually(func() bool { return deleting(held) }).Should(BeTrue())
+	for _, x := range []app{a, b} {
+		Eventually(func(g Gomega) *workv1.DeleteOption { return workDeleteOption(g, x.work) }).Should(
+			HaveField("PropagationPolicy", workv1.DeletePropagationPolicyTypeOrphan), "work %s", x.work.Name)
+		Eventually(func() bool { return ownedByAgent(x.configMap) || ownedByAgent(x.deployment) }).Should(BeFalse(),
+			"the agent has not applied the Orphan stamp of %s", x.work.Name)
+		Expect(deleting(x.work)).To(BeFalse(), "a work was deleted while an add-on remained")
+	}
+	tl.mark("test: add-on finalizer removed")
+	removeFinalizer(held, holdFinalizer)
 	hubClean()
 	for _, x := range []app{a, b} {
 		Expect(x.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}), "work %s", x.work.Name)
@@ -156,6 +168,36 @@ removeStrategy:
 	Eventually(clusterEvents).Should(ContainElement("Orphaned"))
 	tl.before([]string{"ManifestWork cluster1/s5-app deleteOption Orphan"}, []string{"ManifestWork cluster1/s5-app deleting"})
 	tl.before([]string{"ManifestWork cluster1/s5-other deleteOption Orphan"}, []string{"ManifestWork cluster1/s5-other deleting"})
+}
+
+// Scenario 5b: Needless while the work agent is away for a moment (a
+// restart). The agent honours a work's deleteOption only when it applies the
+// work; a work already being deleted is not applied again (OCM v1.0.0,
+// pkg/work/spoke/controllers/manifestcontroller/manifestwork_controller.go),
+// and its objects still owned by the agent are deleted. So the works must
+// not be deleted before the agent has applied the Orphan stamp.
+func scenarioNeedlessAgentRestart() {
+	joinCluster(map[string]string{scenarioLabel: "5b"})
+	cleanupPolicy(policyYAML("s5b", "5b", `
+removeStrategy:
+  default: Needless
+  timeout: 1h
+`))
+	governedBy("s5b")
+	a := manifestWork("5b", "s5b-app", nil, nil)
+
+	tl := newTimeline("scenario 5b: Needless while the work agent restarts", clusterWatches("5b")...)
+	tl.mark("test: work agent stopped (lease still renewed)")
+	agent.stopWork()
+	tl.zeroNow("test: ManagedCluster cluster1 deleted")
+	deleteCluster()
+	Eventually(func(g Gomega) *workv1.DeleteOption { return workDeleteOption(g, a.work) }).Should(
+		HaveField("PropagationPolicy", workv1.DeletePropagationPolicyTypeOrphan))
+	Eventually(func() bool { return deleting(a.work) }).Should(BeTrue())
+	tl.mark("test: work agent started again")
+	agent.start()
+	hubClean()
+	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}), "Needless deleted what the agent had applied")
 }
 
 // Scenario 6: the deletion signal. An in-cluster controller put a finalizer
@@ -211,6 +253,41 @@ deletionSignal:
 	Expect(gone(signal)).To(BeTrue())
 	Expect(a.onCluster()).To(BeEmpty())
 	tl.before([]string{"managed ConfigMap workloads/s6-cluster-alive gone"}, []string{"ManifestWork cluster1/s6-app deleting"})
+}
+
+// Scenario 6b: when no policy governs a cluster any more, its signal work is
+// retired orphaned: the signal object must stay on the managed cluster, or
+// in-cluster controllers would see a deletion signal for a cluster that is
+// not being deleted. As in 5b, the stamp must be applied by the agent before
+// the work is deleted.
+func scenarioSignalRetired() {
+	joinCluster(map[string]string{scenarioLabel: "6b"})
+	p := cleanupPolicy(policyYAML("s6b", "6b", `
+removeStrategy:
+  default: Required
+deletionSignal:
+  manifests:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: s6b-cluster-alive
+      namespace: workloads
+      labels:
+        e2e.fleetops.dev/scenario: "6b"
+`))
+	governedBy("s6b")
+	signal := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "s6b-cluster-alive", Namespace: workloadNamespace}}
+	Eventually(func() bool { return gone(signal) }).Should(BeFalse(), "the work agent has not applied the signal work")
+
+	tl := newTimeline("scenario 6b: a released cluster keeps its signal object", clusterWatches("6b")...)
+	tl.zeroNow("test: CleanupPolicy s6b deleted")
+	Expect(k8s.Delete(ctx, p)).To(Succeed())
+	Eventually(func(g Gomega) {
+		works := &workv1.ManifestWorkList{}
+		g.Expect(k8s.List(ctx, works, client.InNamespace(clusterName))).To(Succeed())
+		g.Expect(works.Items).To(BeEmpty())
+	}).Should(Succeed(), "the signal work was not retired")
+	Expect(gone(signal)).To(BeFalse(), "retiring the signal work deleted the signal object: a false deletion signal")
 }
 
 // Scenario 7: a Backup (the test's own CRD) in the cluster namespace holds
