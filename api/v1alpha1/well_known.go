@@ -27,6 +27,10 @@ const ContentDeleteSuccessCondition = "ContentDeleteSuccess"
 
 // Reasons of ContentDeleteSuccess.
 const (
+	// OrphaningReason surfaces, under Needless, while the work agent has not
+	// yet applied the deleteOption Orphan the operator gave the works:
+	// deleting a work before that would delete its resources.
+	OrphaningReason = "Orphaning"
 	// SignallingReason surfaces while the cluster namespace is labelled and
 	// the deletion-signal work is deleted and awaited.
 	SignallingReason = "Signalling"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -226,7 +227,7 @@ func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *clean
 		return step{done: true}, nil
 	}
 	for _, w := range todo {
-		if err := a.orphanWork(ctx, w.Meta, false); err != nil {
+		if err := a.orphanWork(ctx, w.Meta, w.Meta.Labels[v1alpha1.SignalWorkLabel] == "true"); err != nil {
 			if apierrors.IsConflict(err) {
 				return step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason, message: fmt.Sprintf(
 					"Needless: cannot orphan ManifestWork %s: another manager owns spec.deleteOption: %v", w.Meta.Name, err)}, nil
@@ -235,6 +236,36 @@ func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *clean
 		}
 		a.inflight.add(orphaned, c.mc.GetName(), w.Meta.UID)
 		a.Metrics.OrphanedWorks.Inc()
+	}
+
+	// The work agent orphans a work's resources when it applies the
+	// deleteOption, not when the work is deleted: a work deleted before
+	// that takes its resources with it. Wait for the agent, up to the
+	// timeout (then forcing leaves the hub clean, whatever the agent does).
+	var pending []policy.Object
+	for _, w := range c.objects[policy.ManifestWorks] {
+		if w.Meta.DeletionTimestamp != nil {
+			continue
+		}
+		work := &workv1.ManifestWork{}
+		switch err := a.Client.Get(ctx, client.ObjectKey{Namespace: w.Meta.Namespace, Name: w.Meta.Name}, work); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return step{}, err
+		}
+		if work.UID == w.Meta.UID && !a.orphanApplied(work) {
+			pending = append(pending, w)
+		}
+	}
+	if len(pending) > 0 && !c.pastDeadline() {
+		s := c.waiting(v1alpha1.OrphaningReason, fmt.Sprintf(
+			"Needless: waiting for the work agent to apply deleteOption Orphan to %d ManifestWork(s) before they are deleted: %s",
+			len(pending), policy.Names(pending, maxNamed)), pending)
+		if len(todo) > 0 {
+			s.event = v1alpha1.OrphaningReason
+		}
+		return s, nil
 	}
 	return step{done: true}, nil
 }
@@ -349,10 +380,12 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 					where, deleted, stage.GVR.Resource, policy.PriorityName(group[0].Meta), policy.Names(group, maxNamed), len(objs)),
 				requeue: c.deadline.Sub(c.now)}, nil
 		}
-		msg := fmt.Sprintf("%s: %d %s remain, waiting for their finalizers: %s",
-			where, len(objs), stage.GVR.Resource, policy.Names(objs, maxNamed))
+		// The group deleted first is what the stage waits for; the rest
+		// of the stage is not deleted before it is gone.
+		msg := fmt.Sprintf("%s: %d %s remain; waiting for the finalizers of those being deleted: %s",
+			where, len(objs), stage.GVR.Resource, policy.Names(group, maxNamed))
 		if forced > 0 {
-			msg = fmt.Sprintf("%s: removed the work agent's finalizer from %d object(s); %d remain", where, forced, len(objs))
+			msg = fmt.Sprintf("%s: removed the work agent's finalizer from %d of the %d object(s) in the stage", where, forced, len(objs))
 		}
 		return c.waiting(v1alpha1.ResourcesRemainingReason, msg, objs), nil
 	}
@@ -468,6 +501,11 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 	before := mc.DeepCopy()
 	if setContentDeleteCondition(mc, status, s.reason, s.message) {
 		if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				// Another writer (OCM's registration controllers) changed
+				// the cluster meanwhile; its event brings the cluster back.
+				return reconcile.Result{}, nil
+			}
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 		logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", s.reason, "message", s.message)
@@ -580,6 +618,32 @@ type inflight struct {
 	byCluster map[string]sets.Set[types.UID]
 	// done are clusters whose finalizer this process removed.
 	done sets.Set[types.UID]
+	// stamps are the generations of works this process gave deleteOption
+	// Orphan, so that a cache that has not caught up with the stamp is not
+	// taken for a work the agent applied it to.
+	stamps map[types.UID]int64
+}
+
+func (f *inflight) stamp(cluster string, uid types.UID, generation int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stamps[uid] = generation
+	if f.byCluster[cluster] == nil {
+		f.byCluster[cluster] = sets.New[types.UID]()
+	}
+	f.byCluster[cluster].Insert(uid)
+}
+
+func (f *inflight) stamped(uid types.UID) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stamps[uid]
+}
+
+func (f *inflight) forgetStamp(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.stamps, uid)
 }
 
 // maxFinished bounds the finished clusters remembered; the cache has long
@@ -614,6 +678,7 @@ func newInflight() *inflight {
 		sets:      map[inflightKind]sets.Set[types.UID]{deleted: {}, orphaned: {}, forcedSet: {}},
 		byCluster: map[string]sets.Set[types.UID]{},
 		done:      sets.New[types.UID](),
+		stamps:    map[types.UID]int64{},
 	}
 }
 
@@ -641,6 +706,7 @@ func (f *inflight) forgetCluster(cluster string) {
 		for _, s := range f.sets {
 			s.Delete(uid)
 		}
+		delete(f.stamps, uid)
 	}
 	delete(f.byCluster, cluster)
 }

@@ -314,6 +314,41 @@ var _ = Describe("Cluster deletion", func() {
 		Eventually(func() string { return strings.Join(events("gone-1"), "\n") }).Should(ContainSubstring("BestEffort (the cluster is unavailable)"))
 	})
 
+	// The work agent orphans a work's resources when it applies the
+	// deleteOption: a work deleted before that would take them with it.
+	It("deletes a Needless cluster's works only once the agent applied their Orphan", func() {
+		fleetCluster("nl-2", map[string]string{"tier": "sandbox"}, true)
+		w := work("nl-2", "app", nil)
+		// The agent applied generation 1 and said so.
+		applied := []any{map[string]any{"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
+			"message": "applied", "observedGeneration": int64(1), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}
+		Expect(unstructured.SetNestedSlice(w.Object, applied, "status", "conditions")).To(Succeed())
+		Expect(k8s.Status().Update(ctx, w)).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("sandbox-applied", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyNeedless},
+		}))).To(Succeed())
+		governedBy("nl-2", "sandbox-applied")
+
+		deleteCluster("nl-2")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "nl-2")
+			g.Expect(c.Reason).To(Equal(v1alpha1.OrphaningReason))
+			g.Expect(c.Message).To(ContainSubstring("manifestworks/app"))
+		}).Should(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(w), w)).To(Succeed())
+		Expect(w.GetDeletionTimestamp()).To(BeNil(), "the work was deleted before the agent applied its Orphan")
+		Expect(w.GetGeneration()).To(Equal(int64(2)))
+		propagation, _, _ := unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
+		Expect(propagation).To(Equal("Orphan"))
+
+		// The agent applies generation 2: the cleanup goes on.
+		applied[0].(map[string]any)["observedGeneration"] = int64(2)
+		Expect(unstructured.SetNestedSlice(w.Object, applied, "status", "conditions")).To(Succeed())
+		Expect(k8s.Status().Update(ctx, w)).To(Succeed())
+		clusterGone("nl-2")
+		Expect(events("nl-2")).To(ContainElement(HavePrefix(v1alpha1.OrphaningReason + ": Needless: waiting for the work agent")))
+	})
+
 	// Karmada unjoin, Needless: nothing on the managed cluster is removed.
 	It("orphans every work before deleting it under Needless", func() {
 		fleetCluster("nl-1", map[string]string{"tier": "sandbox"}, true)

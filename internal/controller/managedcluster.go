@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,11 +99,13 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		return nil
 	}
 	if g.Policy == nil {
-		if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
-			return nil
-		}
+		// Signal works outlive the finalizer until the agent has applied
+		// their Orphan; their events bring the cluster back.
 		if err := a.retireSignalWorks(ctx, mc.GetName(), ""); err != nil {
 			return err
+		}
+		if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+			return nil
 		}
 		before := mc.DeepCopy()
 		controllerutil.RemoveFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)
@@ -197,44 +200,82 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, 
 
 // retireSignalWorks removes the operator's signal works other than keep,
 // orphaning their manifests first: a work retired because the policy
-// changed must not signal a deletion to the managed cluster.
+// changed must not signal a deletion to the managed cluster. A work is
+// deleted only once the work agent has applied its Orphan (its next event
+// brings the cluster back); until then the agent would delete its objects.
 func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace, keep string) error {
-	works, err := listWorksMetadata(ctx, a.Client, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"})
-	if err != nil {
-		return err
+	var works workv1.ManifestWorkList
+	if err := a.Client.List(ctx, &works, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); err != nil {
+		return fmt.Errorf("listing the signal works of %s: %w", namespace, err)
 	}
-	for i := range works {
-		w := &works[i]
+	for i := range works.Items {
+		w := &works.Items[i]
 		if w.Name == keep || w.DeletionTimestamp != nil {
 			continue
 		}
-		w.SetGroupVersionKind(manifestWorkGVK)
-		if err := a.orphanWork(ctx, w, true); err != nil {
+		if !a.orphanApplied(w) {
+			m := &metav1.PartialObjectMetadata{ObjectMeta: w.ObjectMeta}
+			m.SetGroupVersionKind(manifestWorkGVK)
+			if !isOrphan(w) {
+				if err := a.orphanWork(ctx, m, true); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := a.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return err
 		}
-		if err := a.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
-			return err
-		}
+		a.inflight.forgetStamp(w.UID)
+		logf.FromContext(ctx).Info("deletion-signal work retired", "cluster", namespace, "work", w.Name)
 	}
 	return nil
 }
 
+func isOrphan(w *workv1.ManifestWork) bool {
+	return w.Spec.DeleteOption != nil && w.Spec.DeleteOption.PropagationPolicy == workv1.DeletePropagationPolicyTypeOrphan
+}
+
+// orphanApplied says whether deleting the work now leaves its resources on
+// the managed cluster: it carries deleteOption Orphan, at least at the
+// generation this process stamped, and the work agent has applied that
+// generation (its Applied condition observed it). A work the agent never
+// applied has nothing on the managed cluster to delete.
+func (a *ManagedClusterAdapter) orphanApplied(w *workv1.ManifestWork) bool {
+	if !isOrphan(w) || w.Generation < a.inflight.stamped(w.UID) {
+		return false
+	}
+	applied := apimeta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+	return applied == nil || applied.ObservedGeneration >= w.Generation
+}
+
 // orphanWork makes the work leave its resources on the managed cluster when
-// it is deleted. force is for the operator's own works only.
-func (a *ManagedClusterAdapter) orphanWork(ctx context.Context, w *metav1.PartialObjectMetadata, force bool) error {
-	patch := &unstructured.Unstructured{Object: map[string]any{
+// it is deleted, and remembers the generation that says so. own is for the
+// operator's own signal works: it owns their whole spec, so a patch changes
+// only deleteOption (an apply of deleteOption alone would drop the fields
+// it applied before, the manifests among them). Other works get a
+// server-side apply of deleteOption that never takes the field from
+// another manager. Both carry the UID: they never touch a work recreated
+// under the same name.
+func (a *ManagedClusterAdapter) orphanWork(ctx context.Context, w *metav1.PartialObjectMetadata, own bool) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": manifestWorkGVK.GroupVersion().String(),
 		"kind":       manifestWorkGVK.Kind,
-		// The UID makes the apply a precondition: it never creates a work
-		// that was deleted meanwhile.
-		"metadata": map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID)},
-		"spec":     map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
+		"metadata":   map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID)},
+		"spec":       map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
 	}}
-	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
-	if force {
-		opts = append(opts, client.ForceOwnership)
+	var err error
+	if own {
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`, w.UID)
+		err = a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	} else {
+		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	}
-	return client.IgnoreNotFound(a.Client.Patch(ctx, patch, client.Apply, opts...))
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	a.inflight.stamp(w.Namespace, w.UID, obj.GetGeneration())
+	return nil
 }
 
 // Watches implements Adapter: the cluster's works, add-ons and namespace,

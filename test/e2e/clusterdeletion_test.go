@@ -193,11 +193,17 @@ removeStrategy:
 	deleteCluster()
 	Eventually(func(g Gomega) *workv1.DeleteOption { return workDeleteOption(g, a.work) }).Should(
 		HaveField("PropagationPolicy", workv1.DeletePropagationPolicyTypeOrphan))
-	Eventually(func() bool { return deleting(a.work) }).Should(BeTrue())
+	Eventually(func(g Gomega) {
+		c := contentDelete(g)
+		g.Expect(c.Reason).To(Equal("Orphaning"))
+		g.Expect(c.Message).To(ContainSubstring("manifestworks/s5b-app"))
+	}).Should(Succeed())
+	Expect(deleting(a.work)).To(BeFalse(), "the work was deleted before the agent applied its Orphan")
 	tl.mark("test: work agent started again")
 	agent.start()
 	hubClean()
 	Expect(a.onCluster()).To(Equal([]string{"ConfigMap", "Deployment"}), "Needless deleted what the agent had applied")
+	tl.before([]string{"test: work agent started again"}, []string{"ManifestWork cluster1/s5b-app deleting"})
 }
 
 // Scenario 6: the deletion signal. An in-cluster controller put a finalizer

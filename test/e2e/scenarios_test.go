@@ -22,11 +22,10 @@ var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", f
 	Context("deleting a ManagedCluster", func() {
 		It("4. under Required, deletes add-ons then works in stage and priority order, then the namespace, then lets the cluster go", scenarioRequired)
 		It("5. under Needless, cleans the hub and leaves everything on the managed cluster", scenarioNeedless)
-		// 5b and 6b fail: the operator deletes a work right after stamping
-		// deleteOption Orphan, before the work agent applied it, and the
-		// agent then deletes the work's objects (see the functions). Change
-		// PIt to It once that is fixed.
-		PIt("5b. under Needless, keeps everything when the work agent was away while the works were orphaned", scenarioNeedlessAgentRestart)
+		// 5b and 6b: the operator deletes a work it gave deleteOption Orphan
+		// only once the work agent applied it; before that the agent would
+		// delete the work's objects (see the functions).
+		It("5b. under Needless, keeps everything when the work agent was away while the works were orphaned", scenarioNeedlessAgentRestart)
 		It("6. waits for the deletion signal while an in-cluster controller's finalizer holds it", scenarioSignal)
 		It("7. waits while a monitored resource remains, and deletes none of them", scenarioMonitored)
 		It("8a. with the work agent stopped and the cluster unavailable, under Required, reports and waits until the agent is back", scenarioRequiredAgentDown)
@@ -35,7 +34,7 @@ var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", f
 	})
 
 	Context("releasing a ManagedCluster", func() {
-		PIt("6b. retires the signal work of a cluster no policy governs, leaving the signal object", scenarioSignalRetired)
+		It("6b. retires the signal work of a cluster no policy governs, leaving the signal object", scenarioSignalRetired)
 	})
 
 	Context("prune decisions for Policies", func() {
