@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
 )
 
 // resourceWatches adds metadata-only watches, at run time, on the resources
@@ -62,17 +64,10 @@ type accessError struct {
 
 func (e *accessError) Error() string {
 	return fmt.Sprintf("the operator may not list %s (grant get, list and watch on it, as config/rbac/extra_resources_role.yaml does): %v",
-		resourceName(e.gvr), e.err)
+		policy.ResourceName(e.gvr), e.err)
 }
 
 func (e *accessError) Unwrap() error { return e.err }
-
-func resourceName(gvr schema.GroupVersionResource) string {
-	if gvr.Group == "" {
-		return gvr.Resource
-	}
-	return gvr.Resource + "." + gvr.Group
-}
 
 // ensure makes sure the resource is watched and returns its kind. served is
 // false when the API server does not serve the resource (its CRD is not

@@ -144,7 +144,7 @@ func PlanCluster(p *cel.Policy, a *cel.Activation, in PlanInput) (*ClusterPlan, 
 	}
 
 	for _, m := range MonitoredResources(p) {
-		plan.Gate.Resources = append(plan.Gate.Resources, resourceName(m.GVR))
+		plan.Gate.Resources = append(plan.Gate.Resources, ResourceName(m.GVR))
 	}
 	holding, err := Gate(p, a, in.Objects)
 	if err != nil {
@@ -162,7 +162,7 @@ func PlanCluster(p *cel.Policy, a *cel.Activation, in PlanInput) (*ClusterPlan, 
 		return nil, fmt.Errorf("deletionStages: %w", err)
 	}
 	for i, s := range stages {
-		sp := StagePlan{Name: s.Name, Resource: resourceName(s.GVR)}
+		sp := StagePlan{Name: s.Name, Resource: ResourceName(s.GVR)}
 		for _, g := range Groups(assigned[i]) {
 			gp := GroupPlan{Priority: PriorityName(g[0].Meta)}
 			for _, o := range g {
@@ -227,7 +227,8 @@ func SortWorks(works []WorkPlan) {
 	slices.SortFunc(works, func(a, b WorkPlan) int { return strings.Compare(a.Name, b.Name) })
 }
 
-func resourceName(gvr schema.GroupVersionResource) string {
+// ResourceName names a resource as kubectl does: resource.group.
+func ResourceName(gvr schema.GroupVersionResource) string {
 	if gvr.Group == "" {
 		return gvr.Resource
 	}
