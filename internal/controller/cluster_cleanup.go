@@ -498,22 +498,34 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		}
 		a.Recorder.Eventf(mc, nil, typ, s.event, cmp.Or(s.action, "Cleanup"), "%s", s.message)
 	}
-	before := mc.DeepCopy()
-	if setContentDeleteCondition(mc, status, s.reason, s.message) {
-		if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) {
-				// Another writer (OCM's registration controllers) changed
-				// the cluster meanwhile; its event brings the cluster back.
-				return reconcile.Result{}, nil
-			}
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := a.writeCondition(ctx, mc, status, s); err != nil {
+		if apierrors.IsConflict(err) && !s.done {
+			// Another writer (OCM's registration controllers) changed the
+			// cluster meanwhile; its event brings the cluster back.
+			return reconcile.Result{}, nil
 		}
-		logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", s.reason, "message", s.message)
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.done {
 		a.Metrics.observeStep(mc.GetName(), s.reason)
 	}
 	return reconcile.Result{RequeueAfter: max(s.requeue, 0)}, nil
+}
+
+// writeCondition writes ContentDeleteSuccess when it changed, on the
+// cluster as read: a cluster changed meanwhile is a conflict. The outcome
+// (a done step) must be written before the finalizer goes, so its conflict
+// is an error, retried.
+func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, status metav1.ConditionStatus, s step) error {
+	before := mc.DeepCopy()
+	if !setContentDeleteCondition(mc, status, s.reason, s.message) {
+		return nil
+	}
+	if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", s.reason, "message", s.message)
+	return nil
 }
 
 // deleteParallelism bounds the deletes one cluster has in flight at once.
