@@ -197,17 +197,25 @@ func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured
 		if err != nil {
 			return nil, err
 		}
-		objs := make([]policy.Object, 0, len(items))
-		for i := range items {
-			value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
-			if err != nil {
-				return nil, err
-			}
-			objs = append(objs, policy.Object{GVR: gvr, Meta: &items[i], Value: value})
+		if c.objects[gvr], err = policyObjects(gvr, items); err != nil {
+			return nil, err
 		}
-		c.objects[gvr] = objs
 	}
 	return c, nil
+}
+
+// policyObjects is what the decisions see of listed objects: their
+// metadata, and the metadata as CEL's `object`.
+func policyObjects(gvr schema.GroupVersionResource, items []metav1.PartialObjectMetadata) ([]policy.Object, error) {
+	objs := make([]policy.Object, 0, len(items))
+	for i := range items {
+		value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, policy.Object{GVR: gvr, Meta: &items[i], Value: value})
+	}
+	return objs, nil
 }
 
 // reconcileOrphaning, under Needless, gives every ManifestWork of the
@@ -242,19 +250,17 @@ func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *clean
 	// deleteOption, not when the work is deleted: a work deleted before
 	// that takes its resources with it. Wait for the agent, up to the
 	// timeout (then forcing leaves the hub clean, whatever the agent does).
+	var works workv1.ManifestWorkList
+	if err := a.Client.List(ctx, &works, client.InNamespace(c.mc.GetName())); err != nil {
+		return step{}, fmt.Errorf("listing ManifestWorks: %w", err)
+	}
+	byUID := make(map[types.UID]*workv1.ManifestWork, len(works.Items))
+	for i := range works.Items {
+		byUID[works.Items[i].UID] = &works.Items[i]
+	}
 	var pending []policy.Object
 	for _, w := range c.objects[policy.ManifestWorks] {
-		if w.Meta.DeletionTimestamp != nil {
-			continue
-		}
-		work := &workv1.ManifestWork{}
-		switch err := a.Client.Get(ctx, client.ObjectKey{Namespace: w.Meta.Namespace, Name: w.Meta.Name}, work); {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return step{}, err
-		}
-		if work.UID == w.Meta.UID && !a.orphanApplied(work) {
+		if work := byUID[w.Meta.UID]; work != nil && w.Meta.DeletionTimestamp == nil && !a.orphanApplied(work) {
 			pending = append(pending, w)
 		}
 	}

@@ -78,17 +78,12 @@ func (m *Metrics) observeStep(cluster, step string) {
 }
 
 func (m *Metrics) observeDone(cluster, outcome string, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.steps[cluster]; ok {
-		m.InCleanup.WithLabelValues(old).Dec()
-		delete(m.steps, cluster)
-	}
+	m.forget(cluster)
 	m.Duration.WithLabelValues(outcome).Observe(d.Seconds())
 }
 
-// forget drops a cluster that leaves cleanup without an outcome (released
-// when no policy governs it any more).
+// forget drops a cluster from the clusters in cleanup: at its outcome, or
+// when it leaves cleanup without one (released when no policy governs it).
 func (m *Metrics) forget(cluster string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

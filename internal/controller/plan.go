@@ -81,21 +81,29 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 	}
 	var works []workv1.ManifestWork
 	if in.Namespace != nil {
-		for _, gvr := range append(policy.Resources(g.Policy), policy.ManifestWorks) {
-			if _, done := in.Objects[gvr]; done {
-				continue
-			}
-			objs, err := p.list(ctx, gvr, name)
-			if err != nil {
-				return nil, err
-			}
-			in.Objects[gvr] = objs
-		}
+		// The works are read whole, once: their metadata for the stages,
+		// their manifests for the orphaning decisions.
 		var list workv1.ManifestWorkList
 		if err := p.Reader.List(ctx, &list, client.InNamespace(name)); err != nil {
 			return nil, fmt.Errorf("listing ManifestWorks: %w", err)
 		}
 		works = list.Items
+		metas := make([]metav1.PartialObjectMetadata, len(works))
+		for i := range works {
+			metas[i].SetGroupVersionKind(manifestWorkGVK)
+			metas[i].ObjectMeta = works[i].ObjectMeta
+		}
+		if in.Objects[policy.ManifestWorks], err = policyObjects(policy.ManifestWorks, metas); err != nil {
+			return nil, err
+		}
+		for _, gvr := range policy.Resources(g.Policy) {
+			if _, done := in.Objects[gvr]; done {
+				continue
+			}
+			if in.Objects[gvr], err = p.list(ctx, gvr, name); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	plan, err := policy.PlanCluster(g.Policy, g.Activation, in)
@@ -142,17 +150,10 @@ func (p *Planner) list(ctx context.Context, gvr schema.GroupVersionResource, nam
 	if err := p.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing %s in %s: %w", gvr.Resource, namespace, err)
 	}
-	objs := make([]policy.Object, 0, len(list.Items))
 	for i := range list.Items {
-		m := &list.Items[i]
-		m.SetGroupVersionKind(gvk)
-		value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, policy.Object{GVR: gvr, Meta: m, Value: value})
+		list.Items[i].SetGroupVersionKind(gvk)
 	}
-	return objs, nil
+	return policyObjects(gvr, list.Items)
 }
 
 // prune decides pruneObjectBehavior for the ConfigurationPolicies in the
