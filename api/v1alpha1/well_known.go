@@ -27,9 +27,10 @@ const ContentDeleteSuccessCondition = "ContentDeleteSuccess"
 
 // Reasons of ContentDeleteSuccess.
 const (
-	// OrphaningReason surfaces, under Needless, while the work agent has not
-	// yet applied the deleteOption Orphan the operator gave the works:
-	// deleting a work before that would delete its resources.
+	// OrphaningReason surfaces while the work agent has not yet applied the
+	// orphaning deleteOption of the cluster's works (Orphan for every work
+	// under Needless, else what the orphaning rules decide): deleting a work
+	// before that would delete its resources.
 	OrphaningReason = "Orphaning"
 	// SignallingReason surfaces while the cluster namespace is labelled and
 	// the deletion-signal work is deleted and awaited.
@@ -54,6 +55,11 @@ const (
 	// ForcedReason surfaces when the work agent's finalizer was removed from
 	// some objects to clean the hub side (BestEffort, or Needless after the timeout).
 	ForcedReason = "Forced"
+	// OrphanNotConfirmedReason is the Event reason, on a ManagedCluster,
+	// for works deleted with an orphaning deleteOption the work agent never
+	// confirmed: the cluster was unavailable past the timeout, and the
+	// strategy (BestEffort or Needless) went on.
+	OrphanNotConfirmedReason = "OrphanNotConfirmed"
 	// DryRunReason surfaces when the governing policy is in dry run: the
 	// message is the plan; nothing is deleted and the finalizer stays.
 	DryRunReason = "DryRun"

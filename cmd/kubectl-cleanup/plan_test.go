@@ -164,6 +164,21 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("No cluster is being cleaned up."))
 
+	// The work agent applies app-1's SelectivelyOrphan, as it would before
+	// the cluster is deleted: the teardown waits for that.
+	g.Eventually(func(g Gomega) {
+		w := &unstructured.Unstructured{}
+		w.SetAPIVersion("work.open-cluster-management.io/v1")
+		w.SetKind("ManifestWork")
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "c1", Name: "app-1"}, w)).To(Succeed())
+		p, _, _ := unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
+		g.Expect(p).To(Equal("SelectivelyOrphan"))
+		applied := []any{map[string]any{"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
+			"message": "applied", "observedGeneration": w.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}
+		g.Expect(unstructured.SetNestedSlice(w.Object, applied, "status", "conditions")).To(Succeed())
+		g.Expect(c.Status().Update(ctx, w)).To(Succeed())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
 	// Delete the cluster: the monitored ConfigMap holds the cleanup, and
 	// the status command says so, with what remains.
 	mc := &unstructured.Unstructured{}

@@ -114,10 +114,16 @@ func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
 	if err := waitReady(ctx, c); err != nil {
 		return err
 	}
+	// No managed cluster is behind the local fleet: a simulated work agent
+	// applies the works and lets deleted ones go, as OCM's agent would.
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	go testenv.RunWorkAgent(agentCtx, c, 200*time.Millisecond)
 
 	fmt.Fprintf(out, `
 The operator is running on a local control plane with a sample fleet:
-clusters prod-eu and prod-sandbox (policy production) and dev-1 (policy default).
+clusters prod-eu and prod-sandbox (policy production) and dev-1 (policy default),
+with a simulated work agent that applies their ManifestWorks and lets deleted ones go.
 
   export KUBECONFIG=%s
   export PATH=%s:$PATH     # kubectl and the kubectl-cleanup plugin

@@ -49,8 +49,11 @@ type cleanup struct {
 	now       time.Time
 	available bool
 	dryRun    bool
-	namespace *metav1.PartialObjectMetadata // nil: no cluster namespace
+	namespace *corev1.Namespace // whole, as keepNamespace reads it; nil: no cluster namespace
 	objects   map[schema.GroupVersionResource][]policy.Object
+	// works are the cluster's ManifestWorks whole, by UID: their
+	// manifests and status decide their orphaning.
+	works map[types.UID]*workv1.ManifestWork
 	plan      []string // dry run: what would happen, step by step
 }
 
@@ -177,8 +180,7 @@ func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured
 		dryRun:    p.Spec.DryRun,
 		objects:   map[schema.GroupVersionResource][]policy.Object{},
 	}
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	ns := &corev1.Namespace{}
 	switch err := a.Client.Get(ctx, client.ObjectKey{Name: mc.GetName()}, ns); {
 	case err == nil:
 		c.namespace = ns
@@ -188,8 +190,23 @@ func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured
 	if c.namespace == nil {
 		return c, nil
 	}
-	resources := append(policy.Resources(p), policy.ManifestWorks)
-	for _, gvr := range resources {
+	// The works are listed whole, once: their metadata for the stages,
+	// their manifests and status for their orphaning.
+	var works workv1.ManifestWorkList
+	if err := a.Client.List(ctx, &works, client.InNamespace(mc.GetName())); err != nil {
+		return nil, fmt.Errorf("listing ManifestWorks: %w", err)
+	}
+	c.works = make(map[types.UID]*workv1.ManifestWork, len(works.Items))
+	metas := make([]metav1.PartialObjectMetadata, len(works.Items))
+	for i := range works.Items {
+		c.works[works.Items[i].UID] = &works.Items[i]
+		metas[i].SetGroupVersionKind(manifestWorkGVK)
+		metas[i].ObjectMeta = works.Items[i].ObjectMeta
+	}
+	if c.objects[policy.ManifestWorks], err = policyObjects(policy.ManifestWorks, metas); err != nil {
+		return nil, err
+	}
+	for _, gvr := range policy.Resources(p) {
 		if _, done := c.objects[gvr]; done {
 			continue
 		}
@@ -216,64 +233,6 @@ func policyObjects(gvr schema.GroupVersionResource, items []metav1.PartialObject
 		objs = append(objs, policy.Object{GVR: gvr, Meta: &items[i], Value: value})
 	}
 	return objs, nil
-}
-
-// reconcileOrphaning, under Needless, gives every ManifestWork of the
-// cluster deleteOption Orphan before anything is deleted.
-func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *cleanup) (step, error) {
-	if c.strategy != v1alpha1.RemoveStrategyNeedless {
-		return step{done: true}, nil
-	}
-	var todo []policy.Object
-	for _, w := range c.objects[policy.ManifestWorks] {
-		if w.Meta.DeletionTimestamp == nil && !a.inflight.has(orphaned, w.Meta.UID) {
-			todo = append(todo, w)
-		}
-	}
-	if c.dryRun {
-		c.plan = append(c.plan, fmt.Sprintf("would orphan %d ManifestWork(s), leaving their resources on the managed cluster", len(todo)))
-		return step{done: true}, nil
-	}
-	for _, w := range todo {
-		if err := a.orphanWork(ctx, w.Meta, w.Meta.Labels[v1alpha1.SignalWorkLabel] == "true"); err != nil {
-			if apierrors.IsConflict(err) {
-				return step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason, message: fmt.Sprintf(
-					"Needless: cannot orphan ManifestWork %s: another manager owns spec.deleteOption: %v", w.Meta.Name, err)}, nil
-			}
-			return step{}, err
-		}
-		a.inflight.add(orphaned, c.mc.GetName(), w.Meta.UID)
-		a.Metrics.OrphanedWorks.Inc()
-	}
-
-	// The work agent orphans a work's resources when it applies the
-	// deleteOption, not when the work is deleted: a work deleted before
-	// that takes its resources with it. Wait for the agent, up to the
-	// timeout (then forcing leaves the hub clean, whatever the agent does).
-	var works workv1.ManifestWorkList
-	if err := a.Client.List(ctx, &works, client.InNamespace(c.mc.GetName())); err != nil {
-		return step{}, fmt.Errorf("listing ManifestWorks: %w", err)
-	}
-	byUID := make(map[types.UID]*workv1.ManifestWork, len(works.Items))
-	for i := range works.Items {
-		byUID[works.Items[i].UID] = &works.Items[i]
-	}
-	var pending []policy.Object
-	for _, w := range c.objects[policy.ManifestWorks] {
-		if work := byUID[w.Meta.UID]; work != nil && w.Meta.DeletionTimestamp == nil && !a.orphanApplied(work) {
-			pending = append(pending, w)
-		}
-	}
-	if len(pending) > 0 && !c.pastDeadline() {
-		s := c.waiting(v1alpha1.OrphaningReason, fmt.Sprintf(
-			"Needless: waiting for the work agent to apply deleteOption Orphan to %d ManifestWork(s) before they are deleted: %s",
-			len(pending), policy.Names(pending, maxNamed)), pending)
-		if len(todo) > 0 {
-			s.event = v1alpha1.OrphaningReason
-		}
-		return s, nil
-	}
-	return step{done: true}, nil
 }
 
 // reconcileSignal labels the cluster namespace and deletes the
@@ -307,7 +266,7 @@ func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup)
 	if work == nil {
 		return step{done: true}, nil
 	}
-	deleted, err := a.deleteObjects(ctx, []policy.Object{*work})
+	deleted, err := a.deleteObjects(ctx, c, []policy.Object{*work})
 	if err != nil {
 		return step{}, err
 	}
@@ -370,7 +329,7 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 				stage.Name, len(objs), stage.GVR.Resource, policy.Names(objs, maxNamed)))
 			continue
 		}
-		deleted, err := a.deleteObjects(ctx, group)
+		deleted, err := a.deleteObjects(ctx, c, group)
 		if err != nil {
 			return step{}, err
 		}
@@ -417,7 +376,7 @@ func (a *ManagedClusterAdapter) reconcileNamespace(ctx context.Context, c *clean
 		// Never delete a namespace that is not the cluster's.
 		return step{}, fmt.Errorf("refusing to delete namespace %s for cluster %s", ns.Name, c.mc.GetName())
 	}
-	value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+	value, err := namespaceValue(ns)
 	if err != nil {
 		return step{}, err
 	}
@@ -452,6 +411,17 @@ func (a *ManagedClusterAdapter) reconcileNamespace(ctx context.Context, c *clean
 	return step{done: true}, nil
 }
 
+// namespaceValue is the namespace as keepNamespace reads it: whole, with
+// its kind, as the preview reads it too.
+func namespaceValue(ns *corev1.Namespace) (map[string]any, error) {
+	value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+	if err != nil {
+		return nil, err
+	}
+	value["apiVersion"], value["kind"] = "v1", "Namespace"
+	return value, nil
+}
+
 // finish reports the outcome and removes the finalizer.
 func (a *ManagedClusterAdapter) finish(ctx context.Context, c *cleanup) error {
 	reason, msg := v1alpha1.CompletedReason, "the cluster's content was removed as declared"
@@ -459,6 +429,10 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, c *cleanup) error {
 		reason, msg = v1alpha1.ForcedReason, fmt.Sprintf("the hub side was cleaned; the work agent's finalizer was removed from %s object(s)", n)
 	} else if c.strategy == v1alpha1.RemoveStrategyNeedless {
 		reason, msg = v1alpha1.OrphanedReason, "the hub side was removed; everything on the managed cluster was left in place"
+	}
+	if u := unconfirmedOrphans(c.mc); u.Len() > 0 {
+		msg += fmt.Sprintf("; %d ManifestWork(s) were deleted with an orphan not confirmed by the agent: %s",
+			u.Len(), strings.Join(bounded(sets.List(u)), ", "))
 	}
 	if _, err := a.report(ctx, c.mc, step{done: true, reason: reason, message: msg}); err != nil {
 		return err
@@ -539,8 +513,10 @@ const deleteParallelism = 8
 
 // deleteObjects deletes the objects that are not being deleted yet, once
 // each: an object already deleted by this process is not deleted again
-// while the cache catches up.
-func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, objs []policy.Object) (int, error) {
+// while the cache catches up. A work whose deleteOption orphans anything is
+// deleted only at the version whose orphaning was checked: a work changed
+// meanwhile is checked again first.
+func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, c *cleanup, objs []policy.Object) (int, error) {
 	var n atomic.Int64
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.SetLimit(deleteParallelism)
@@ -555,10 +531,14 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, objs []policy
 			target.SetGroupVersionKind(o.Meta.GroupVersionKind())
 			target.SetNamespace(o.Meta.Namespace)
 			target.SetName(o.Meta.Name)
-			err := a.Client.Delete(ctx, target, client.Preconditions{UID: &o.Meta.UID})
+			pre := client.Preconditions{UID: &o.Meta.UID}
+			if w := c.works[o.Meta.UID]; w != nil && orphans(w) {
+				pre.ResourceVersion = &w.ResourceVersion
+			}
+			err := a.Client.Delete(ctx, target, pre)
 			switch {
 			case apierrors.IsConflict(err):
-				return nil // replaced by a new object of the same name: the watch brings it
+				return nil // replaced or changed meanwhile: the watch brings it
 			case client.IgnoreNotFound(err) != nil:
 				return fmt.Errorf("deleting %s in %s: %w", o.Key(), o.Meta.Namespace, err)
 			}
@@ -578,12 +558,30 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 	if !c.mayForce() {
 		return 0, nil
 	}
-	var forced []string
+	var todo []policy.Object
 	for _, o := range objs {
-		patch, has := removeFinalizerPatch(o.Meta, v1alpha1.WorkAgentFinalizer)
-		if o.Meta.DeletionTimestamp == nil || !has || a.inflight.has(forcedSet, o.Meta.UID) {
-			continue
+		_, has := removeFinalizerPatch(o.Meta, v1alpha1.WorkAgentFinalizer)
+		if o.Meta.DeletionTimestamp != nil && has && !a.inflight.has(forcedSet, o.Meta.UID) {
+			todo = append(todo, o)
 		}
+	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	// The record first: a finalizer removed without it would let the
+	// cleanup end as Completed after a crash or a failed write.
+	before := c.mc.DeepCopy()
+	total := len(todo)
+	if n, err := strconv.Atoi(c.mc.GetAnnotations()[ForcedObjectsAnnotation]); err == nil {
+		total += n
+	}
+	setAnnotation(c.mc, ForcedObjectsAnnotation, strconv.Itoa(total))
+	if err := a.Client.Patch(ctx, c.mc, client.MergeFrom(before)); err != nil {
+		return 0, fmt.Errorf("recording the forced objects of %s: %w", c.mc.GetName(), err)
+	}
+	var forced []string
+	for _, o := range todo {
+		patch, _ := removeFinalizerPatch(o.Meta, v1alpha1.WorkAgentFinalizer)
 		if err := a.Client.Patch(ctx, o.Meta, patch); client.IgnoreNotFound(err) != nil {
 			if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
 				continue // the finalizers changed meanwhile: the watch brings the object back
@@ -603,15 +601,6 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 	}
 	a.Recorder.Eventf(c.mc, nil, corev1.EventTypeWarning, v1alpha1.ForcedReason, eventAction("Force/"+forced[0]),
 		"%s (%s): removed the work agent's finalizer from %s", c.strategy, why, strings.Join(forced, ", "))
-	before := c.mc.DeepCopy()
-	total := len(forced)
-	if n, err := strconv.Atoi(c.mc.GetAnnotations()[ForcedObjectsAnnotation]); err == nil {
-		total += n
-	}
-	setAnnotation(c.mc, ForcedObjectsAnnotation, strconv.Itoa(total))
-	if err := a.Client.Patch(ctx, c.mc, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
-		return len(forced), err
-	}
 	return len(forced), nil
 }
 

@@ -319,11 +319,10 @@ var _ = Describe("Cluster deletion", func() {
 	It("deletes a Needless cluster's works only once the agent applied their Orphan", func() {
 		fleetCluster("nl-2", map[string]string{"tier": "sandbox"}, true)
 		w := work("nl-2", "app", nil)
-		// The agent applied generation 1 and said so.
-		applied := []any{map[string]any{"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
-			"message": "applied", "observedGeneration": int64(1), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}
-		Expect(unstructured.SetNestedSlice(w.Object, applied, "status", "conditions")).To(Succeed())
-		Expect(k8s.Status().Update(ctx, w)).To(Succeed())
+		// The agent applied generation 1 and said so, then falls behind.
+		Eventually(func(g Gomega) int64 { return appliedGeneration(g, "nl-2", "app") }).Should(BeEquivalentTo(1))
+		agent.setLagging("nl-2", true)
+		DeferCleanup(agent.setLagging, "nl-2", false)
 		Expect(k8s.Create(ctx, cleanupPolicy("sandbox-applied", v1alpha1.CleanupPolicySpec{
 			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyNeedless},
 		}))).To(Succeed())
@@ -342,9 +341,7 @@ var _ = Describe("Cluster deletion", func() {
 		Expect(propagation).To(Equal("Orphan"))
 
 		// The agent applies generation 2: the cleanup goes on.
-		applied[0].(map[string]any)["observedGeneration"] = int64(2)
-		Expect(unstructured.SetNestedSlice(w.Object, applied, "status", "conditions")).To(Succeed())
-		Expect(k8s.Status().Update(ctx, w)).To(Succeed())
+		agent.setLagging("nl-2", false)
 		clusterGone("nl-2")
 		Expect(events("nl-2")).To(ContainElement(HavePrefix(v1alpha1.OrphaningReason + ": Needless: waiting for the work agent")))
 	})

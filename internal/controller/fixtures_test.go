@@ -118,20 +118,53 @@ func namespaceDeleting(g Gomega, name string) bool {
 	return ns.DeletionTimestamp != nil
 }
 
-// workAgent plays OCM's work agent for the tests: once a ManifestWork is
-// being deleted it removes its finalizer, as the agent does after removing
-// the work's resources from the managed cluster. Works it is told are stuck,
-// and works of stopped clusters, keep their finalizer. It records the order
-// in which it saw works deleting.
+// workAgent plays OCM's work agent for the tests. It applies each work's
+// latest generation and says so in the work's Applied condition, as the
+// agent does; once a ManifestWork is being deleted it removes its
+// finalizer, as the agent does after removing the work's resources from
+// the managed cluster. Works it is told are stuck, and works of stopped
+// clusters, keep their finalizer; works of stopped or lagging clusters are
+// not applied. It records the order in which it saw works deleting, and the
+// deleteOption each carried then.
 type workAgent struct {
 	mu      sync.Mutex
 	stuck   map[types.NamespacedName]bool
 	stopped map[string]bool
+	lagging map[string]bool
 	seen    []string
+	options map[types.NamespacedName]string
 }
 
 func newWorkAgent() *workAgent {
-	return &workAgent{stuck: map[types.NamespacedName]bool{}, stopped: map[string]bool{}}
+	return &workAgent{stuck: map[types.NamespacedName]bool{}, stopped: map[string]bool{}, lagging: map[string]bool{},
+		options: map[types.NamespacedName]string{}}
+}
+
+// setLagging makes the agent of a cluster stop applying new generations.
+func (a *workAgent) setLagging(cluster string, lagging bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lagging[cluster] = lagging
+}
+
+// setStopped stops the agent of a cluster altogether.
+func (a *workAgent) setStopped(cluster string, stopped bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped[cluster] = stopped
+}
+
+// deletedWith is the deleteOption propagation policy a work carried when
+// the agent first saw it deleting: what the managed cluster's agent acts on.
+// It is "unseen" when the agent never saw the work deleting.
+func (a *workAgent) deletedWith(namespace, name string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, ok := a.options[types.NamespacedName{Namespace: namespace, Name: name}]
+	if !ok {
+		return "unseen"
+	}
+	return o
 }
 
 func (a *workAgent) setStuck(namespace, name string, stuck bool) {
@@ -161,13 +194,18 @@ func (a *workAgent) run(ctx context.Context) {
 }
 
 func (a *workAgent) handle(ctx context.Context, w *unstructured.Unstructured) {
-	if w.GetDeletionTimestamp() == nil || !slices.Contains(w.GetFinalizers(), v1alpha1.WorkAgentFinalizer) {
+	if w.GetDeletionTimestamp() == nil {
+		a.apply(ctx, w)
+		return
+	}
+	if !slices.Contains(w.GetFinalizers(), v1alpha1.WorkAgentFinalizer) {
 		return
 	}
 	key := types.NamespacedName{Namespace: w.GetNamespace(), Name: w.GetName()}
 	a.mu.Lock()
 	if !slices.Contains(a.seen, key.String()) {
 		a.seen = append(a.seen, key.String())
+		a.options[key], _, _ = unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
 	}
 	hold := a.stuck[key] || a.stopped[key.Namespace]
 	a.mu.Unlock()
@@ -176,4 +214,27 @@ func (a *workAgent) handle(ctx context.Context, w *unstructured.Unstructured) {
 	}
 	w.SetFinalizers(slices.DeleteFunc(w.GetFinalizers(), func(f string) bool { return f == v1alpha1.WorkAgentFinalizer }))
 	_ = k8s.Update(ctx, w)
+}
+
+// apply reports the work's generation as applied, unless the cluster's
+// agent is stopped or lagging.
+func (a *workAgent) apply(ctx context.Context, w *unstructured.Unstructured) {
+	a.mu.Lock()
+	idle := a.stopped[w.GetNamespace()] || a.lagging[w.GetNamespace()]
+	a.mu.Unlock()
+	if idle {
+		return
+	}
+	raw, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+	for _, c := range raw {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Applied" {
+			if g, ok := m["observedGeneration"].(int64); ok && g >= w.GetGeneration() {
+				return
+			}
+		}
+	}
+	applied := []any{map[string]any{"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
+		"message": "applied", "observedGeneration": w.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}
+	_ = unstructured.SetNestedSlice(w.Object, applied, "status", "conditions")
+	_ = k8s.Status().Update(ctx, w)
 }

@@ -44,6 +44,8 @@ type ManagedClusterAdapter struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Metrics  *Metrics
+	// Mapper names the resources of manifests, for orphaning decisions.
+	Mapper apimeta.RESTMapper
 
 	watches  *resourceWatches
 	inflight *inflight
@@ -54,7 +56,7 @@ var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
 // NewManagedClusterAdapter returns the adapter; it adds watches at run time
 // through the manager's cache and REST mapper.
 func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics) *ManagedClusterAdapter {
-	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, inflight: newInflight()}
+	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), inflight: newInflight()}
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
@@ -145,8 +147,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 // applySignalWork creates or updates the deletion-signal work, and writes
 // nothing when the one in place carries the same spec.
 func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, name string, p *cel.Policy) error {
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	ns := &corev1.Namespace{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
 		// No namespace yet: the namespace watch brings the cluster back.
 		return client.IgnoreNotFound(err)
@@ -213,17 +214,16 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 		if w.Name == keep || w.DeletionTimestamp != nil {
 			continue
 		}
-		if !a.orphanApplied(w) {
-			m := &metav1.PartialObjectMetadata{ObjectMeta: w.ObjectMeta}
-			m.SetGroupVersionKind(manifestWorkGVK)
-			if !isOrphan(w) {
-				if err := a.orphanWork(ctx, m, true); err != nil {
-					return err
-				}
+		if !isOrphan(w) {
+			if _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {
+				return err
 			}
 			continue
 		}
-		if err := a.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		if !a.orphanApplied(w) {
+			continue // the agent's next status brings the cluster back
+		}
+		if err := a.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID, ResourceVersion: &w.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return err
 		}
 		a.inflight.forgetStamp(w.UID)
@@ -232,64 +232,21 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 	return nil
 }
 
+// isOrphan says whether the work leaves all its resources on the managed cluster when deleted.
 func isOrphan(w *workv1.ManifestWork) bool {
 	return w.Spec.DeleteOption != nil && w.Spec.DeleteOption.PropagationPolicy == workv1.DeletePropagationPolicyTypeOrphan
 }
 
-// orphanApplied says whether deleting the work now leaves its resources on
-// the managed cluster: it carries deleteOption Orphan, at least at the
-// generation this process stamped, and the work agent has applied that
-// generation (its Applied condition observed it). A work the agent never
-// applied has nothing on the managed cluster to delete.
-func (a *ManagedClusterAdapter) orphanApplied(w *workv1.ManifestWork) bool {
-	if !isOrphan(w) || w.Generation < a.inflight.stamped(w.UID) {
-		return false
-	}
-	applied := apimeta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
-	return applied == nil || applied.ObservedGeneration >= w.Generation
-}
-
-// orphanWork makes the work leave its resources on the managed cluster when
-// it is deleted, and remembers the generation that says so. own is for the
-// operator's own signal works: it owns their whole spec, so a patch changes
-// only deleteOption (an apply of deleteOption alone would drop the fields
-// it applied before, the manifests among them). Other works get a
-// server-side apply of deleteOption that never takes the field from
-// another manager. Both carry the UID: they never touch a work recreated
-// under the same name.
-func (a *ManagedClusterAdapter) orphanWork(ctx context.Context, w *metav1.PartialObjectMetadata, own bool) error {
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": manifestWorkGVK.GroupVersion().String(),
-		"kind":       manifestWorkGVK.Kind,
-		"metadata":   map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID)},
-		"spec":       map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
-	}}
-	var err error
-	if own {
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`, w.UID)
-		err = a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
-	} else {
-		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-	}
-	if err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	a.inflight.stamp(w.Namespace, w.UID, obj.GetGeneration())
-	return nil
-}
-
-// Watches implements Adapter: the cluster's works, add-ons and namespace,
-// metadata-only, and the policies, which can change every cluster's governor.
+// Watches implements Adapter: the cluster's works, add-ons (metadata-only)
+// and namespace, and the policies, which can change every cluster's governor.
 func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 	work := &workv1.ManifestWork{}
 	addon := &metav1.PartialObjectMetadata{}
 	addon.SetGroupVersionKind(addonGVK)
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	return b.
 		Watches(work, handler.EnqueueRequestsFromMapFunc(a.workToCluster)).
 		Watches(addon, handler.EnqueueRequestsFromMapFunc(a.deletingClusterOf)).
-		Watches(ns, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		})).
 		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(a.allClusters),

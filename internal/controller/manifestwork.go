@@ -62,6 +62,11 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 		return reconcile.Result{}, nil // a work being deleted is not changed
 	case w.GetLabels()[v1alpha1.SignalWorkLabel] == "true":
 		return reconcile.Result{}, nil // the cluster controller owns the signal work
+	case g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil:
+		// The teardown decides the deleteOption of a deleting cluster's
+		// works (Orphan for all under Needless), and waits for the agent
+		// to apply it: a rule decision stamped now would undo it.
+		return reconcile.Result{}, nil
 	case g.Held != nil:
 		log.Info("work held: no orphaning decision", "work", w.GetName(), "namespace", w.GetNamespace(), "reason", g.Held.Error())
 		return reconcile.Result{}, nil

@@ -26,6 +26,9 @@ type Metrics struct {
 	ForcedObjects *prometheus.CounterVec
 	// OrphanedWorks counts the ManifestWorks given deleteOption Orphan.
 	OrphanedWorks prometheus.Counter
+	// UnconfirmedOrphans counts the ManifestWorks deleted with an orphaning
+	// deleteOption the work agent never confirmed.
+	UnconfirmedOrphans prometheus.Counter
 
 	mu    sync.Mutex
 	steps map[string]string
@@ -55,13 +58,17 @@ func NewMetrics() *Metrics {
 			Name: "cleanup_orphaned_works_total",
 			Help: "ManifestWorks the operator gave deleteOption Orphan.",
 		}),
+		UnconfirmedOrphans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cleanup_unconfirmed_orphans_total",
+			Help: "ManifestWorks deleted with an orphaning deleteOption the work agent never confirmed (an unavailable cluster past the timeout).",
+		}),
 		steps: map[string]string{},
 	}
 }
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, stampedObjects}
+	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, stampedObjects}
 }
 
 func (m *Metrics) observeStep(cluster, step string) {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,7 +72,7 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 	ns := &corev1.Namespace{}
 	switch err := p.Reader.Get(ctx, client.ObjectKey{Name: name}, ns); {
 	case err == nil:
-		if in.Namespace, err = runtime.DefaultUnstructuredConverter.ToUnstructured(ns); err != nil {
+		if in.Namespace, err = namespaceValue(ns); err != nil {
 			return nil, err
 		}
 	case !apierrors.IsNotFound(err):
@@ -119,7 +118,7 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 		if w.Labels[v1alpha1.SignalWorkLabel] == "true" || (signal != "" && w.Name == signal) {
 			continue
 		}
-		d, err := decideOrphaning(g, w, p.Mapper)
+		d, err := teardownOrphaning(g, plan.Strategy, w, p.Mapper)
 		wp := policy.WorkPlanOf(w.Name, d)
 		if err != nil {
 			wp = policy.WorkPlan{Name: w.Name, Error: err.Error()}

@@ -70,7 +70,7 @@ func Orphaning(p *cel.Policy, a *cel.Activation, work map[string]any, manifests 
 		gvk, name, namespace := manifestIdentity(m)
 		resource, err := resourceOf(i, gvk)
 		if err != nil {
-			return DeleteOption{}, fmt.Errorf("manifest %d (%s %s): %w", i, gvk.Kind, name, err)
+			return DeleteOption{}, fmt.Errorf("manifest %d (%s %s), orphaned by rule %s: %w", i, gvk.Kind, name, rule, err)
 		}
 		d.Orphans = append(d.Orphans, Orphan{Group: gvk.Group, Resource: resource, Namespace: namespace, Name: name})
 		d.Rules = append(d.Rules, rule)
