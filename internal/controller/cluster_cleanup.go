@@ -54,7 +54,7 @@ type cleanup struct {
 	// works are the cluster's ManifestWorks whole, by UID: their
 	// manifests and status decide their orphaning.
 	works map[types.UID]*workv1.ManifestWork
-	plan      []string // dry run: what would happen, step by step
+	plan  []string // dry run: what would happen, step by step
 }
 
 // step is where a cleanup stands after one phase.
