@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -231,7 +230,7 @@ func (a *ManagedClusterAdapter) orphanApplied(w *workv1.ManifestWork) bool {
 	if w.Generation < a.inflight.stamped(w.UID) {
 		return false
 	}
-	applied := apimeta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+	applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
 	return applied != nil && applied.ObservedGeneration >= w.Generation
 }
 
