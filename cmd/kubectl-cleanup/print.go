@@ -33,7 +33,8 @@ func printPlan(w io.Writer, p *policy.ClusterPlan) {
 	fmt.Fprintf(w, "Strategy: %s, timeout %s; the cluster is %s.\n", p.Strategy, p.Timeout, availability)
 	switch {
 	case p.Strategy == v1alpha1.RemoveStrategyBestEffort && !p.Available:
-		fmt.Fprintln(w, "  BestEffort on an unavailable cluster: the work agent's finalizer is removed at once from what it holds.")
+		fmt.Fprintln(w, "  BestEffort on an unavailable cluster: the work agent's finalizer is removed at once from what it holds,")
+		fmt.Fprintln(w, "  except from works with an orphaning deleteOption, which wait for the timeout first.")
 	case p.Strategy == v1alpha1.RemoveStrategyRequired:
 		fmt.Fprintln(w, "  Required: the cleanup waits for every object, past the timeout too.")
 	}
@@ -48,7 +49,9 @@ func printPlan(w io.Writer, p *policy.ClusterPlan) {
 		fmt.Fprintf(w, "%2d. %s\n", n, fmt.Sprintf(format, args...))
 	}
 	if p.OrphanAll {
-		step("orphan: give every ManifestWork deleteOption Orphan, so that its resources stay on the managed cluster")
+		step("orphan: give every ManifestWork deleteOption Orphan, so that its resources stay on the managed cluster, and wait until the work agent applied it")
+	} else if orphaning(p.Works) {
+		step("orphan: give each ManifestWork the deleteOption below, and wait until the work agent applied it")
 	}
 	if p.Namespace != nil {
 		step("label namespace %s %s=true", p.Namespace.Name, v1alpha1.ClusterDeletingLabel)
@@ -90,7 +93,7 @@ func printPlan(w io.Writer, p *policy.ClusterPlan) {
 	if len(p.Works) > 0 {
 		fmt.Fprintln(w, "\nWhen a ManifestWork is deleted, what stays on the managed cluster:")
 		if p.OrphanAll {
-			fmt.Fprintln(w, "  (under Needless every work is orphaned before the cleanup; below are the orphaning rules' decisions)")
+			fmt.Fprintln(w, "  (under Needless every work is orphaned before the cleanup, whatever the orphaning rules say)")
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, wp := range p.Works {
@@ -179,4 +182,14 @@ func describeRemaining(r controller.Remaining) string {
 		return "nothing"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// orphaning says whether a work's decided deleteOption keeps anything.
+func orphaning(works []policy.WorkPlan) bool {
+	for _, w := range works {
+		if w.PropagationPolicy != "" {
+			return true
+		}
+	}
+	return false
 }

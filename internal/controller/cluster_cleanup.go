@@ -36,6 +36,11 @@ import (
 // restart so that the cleanup ends with reason Forced.
 const ForcedObjectsAnnotation = "cleanup.fleetops.dev/forced-objects"
 
+// ForcingAnnotation lists, on a ManagedCluster being cleaned up, the
+// objects of the last batch the operator set out to force (resource/name),
+// already counted in ForcedObjectsAnnotation.
+const ForcingAnnotation = "cleanup.fleetops.dev/forcing"
+
 // maxNamed bounds the objects a condition message names.
 const maxNamed = 5
 
@@ -513,9 +518,8 @@ const deleteParallelism = 8
 
 // deleteObjects deletes the objects that are not being deleted yet, once
 // each: an object already deleted by this process is not deleted again
-// while the cache catches up. A work whose deleteOption orphans anything is
-// deleted only at the version whose orphaning was checked: a work changed
-// meanwhile is checked again first.
+// while the cache catches up. A work is deleted only at the version whose
+// orphaning was checked: a work changed meanwhile is checked again first.
 func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, c *cleanup, objs []policy.Object) (int, error) {
 	var n atomic.Int64
 	eg, ctx := errgroup.WithContext(ctx)
@@ -532,7 +536,7 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, c *cleanup, o
 			target.SetNamespace(o.Meta.Namespace)
 			target.SetName(o.Meta.Name)
 			pre := client.Preconditions{UID: &o.Meta.UID}
-			if w := c.works[o.Meta.UID]; w != nil && orphans(w) {
+			if w := c.works[o.Meta.UID]; w != nil {
 				pre.ResourceVersion = &w.ResourceVersion
 			}
 			err := a.Client.Delete(ctx, target, pre)
@@ -568,16 +572,8 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	// The record first: a finalizer removed without it would let the
-	// cleanup end as Completed after a crash or a failed write.
-	before := c.mc.DeepCopy()
-	total := len(todo)
-	if n, err := strconv.Atoi(c.mc.GetAnnotations()[ForcedObjectsAnnotation]); err == nil {
-		total += n
-	}
-	setAnnotation(c.mc, ForcedObjectsAnnotation, strconv.Itoa(total))
-	if err := a.Client.Patch(ctx, c.mc, client.MergeFrom(before)); err != nil {
-		return 0, fmt.Errorf("recording the forced objects of %s: %w", c.mc.GetName(), err)
+	if err := a.recordForcing(ctx, c, todo); err != nil {
+		return 0, err
 	}
 	var forced []string
 	for _, o := range todo {
@@ -602,6 +598,33 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 	a.Recorder.Eventf(c.mc, nil, corev1.EventTypeWarning, v1alpha1.ForcedReason, eventAction("Force/"+forced[0]),
 		"%s (%s): removed the work agent's finalizer from %s", c.strategy, why, strings.Join(forced, ", "))
 	return len(forced), nil
+}
+
+// recordForcing writes, before any finalizer is removed, the count of
+// forced objects and the batch about to be forced, so that a cleanup never
+// ends as Completed after a crash or a failed write, and an object of a
+// batch cut short is not counted twice when the next one forces it. It
+// writes on the cluster as read, so no record written meanwhile is lost.
+func (a *ManagedClusterAdapter) recordForcing(ctx context.Context, c *cleanup, batch []policy.Object) error {
+	counted := sets.New[string]()
+	if v := c.mc.GetAnnotations()[ForcingAnnotation]; v != "" {
+		counted.Insert(strings.Split(v, ",")...)
+	}
+	total, _ := strconv.Atoi(c.mc.GetAnnotations()[ForcedObjectsAnnotation])
+	keys := make([]string, len(batch))
+	for i, o := range batch {
+		keys[i] = o.Key()
+		if !counted.Has(keys[i]) {
+			total++
+		}
+	}
+	before := c.mc.DeepCopy()
+	setAnnotation(c.mc, ForcedObjectsAnnotation, strconv.Itoa(total))
+	setAnnotation(c.mc, ForcingAnnotation, strings.Join(keys, ","))
+	if err := a.Client.Patch(ctx, c.mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the forced objects of %s: %w", c.mc.GetName(), err)
+	}
+	return nil
 }
 
 // removeFinalizerPatch is a JSON patch removing one finalizer, valid only
@@ -629,16 +652,27 @@ type inflight struct {
 	// Orphan, so that a cache that has not caught up with the stamp is not
 	// taken for a work the agent applied it to.
 	stamps map[types.UID]int64
+	// stampCount counts those stamps per work, to stop a write war.
+	stampCount map[types.UID]int
 }
 
 func (f *inflight) stamp(cluster string, uid types.UID, generation int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stamps[uid] = generation
+	f.stampCount[uid]++
 	if f.byCluster[cluster] == nil {
 		f.byCluster[cluster] = sets.New[types.UID]()
 	}
 	f.byCluster[cluster].Insert(uid)
+}
+
+// restamps counts the stamps this process wrote on a work beyond the first:
+// another manager reverted them.
+func (f *inflight) restamps(uid types.UID) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.stampCount[uid]-1, 0)
 }
 
 func (f *inflight) stamped(uid types.UID) int64 {
@@ -651,6 +685,7 @@ func (f *inflight) forgetStamp(uid types.UID) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.stamps, uid)
+	delete(f.stampCount, uid)
 }
 
 // maxFinished bounds the finished clusters remembered; the cache has long
@@ -682,10 +717,11 @@ const (
 
 func newInflight() *inflight {
 	return &inflight{
-		sets:      map[inflightKind]sets.Set[types.UID]{deleted: {}, orphaned: {}, forcedSet: {}},
-		byCluster: map[string]sets.Set[types.UID]{},
-		done:      sets.New[types.UID](),
-		stamps:    map[types.UID]int64{},
+		sets:       map[inflightKind]sets.Set[types.UID]{deleted: {}, orphaned: {}, forcedSet: {}},
+		byCluster:  map[string]sets.Set[types.UID]{},
+		done:       sets.New[types.UID](),
+		stamps:     map[types.UID]int64{},
+		stampCount: map[types.UID]int{},
 	}
 }
 
@@ -714,6 +750,7 @@ func (f *inflight) forgetCluster(cluster string) {
 			s.Delete(uid)
 		}
 		delete(f.stamps, uid)
+		delete(f.stampCount, uid)
 	}
 	delete(f.byCluster, cluster)
 }

@@ -163,7 +163,11 @@ func describe(d policy.DeleteOption) string {
 	}
 	var parts []string
 	for i, o := range d.Orphans {
-		parts = append(parts, fmt.Sprintf("%s/%s by rule %s", o.Resource, o.Name, d.Rules[i]))
+		part := o.Resource + "/" + o.Name
+		if i < len(d.Rules) { // a decision names its rules; a value read from a work does not
+			part += " by rule " + d.Rules[i]
+		}
+		parts = append(parts, part)
 	}
 	return "SelectivelyOrphan: " + strings.Join(parts, ", ")
 }

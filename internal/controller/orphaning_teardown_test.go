@@ -245,4 +245,39 @@ var _ = Describe("Orphaning during a teardown", func() {
 		Expect(namespaceDeleting(Default, "nsk-1")).To(BeFalse(), "the namespace the policy keeps was deleted")
 		Expect(objectGone("ManagedClusterAddOn", "nsk-1", "search")()).To(BeTrue())
 	})
+
+	It("holds a Needless cleanup at a work whose deleteOption another manager owns, and goes on once it lets go", func() {
+		fleetCluster("own-1", nil, true)
+		w := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+			"metadata": map[string]any{"name": "theirs", "namespace": "own-1"},
+			"spec": map[string]any{
+				"workload": map[string]any{"manifests": []any{crdManifest, configMap}},
+				"deleteOption": map[string]any{"propagationPolicy": "SelectivelyOrphan", "selectivelyOrphans": map[string]any{
+					"orphaningRules": []any{map[string]any{"group": "", "resource": "configmaps", "namespace": "default", "name": "settings"}}}},
+			},
+		}}
+		Expect(k8s.Patch(ctx, w, client.Apply, client.FieldOwner("gitops"))).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("needless-theirs", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyNeedless},
+		}))).To(Succeed())
+		governedBy("own-1", "needless-theirs")
+
+		deleteCluster("own-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "own-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("manifestworks/theirs: another manager owns spec.deleteOption (SelectivelyOrphan: configmaps/settings)"))
+		}).Should(Succeed())
+		Consistently(func(g Gomega) *metav1.Time {
+			return getWork(g, "own-1", "theirs").GetDeletionTimestamp()
+		}, "2s").Should(BeNil(), "the work was deleted with a deleteOption that is not Orphan")
+
+		By("going on once the other manager gives the field up")
+		delete(w.Object["spec"].(map[string]any), "deleteOption")
+		w.SetManagedFields(nil)
+		w.SetResourceVersion("")
+		Expect(k8s.Patch(ctx, w, client.Apply, client.FieldOwner("gitops"))).To(Succeed())
+		clusterGone("own-1")
+	})
 })

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,7 +40,11 @@ func teardownOrphaning(g *Governed, strategy v1alpha1.RemoveStrategyType, w *wor
 		return policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}, nil
 	}
 	if w.Labels[v1alpha1.SignalWorkLabel] == "true" {
-		return policy.DeleteOption{}, nil
+		if w.Name == policy.SignalWorkName(g.Policy) {
+			return policy.DeleteOption{}, nil
+		}
+		// A signal work the policy retired: its deletion must not signal.
+		return policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}, nil
 	}
 	return decideOrphaning(g, w, mapper)
 }
@@ -82,13 +87,20 @@ func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *clean
 				c.plan = append(c.plan, fmt.Sprintf("would set %s deleteOption %s", o.Key(), describe(want)))
 				continue
 			}
-			conflict, err := a.stampDeleteOption(ctx, &o.Meta.ObjectMeta, want)
+			if a.inflight.restamps(w.UID) > maxReapplies {
+				held = append(held, fmt.Sprintf("%s: another manager keeps reverting spec.deleteOption (now %s); the policy requires %s",
+					o.Key(), describe(have), describe(want)))
+				continue
+			}
+			result, err := a.stampDeleteOption(ctx, &o.Meta.ObjectMeta, want)
 			switch {
 			case err != nil:
-				return step{}, err
-			case conflict:
+				held = append(held, fmt.Sprintf("%s: setting spec.deleteOption %s failed: %v", o.Key(), describe(want), err))
+			case result == stampConflict:
 				held = append(held, fmt.Sprintf("%s: another manager owns spec.deleteOption (%s); the policy requires %s",
 					o.Key(), describe(have), describe(want)))
+			case result == stampStale:
+				pending = append(pending, o) // replaced or changed meanwhile: its event brings the cluster back
 			default:
 				stamped = append(stamped, o)
 			}
@@ -166,7 +178,8 @@ func (a *ManagedClusterAdapter) recordUnconfirmed(ctx context.Context, c *cleanu
 	}
 	before := c.mc.DeepCopy()
 	setAnnotation(c.mc, UnconfirmedOrphansAnnotation, strings.Join(sets.List(recorded), ","))
-	if err := a.Client.Patch(ctx, c.mc, client.MergeFrom(before)); err != nil {
+	// On the cluster as read: a record written meanwhile is not lost.
+	if err := a.Client.Patch(ctx, c.mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("recording the unconfirmed orphans of %s: %w", c.mc.GetName(), err)
 	}
 	a.Metrics.UnconfirmedOrphans.Add(float64(len(added)))
@@ -192,7 +205,17 @@ func unconfirmedOrphans(mc metav1.Object) sets.Set[string] {
 // decision, never forced: conflict is true when another manager owns the
 // field. Both carry the UID: they never touch a work recreated under the
 // same name.
-func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want policy.DeleteOption) (conflict bool, err error) {
+// stampResult is what became of a stamp.
+type stampResult int
+
+const (
+	stampWritten  stampResult = iota
+	stampConflict             // another field manager owns deleteOption
+	stampStale                // the work was replaced, changed or deleted meanwhile
+)
+
+func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want policy.DeleteOption) (stampResult, error) {
+	var err error
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(manifestWorkGVK)
 	obj.SetNamespace(w.Namespace)
@@ -210,16 +233,33 @@ func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1
 		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	}
 	switch {
-	case apierrors.IsConflict(err):
-		return true, nil
+	case apierrors.IsConflict(err) && fieldManagerConflict(err):
+		return stampConflict, nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return stampStale, nil // a UID precondition that failed: the watch brings the new work
 	case err != nil:
-		return false, client.IgnoreNotFound(err)
+		return stampStale, err
 	}
 	a.inflight.stamp(w.Namespace, w.UID, obj.GetGeneration())
 	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
 		a.Metrics.OrphanedWorks.Inc()
 	}
-	return false, nil
+	return stampWritten, nil
+}
+
+// fieldManagerConflict says whether a server-side apply was refused
+// because another manager owns a field it sets.
+func fieldManagerConflict(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == metav1.CauseTypeFieldManagerConflict {
+			return true
+		}
+	}
+	return false
 }
 
 // orphanApplied says whether the work agent has applied the work's current
@@ -230,8 +270,10 @@ func (a *ManagedClusterAdapter) orphanApplied(w *workv1.ManifestWork) bool {
 	if w.Generation < a.inflight.stamped(w.UID) {
 		return false
 	}
+	// Applied=False means some manifest failed to apply: the agent still
+	// owns it and would delete it with the work.
 	applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
-	return applied != nil && applied.ObservedGeneration >= w.Generation
+	return applied != nil && applied.Status == metav1.ConditionTrue && applied.ObservedGeneration >= w.Generation
 }
 
 // bounded keeps the first maxNamed entries of a list for a message.
