@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
@@ -90,6 +91,30 @@ func defaultedField(ctx context.Context, reader client.Reader, obj client.Object
 	}
 	return managers, "", nil
 }
+
+// takeDefault, after an apply conflicted, takes the stamp's defaulted field
+// when the managers that hold it never wrote it (see defaultedField), and
+// reports whether it did. When it did not, why says, where it can, why the
+// value is someone's.
+func takeDefault(ctx context.Context, c client.Client, reader client.Reader, obj client.Object, st stamp, conflict error) (took bool, why string, err error) {
+	if len(st.defaulted) == 0 || reader == nil {
+		return false, "", nil
+	}
+	managers, why, err := defaultedField(ctx, reader, obj, st, conflict)
+	if err != nil || len(managers) == 0 {
+		return false, why, err
+	}
+	if err := applyDefaultedField(ctx, c, obj, st); err != nil {
+		return false, "", err
+	}
+	logf.FromContext(ctx).Info("took a defaulted field its owner never wrote", "kind", st.gvk.Kind, "name", obj.GetName(), "namespace", obj.GetNamespace(),
+		"field", strings.Join(st.defaulted, "."), "managers", managers)
+	return true, "", nil
+}
+
+// defaultedPropagationPolicy is the field of a ManifestWork its CRD
+// defaults (to Foreground) when a deleteOption is written without it.
+var defaultedPropagationPolicy = []string{"spec", "deleteOption", "propagationPolicy"}
 
 // applyDefaultedField applies the stamp's defaulted field alone, forced, under
 // the operator's field manager and with the UID precondition: it takes that

@@ -281,3 +281,61 @@ var _ = Describe("Schema defaults nobody wrote, on ManifestWorks", func() {
 		kubectl(nil, "delete", "manifestworks", "-n", ns, "--all")
 	})
 })
+
+var _ = Describe("Schema defaults nobody wrote, under Needless", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	It("orphans a work whose propagationPolicy the CRD defaulted, and holds on one someone wrote", func() {
+		const ns = "defaults-nl"
+		fleetCluster(ns, nil, true)
+		mw := func(name string, deleteOption map[string]any) *unstructured.Unstructured {
+			spec := map[string]any{"workload": map[string]any{"manifests": []any{manifest("v1", "ConfigMap", "default", name)}}}
+			if deleteOption != nil {
+				spec["deleteOption"] = deleteOption
+			}
+			return &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+				"metadata": map[string]any{"name": name, "namespace": ns, "finalizers": []any{v1alpha1.WorkAgentFinalizer}},
+				"spec":     spec,
+			}}
+		}
+		clientSideApply.create(mw("nl-default", map[string]any{}))
+		clientSideApply.create(mw("nl-written", map[string]any{"propagationPolicy": "Foreground"}))
+		Expect(k8s.Create(ctx, cleanupPolicy("defaults-needless", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyNeedless},
+		}))).To(Succeed())
+		governedBy(ns, "defaults-needless")
+		agent.setStuck(ns, "nl-default", true)
+		agent.setStuck(ns, "nl-written", true)
+
+		deleteCluster(ns)
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, ns)
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("manifestworks/nl-written: another manager owns spec.deleteOption"))
+			g.Expect(c.Message).NotTo(ContainSubstring("nl-default"))
+			g.Expect(c.Message).To(ContainSubstring(`"kubectl-client-side-apply" applied it`))
+		}).Should(Succeed())
+		w := getWork(Default, ns, "nl-written")
+		Expect(w.GetDeletionTimestamp()).To(BeNil())
+		Expect(deleteOption(Default, ns, "nl-written")).To(Equal(map[string]any{"propagationPolicy": "Foreground"}))
+
+		By("Git drops the field: every work is orphaned before it is deleted")
+		clientSideApply.create(mw("nl-written", nil))
+		for _, name := range []string{"nl-default", "nl-written"} {
+			Eventually(func(g Gomega) {
+				w := getWork(g, ns, name)
+				g.Expect(w.GetDeletionTimestamp()).NotTo(BeNil())
+				g.Expect(deleteOption(g, ns, name)).To(Equal(map[string]any{"propagationPolicy": "Orphan"}))
+				g.Expect(fieldOwners(w, "spec", "deleteOption", "propagationPolicy")).To(Equal([]string{v1alpha1.FieldManager}))
+			}).Should(Succeed())
+			agent.setStuck(ns, name, false)
+		}
+		clusterGone(ns)
+		Eventually(func() string { return strings.Join(events(ns), "\n") }).Should(ContainSubstring(v1alpha1.OrphanedReason))
+	})
+})

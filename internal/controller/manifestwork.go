@@ -87,7 +87,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 	}
 	st := stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: OrphaningAnnotation,
 		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired),
-		defaulted: []string{"spec", "deleteOption", "propagationPolicy"}}
+		defaulted: defaultedPropagationPolicy}
 	current := desired.Equal(current(w))
 	if g.Policy != nil && g.Policy.Spec.DryRun {
 		a.preview(w, name, st, !current)

@@ -84,9 +84,14 @@ func (s *stamper) preview(obj client.Object, policy string, st stamp, pending bo
 func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (conflict bool, err error) {
 	err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	if apierrors.IsConflict(err) && st.value != "" {
-		var took bool
-		if took, err = s.takeDefault(ctx, obj, st, err); took {
+		took, why, terr := takeDefault(ctx, s.Client, s.APIReader, obj, st, err)
+		switch {
+		case terr != nil:
+			err = terr
+		case took:
 			err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		case why != "":
+			err = fmt.Errorf("%w (%s is not a default nobody wrote: %s)", err, strings.Join(st.defaulted, "."), why)
 		}
 	}
 	switch {
@@ -102,32 +107,6 @@ func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (confl
 	stampedObjects.WithLabelValues(st.kind, cmp.Or(st.value, "Released")).Inc()
 	logf.FromContext(ctx).V(1).Info("decision stamped", "kind", st.kind, "name", obj.GetName(), "namespace", obj.GetNamespace(), "decision", st.describe)
 	return false, nil
-}
-
-// takeDefault, after an apply conflicted, takes the stamp's defaulted field
-// when the managers that hold it never wrote it (see defaultedField). It
-// returns the conflict unchanged when the value is someone's, with the
-// reason added.
-func (s *stamper) takeDefault(ctx context.Context, obj client.Object, st stamp, conflict error) (bool, error) {
-	if len(st.defaulted) == 0 || s.APIReader == nil {
-		return false, conflict
-	}
-	managers, why, err := defaultedField(ctx, s.APIReader, obj, st, conflict)
-	switch {
-	case err != nil:
-		return false, err
-	case len(managers) == 0:
-		if why != "" {
-			return false, fmt.Errorf("%w (%s is not a default nobody wrote: %s)", conflict, strings.Join(st.defaulted, "."), why)
-		}
-		return false, conflict
-	}
-	if err := applyDefaultedField(ctx, s.Client, obj, st); err != nil {
-		return false, err
-	}
-	logf.FromContext(ctx).Info("took a defaulted field its owner never wrote", "kind", st.kind, "name", obj.GetName(), "namespace", obj.GetNamespace(),
-		"field", strings.Join(st.defaulted, "."), "managers", managers)
-	return true, nil
 }
 
 // stampPatch is the apply of a stamp: the UID makes it a precondition, so

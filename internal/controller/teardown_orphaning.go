@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,9 +87,9 @@ func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *clean
 			switch {
 			case err != nil:
 				return step{}, err
-			case conflict:
-				held = append(held, fmt.Sprintf("%s: another manager owns spec.deleteOption (%s); the policy requires %s",
-					o.Key(), describe(have), describe(want)))
+			case conflict != "":
+				held = append(held, fmt.Sprintf("%s: another manager owns spec.deleteOption (%s: %s); the policy requires %s",
+					o.Key(), describe(have), conflict, describe(want)))
 			default:
 				stamped = append(stamped, o)
 			}
@@ -189,10 +190,11 @@ func unconfirmedOrphans(mc metav1.Object) sets.Set[string] {
 // patch: it owns their whole spec, and an apply of deleteOption alone would
 // drop the fields it applied before, the manifests among them. Other works
 // get a server-side apply of deleteOption and the annotation recording the
-// decision, never forced: conflict is true when another manager owns the
-// field. Both carry the UID: they never touch a work recreated under the
-// same name.
-func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want policy.DeleteOption) (conflict bool, err error) {
+// decision, never forced unless another manager holds only the CRD's
+// default propagationPolicy, which it never wrote (see takeDefault):
+// conflict says why, when another manager owns the field. Both carry the
+// UID: they never touch a work recreated under the same name.
+func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want policy.DeleteOption) (conflict string, err error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(manifestWorkGVK)
 	obj.SetNamespace(w.Namespace)
@@ -208,18 +210,29 @@ func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1
 			"annotations": map[string]any{OrphaningAnnotation: want.PropagationPolicy}}
 		obj.Object["spec"] = map[string]any{"deleteOption": deleteOptionSpec(want)}
 		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		if apierrors.IsConflict(err) {
+			st := stamp{gvk: manifestWorkGVK, spec: map[string]any{"deleteOption": deleteOptionSpec(want)}, defaulted: defaultedPropagationPolicy}
+			took, why, terr := takeDefault(ctx, a.Client, a.apiReader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, st, err)
+			switch {
+			case terr != nil:
+				return "", client.IgnoreNotFound(terr)
+			case !took:
+				return cmp.Or(why, "another manager owns it"), nil
+			}
+			err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		}
 	}
 	switch {
 	case apierrors.IsConflict(err):
-		return true, nil
+		return "another manager owns it", nil
 	case err != nil:
-		return false, client.IgnoreNotFound(err)
+		return "", client.IgnoreNotFound(err)
 	}
 	a.inflight.stamp(w.Namespace, w.UID, obj.GetGeneration())
 	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
 		a.Metrics.OrphanedWorks.Inc()
 	}
-	return false, nil
+	return "", nil
 }
 
 // orphanApplied says whether the work agent has applied the work's current
