@@ -138,6 +138,11 @@ var _ = Describe("Schema defaults nobody wrote", func() {
 		// last-applied configuration is not that writer's.
 		clientSideApply.create(cp("cp-csa-then-patched", ""))
 		kubectl(nil, "patch", "configurationpolicy", "-n", ns, "cp-csa-then-patched", "--type", "merge", "-p", `{"spec":{"pruneObjectBehavior":"DeleteAll"}}`)
+		// Client-side applied with the operator's annotation written: the
+		// conflict is not on the defaulted field alone.
+		annotated := cp("cp-csa-annotated", "")
+		annotated.SetAnnotations(map[string]string{controller.PruneAnnotation: "DeleteAll"})
+		clientSideApply.create(annotated)
 
 		Expect(k8s.Create(ctx, cleanupPolicy("defaults", v1alpha1.CleanupPolicySpec{
 			Prune: &v1alpha1.Prune{Default: v1alpha1.PruneDeleteIfCreated},
@@ -161,6 +166,7 @@ var _ = Describe("Schema defaults nobody wrote", func() {
 			"cp-ssa-written":      `"gitops" applied it with server-side apply`,
 			"cp-created-default":  `"kubectl-create" set it, and no record says what it sent`,
 			"cp-csa-then-patched": `"kubectl-patch" set it, and no record says what it sent`,
+			"cp-csa-annotated":    `the conflict is on .metadata.annotations`,
 		}
 		for name, why := range conflicts {
 			By(name + ": a conflict, left alone")
@@ -170,14 +176,16 @@ var _ = Describe("Schema defaults nobody wrote", func() {
 		}
 		Eventually(func(g Gomega) {
 			p := status("defaults")(g)
-			g.Expect(p.Status.PoliciesStamped).To(BeEquivalentTo(2))
+			// The count reads the annotation, which cp-csa-annotated carries from its creator.
+			g.Expect(p.Status.PoliciesStamped).To(BeEquivalentTo(3))
 			g.Expect(p.Status.Conflicts).To(BeEquivalentTo(len(conflicts)))
 		}).Should(Succeed())
 		for name := range conflicts {
 			live := getConfigurationPolicy(Default, ns, name)
 			Expect(ownedByOperator(live)).To(BeFalse(), "%s: the operator owns a field", name)
-			Expect(live.GetAnnotations()).NotTo(HaveKey(controller.PruneAnnotation))
+			Expect(live.GetAnnotations()[controller.PruneAnnotation]).To(Or(BeEmpty(), Equal("DeleteAll")))
 		}
+		Expect(pruneOf(Default, ns, "cp-csa-annotated")).To(Equal("None"))
 		Expect(pruneOf(Default, ns, "cp-csa-written")).To(Equal("None"))
 		Expect(pruneOf(Default, ns, "cp-csa-then-patched")).To(Equal("DeleteAll"))
 
