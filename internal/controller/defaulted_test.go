@@ -283,9 +283,26 @@ var _ = Describe("Schema defaults nobody wrote, on ManifestWorks", func() {
 			Expect(ownedByOperator(live)).To(BeFalse(), "%s: the operator owns a field", name)
 			Expect(deleteOption(Default, ns, name)).To(Equal(foreground))
 		}
-		// Releasing a deleteOption whose map someone else wrote empty is
-		// refused by the API server (the apply would leave it null): the
-		// works go before the policy.
+		By("giving the decision up: the creators' deleteOption stays, defaulted again")
+		Expect(k8s.Delete(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "defaults-mw"}})).To(Succeed())
+		for _, c := range cases {
+			if !c.stamped {
+				continue
+			}
+			Eventually(func(g Gomega) {
+				live := getWork(g, ns, c.name)
+				g.Expect(live.GetAnnotations()).NotTo(HaveKey(controller.OrphaningAnnotation))
+				if c.written == nil {
+					g.Expect(deleteOption(g, ns, c.name)).To(BeNil())
+					g.Expect(ownedByOperator(live)).To(BeFalse())
+				} else {
+					// The creator's empty deleteOption cannot be stored
+					// without propagationPolicy: the operator gives the
+					// CRD's default back, under its own manager.
+					g.Expect(deleteOption(g, ns, c.name)).To(Equal(foreground))
+				}
+			}).Should(Succeed(), c.name)
+		}
 		kubectl(nil, "delete", "manifestworks", "-n", ns, "--all")
 	})
 })

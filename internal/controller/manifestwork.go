@@ -87,7 +87,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 	}
 	st := stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: OrphaningAnnotation,
 		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired),
-		defaulted: defaultedPropagationPolicy}
+		defaulted: defaultedPropagationPolicy, released: map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}}
 	current := desired.Equal(current(w))
 	if g.Policy != nil && g.Policy.Spec.DryRun {
 		a.preview(w, name, st, !current)

@@ -34,6 +34,12 @@ type stamp struct {
 	// defaulted is the path of the field the object's CRD defaults, which
 	// the operator may take from a creator that never wrote it.
 	defaulted []string
+	// released is what the operator applies instead of nothing when it
+	// gives the decision up and the API server refuses the apply of
+	// nothing: when another manager wrote the field's parent empty, giving
+	// the field up leaves that parent null, which the schema refuses. It
+	// holds the CRD's default.
+	released map[string]any
 }
 
 // stamper writes decisions on objects the operator does not own: with
@@ -83,6 +89,11 @@ func (s *stamper) preview(obj client.Object, policy string, st stamp, pending bo
 
 func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (conflict bool, err error) {
 	err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	if apierrors.IsInvalid(err) && st.value == "" && st.released != nil {
+		release := stampPatch(obj, st)
+		release.Object["spec"] = st.released
+		err = s.Client.Patch(ctx, release, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	}
 	if apierrors.IsConflict(err) && st.value != "" {
 		took, why, terr := takeDefault(ctx, s.Client, s.APIReader, obj, st, err)
 		switch {
