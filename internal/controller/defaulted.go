@@ -31,7 +31,8 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // defaultedField tells such a value from one someone wrote. It is asked
 // only after an apply conflicted, so it may read the object from the API
 // server (the cache drops managedFields). It answers with the managers that
-// hold the field when each of them provably never sent it:
+// hold the field, and the resourceVersion it read, when each of them
+// provably never sent it:
 //
 //   - the conflict is on the stamp's defaulted field and nothing else;
 //   - each other manager that owns the field is an Update manager that also
@@ -42,28 +43,29 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // field wrote it. An Update manager without a last-applied configuration (a
 // plain create, an edit, a patch) leaves no record of what it sent: its
 // value stays its own.
-func defaultedField(ctx context.Context, reader client.Reader, obj client.Object, st stamp, conflict error) (managers []string, why string, err error) {
+func defaultedField(ctx context.Context, reader client.Reader, obj client.Object, st stamp, conflict error) (managers []string, resourceVersion, why string, err error) {
 	if len(st.defaulted) == 0 {
-		return nil, "", nil
+		return nil, "", "", nil
 	}
+	// The API server names each conflicting field in a cause of its own.
 	field := "." + strings.Join(st.defaulted, ".")
 	var status apierrors.APIStatus
 	if !errors.As(conflict, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
-		return nil, "the conflict names no field", nil
+		return nil, "", "", nil // not a field conflict (a UID precondition, say)
 	}
 	for _, c := range status.Status().Details.Causes {
 		if c.Type != metav1.CauseTypeFieldManagerConflict || c.Field != field {
-			return nil, fmt.Sprintf("the conflict is on %s", c.Field), nil
+			return nil, "", fmt.Sprintf("the conflict is on %s", c.Field), nil
 		}
 	}
 
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(st.gvk)
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
-		return nil, "", client.IgnoreNotFound(err)
+		return nil, "", "", client.IgnoreNotFound(err)
 	}
 	if live.GetUID() != obj.GetUID() {
-		return nil, "the object was replaced", nil
+		return nil, "", "the object was replaced", nil
 	}
 	lastApplied, hasLastApplied := live.GetAnnotations()[LastAppliedAnnotation]
 	for _, e := range live.GetManagedFields() {
@@ -73,23 +75,23 @@ func defaultedField(ctx context.Context, reader client.Reader, obj client.Object
 		who := fmt.Sprintf("%q", e.Manager)
 		switch {
 		case e.Operation == metav1.ManagedFieldsOperationApply:
-			return nil, who + " applied it with server-side apply", nil
+			return nil, "", who + " applied it with server-side apply", nil
 		case !hasLastApplied || !ownsField(e.FieldsV1.Raw, "metadata", "annotations", LastAppliedAnnotation):
-			return nil, who + " set it, and no record says what it sent", nil
+			return nil, "", who + " set it, and no record says what it sent", nil
 		}
 		sent, err := sentField(lastApplied, st.defaulted)
 		switch {
 		case err != nil:
-			return nil, fmt.Sprintf("%s set it, and its %s cannot be read: %v", who, LastAppliedAnnotation, err), nil
+			return nil, "", fmt.Sprintf("%s set it, and its %s cannot be read: %v", who, LastAppliedAnnotation, err), nil
 		case sent:
-			return nil, fmt.Sprintf("%s applied it (it is in %s)", who, LastAppliedAnnotation), nil
+			return nil, "", fmt.Sprintf("%s applied it (it is in %s)", who, LastAppliedAnnotation), nil
 		}
 		managers = append(managers, e.Manager)
 	}
 	if len(managers) == 0 {
-		return nil, "no other manager owns it now", nil
+		return nil, "", "no other manager owns it now", nil
 	}
-	return managers, "", nil
+	return managers, live.GetResourceVersion(), "", nil
 }
 
 // takeDefault, after an apply conflicted, takes the stamp's defaulted field
@@ -100,11 +102,14 @@ func takeDefault(ctx context.Context, c client.Client, reader client.Reader, obj
 	if len(st.defaulted) == 0 || reader == nil {
 		return false, "", nil
 	}
-	managers, why, err := defaultedField(ctx, reader, obj, st, conflict)
+	managers, resourceVersion, why, err := defaultedField(ctx, reader, obj, st, conflict)
 	if err != nil || len(managers) == 0 {
 		return false, why, err
 	}
-	if err := applyDefaultedField(ctx, c, obj, st); err != nil {
+	switch err := applyDefaultedField(ctx, c, obj, resourceVersion, st); {
+	case apierrors.IsConflict(err):
+		return false, "the object changed while it was checked", nil
+	case err != nil:
 		return false, "", err
 	}
 	logf.FromContext(ctx).Info("took a defaulted field its owner never wrote", "kind", st.gvk.Kind, "name", obj.GetName(), "namespace", obj.GetNamespace(),
@@ -117,17 +122,19 @@ func takeDefault(ctx context.Context, c client.Client, reader client.Reader, obj
 var defaultedPropagationPolicy = []string{"spec", "deleteOption", "propagationPolicy"}
 
 // applyDefaultedField applies the stamp's defaulted field alone, forced, under
-// the operator's field manager and with the UID precondition: it takes that
-// one field from the managers that hold it only because the API server
-// defaulted it for them.
-func applyDefaultedField(ctx context.Context, c client.Client, obj client.Object, st stamp) error {
+// the operator's field manager, with the UID precondition and the
+// resourceVersion that was checked: it takes that one field from the
+// managers that hold it only because the API server defaulted it for them,
+// and fails if anyone wrote the object since.
+func applyDefaultedField(ctx context.Context, c client.Client, obj client.Object, resourceVersion string, st stamp) error {
 	value, found, err := unstructured.NestedFieldNoCopy(map[string]any{"spec": st.spec}, st.defaulted...)
 	if err != nil || !found {
 		return fmt.Errorf("the stamp does not set %s", strings.Join(st.defaulted, "."))
 	}
 	patch := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": st.gvk.GroupVersion().String(), "kind": st.gvk.Kind,
-		"metadata": map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())},
+		"metadata": map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID()),
+			"resourceVersion": resourceVersion},
 	}}
 	if err := unstructured.SetNestedField(patch.Object, value, st.defaulted...); err != nil {
 		return err
