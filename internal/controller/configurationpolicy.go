@@ -37,8 +37,10 @@ type ConfigurationPolicyAdapter struct {
 }
 
 // NewConfigurationPolicyAdapter returns the adapter.
-func NewConfigurationPolicyAdapter(c client.Client, recorder events.EventRecorder, tally *Tally) *ConfigurationPolicyAdapter {
-	return &ConfigurationPolicyAdapter{stamper: stamper{Client: c, Recorder: recorder, Tally: tally}}
+// apiReader reads a ConfigurationPolicy from the API server, managedFields
+// included, when an apply conflicts.
+func NewConfigurationPolicyAdapter(c client.Client, apiReader client.Reader, recorder events.EventRecorder, tally *Tally) *ConfigurationPolicyAdapter {
+	return &ConfigurationPolicyAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally}}
 }
 
 var _ Adapter[*unstructured.Unstructured] = &ConfigurationPolicyAdapter{}
@@ -90,7 +92,8 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 	}
 	actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
 	st := stamp{gvk: configurationPolicyGVK, kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior", annotation: PruneAnnotation,
-		value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)}, describe: string(desired)}
+		value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)}, describe: string(desired),
+		defaulted: []string{"spec", "pruneObjectBehavior"}}
 	if g.Policy != nil && g.Policy.Spec.DryRun {
 		a.preview(cp, name, st, desired != "" && string(desired) != actual)
 		return reconcile.Result{}, nil

@@ -47,8 +47,11 @@ type ManagedClusterAdapter struct {
 	// Mapper names the resources of manifests, for orphaning decisions.
 	Mapper apimeta.RESTMapper
 
-	watches  *resourceWatches
-	inflight *inflight
+	// apiReader reads a work, managedFields included, when orphaning it
+	// conflicts.
+	apiReader client.Reader
+	watches   *resourceWatches
+	inflight  *inflight
 }
 
 var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
@@ -56,7 +59,7 @@ var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
 // NewManagedClusterAdapter returns the adapter; it adds watches at run time
 // through the manager's cache and REST mapper.
 func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics) *ManagedClusterAdapter {
-	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), inflight: newInflight()}
+	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), inflight: newInflight()}
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
@@ -215,7 +218,7 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 			continue
 		}
 		if !isOrphan(w) {
-			if _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {
+			if _, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {
 				return err
 			}
 			continue

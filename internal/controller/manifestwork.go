@@ -37,9 +37,10 @@ type ManifestWorkAdapter struct {
 	Mapper meta.RESTMapper
 }
 
-// NewManifestWorkAdapter returns the adapter.
-func NewManifestWorkAdapter(c client.Client, mapper meta.RESTMapper, recorder events.EventRecorder, tally *Tally) *ManifestWorkAdapter {
-	return &ManifestWorkAdapter{stamper: stamper{Client: c, Recorder: recorder, Tally: tally}, Mapper: mapper}
+// NewManifestWorkAdapter returns the adapter. apiReader reads a work from
+// the API server, managedFields included, when an apply conflicts.
+func NewManifestWorkAdapter(c client.Client, apiReader client.Reader, mapper meta.RESTMapper, recorder events.EventRecorder, tally *Tally) *ManifestWorkAdapter {
+	return &ManifestWorkAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally}, Mapper: mapper}
 }
 
 var _ Adapter[*workv1.ManifestWork] = &ManifestWorkAdapter{}
@@ -85,7 +86,8 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 		}
 	}
 	st := stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: OrphaningAnnotation,
-		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired)}
+		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired),
+		defaulted: defaultedPropagationPolicy, released: map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}}
 	current := desired.Equal(current(w))
 	if g.Policy != nil && g.Policy.Spec.DryRun {
 		a.preview(w, name, st, !current)

@@ -3,6 +3,8 @@ package controller
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,15 +31,27 @@ type stamp struct {
 	value      string         // the decision; "" gives up what the operator owned
 	spec       map[string]any // the spec fields to apply
 	describe   string         // the decision, for people
+	// defaulted is the path of the field the object's CRD defaults, which
+	// the operator may take from a creator that never wrote it.
+	defaulted []string
+	// released is what the operator applies instead of nothing when it
+	// gives the decision up and the API server refuses the apply of
+	// nothing: when another manager wrote the field's parent empty, giving
+	// the field up leaves that parent null, which the schema refuses. It
+	// holds the CRD's default.
+	released map[string]any
 }
 
 // stamper writes decisions on objects the operator does not own: with
 // server-side apply of just the decided fields, never forced, never in a
 // write war, and counting what it could not write in the policy's tally.
 type stamper struct {
-	Client   client.Client
-	Recorder events.EventRecorder
-	Tally    *Tally
+	Client client.Client
+	// APIReader reads an object from the API server, managedFields
+	// included, after an apply conflicted.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Tally     *Tally
 
 	guard applyGuard
 }
@@ -74,15 +88,23 @@ func (s *stamper) preview(obj client.Object, policy string, st stamp, pending bo
 }
 
 func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (conflict bool, err error) {
-	// The UID makes the apply a precondition: it never creates an object
-	// that was deleted meanwhile.
-	md := map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())}
-	patch := map[string]any{"apiVersion": st.gvk.GroupVersion().String(), "kind": st.gvk.Kind, "metadata": md}
-	if st.value != "" {
-		md["annotations"] = map[string]any{st.annotation: st.value}
-		patch["spec"] = st.spec
+	err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	if apierrors.IsInvalid(err) && st.value == "" && st.released != nil {
+		release := stampPatch(obj, st)
+		release.Object["spec"] = st.released
+		err = s.Client.Patch(ctx, release, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	}
-	err = s.Client.Patch(ctx, &unstructured.Unstructured{Object: patch}, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	if apierrors.IsConflict(err) && st.value != "" {
+		took, why, terr := takeDefault(ctx, s.Client, s.APIReader, obj, st, err)
+		switch {
+		case terr != nil:
+			err = terr
+		case took:
+			err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		case why != "":
+			err = fmt.Errorf("%w (%s is not a default nobody wrote: %s)", err, strings.Join(st.defaulted, "."), why)
+		}
+	}
 	switch {
 	case apierrors.IsConflict(err):
 		s.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Conflict", st.action,
@@ -96,6 +118,18 @@ func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (confl
 	stampedObjects.WithLabelValues(st.kind, cmp.Or(st.value, "Released")).Inc()
 	logf.FromContext(ctx).V(1).Info("decision stamped", "kind", st.kind, "name", obj.GetName(), "namespace", obj.GetNamespace(), "decision", st.describe)
 	return false, nil
+}
+
+// stampPatch is the apply of a stamp: the UID makes it a precondition, so
+// it never creates an object that was deleted meanwhile.
+func stampPatch(obj client.Object, st stamp) *unstructured.Unstructured {
+	md := map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())}
+	patch := map[string]any{"apiVersion": st.gvk.GroupVersion().String(), "kind": st.gvk.Kind, "metadata": md}
+	if st.value != "" {
+		md["annotations"] = map[string]any{st.annotation: st.value}
+		patch["spec"] = st.spec
+	}
+	return &unstructured.Unstructured{Object: patch}
 }
 
 // stampWatches reconciles a stamped kind when its spec, labels or

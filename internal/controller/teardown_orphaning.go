@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,13 +93,13 @@ func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *clean
 					o.Key(), describe(have), describe(want)))
 				continue
 			}
-			result, err := a.stampDeleteOption(ctx, &o.Meta.ObjectMeta, want)
+			result, why, err := a.stampDeleteOption(ctx, &o.Meta.ObjectMeta, want)
 			switch {
 			case err != nil:
 				held = append(held, fmt.Sprintf("%s: setting spec.deleteOption %s failed: %v", o.Key(), describe(want), err))
 			case result == stampConflict:
-				held = append(held, fmt.Sprintf("%s: another manager owns spec.deleteOption (%s); the policy requires %s",
-					o.Key(), describe(have), describe(want)))
+				held = append(held, fmt.Sprintf("%s: another manager owns spec.deleteOption (%s: %s); the policy requires %s",
+					o.Key(), describe(have), why, describe(want)))
 			case result == stampStale:
 				pending = append(pending, o) // replaced or changed meanwhile: its event brings the cluster back
 			default:
@@ -197,14 +198,6 @@ func unconfirmedOrphans(mc metav1.Object) sets.Set[string] {
 	return s
 }
 
-// stampDeleteOption gives a work the deleteOption want and remembers the
-// generation that carries it. The operator's own signal works get a merge
-// patch: it owns their whole spec, and an apply of deleteOption alone would
-// drop the fields it applied before, the manifests among them. Other works
-// get a server-side apply of deleteOption and the annotation recording the
-// decision, never forced: conflict is true when another manager owns the
-// field. Both carry the UID: they never touch a work recreated under the
-// same name.
 // stampResult is what became of a stamp.
 type stampResult int
 
@@ -214,8 +207,16 @@ const (
 	stampStale                // the work was replaced, changed or deleted meanwhile
 )
 
-func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want policy.DeleteOption) (stampResult, error) {
-	var err error
+// stampDeleteOption gives a work the deleteOption want and remembers the
+// generation that carries it. The operator's own signal works get a merge
+// patch: it owns their whole spec, and an apply of deleteOption alone would
+// drop the fields it applied before, the manifests among them. Other works
+// get a server-side apply of deleteOption and the annotation recording the
+// decision, never forced unless another manager holds only the CRD's
+// default propagationPolicy, which it never wrote (see takeDefault); why
+// says who holds it otherwise. Both carry the UID: they never touch a work
+// recreated under the same name.
+func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want policy.DeleteOption) (result stampResult, why string, err error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(manifestWorkGVK)
 	obj.SetNamespace(w.Namespace)
@@ -231,20 +232,31 @@ func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1
 			"annotations": map[string]any{OrphaningAnnotation: want.PropagationPolicy}}
 		obj.Object["spec"] = map[string]any{"deleteOption": deleteOptionSpec(want)}
 		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		if apierrors.IsConflict(err) && fieldManagerConflict(err) {
+			st := stamp{gvk: manifestWorkGVK, spec: map[string]any{"deleteOption": deleteOptionSpec(want)}, defaulted: defaultedPropagationPolicy}
+			took, why, terr := takeDefault(ctx, a.Client, a.apiReader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, st, err)
+			switch {
+			case terr != nil:
+				return stampStale, "", client.IgnoreNotFound(terr)
+			case !took:
+				return stampConflict, cmp.Or(why, "another manager owns it"), nil
+			}
+			err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		}
 	}
 	switch {
 	case apierrors.IsConflict(err) && fieldManagerConflict(err):
-		return stampConflict, nil
+		return stampConflict, "another manager owns it", nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		return stampStale, nil // a UID precondition that failed: the watch brings the new work
+		return stampStale, "", nil // a UID precondition that failed: the watch brings the new work
 	case err != nil:
-		return stampStale, err
+		return stampStale, "", err
 	}
 	a.inflight.stamp(w.Namespace, w.UID, obj.GetGeneration())
 	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
 		a.Metrics.OrphanedWorks.Inc()
 	}
-	return stampWritten, nil
+	return stampWritten, "", nil
 }
 
 // fieldManagerConflict says whether a server-side apply was refused

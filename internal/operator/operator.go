@@ -120,7 +120,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err := (&controller.Reconciler[*workv1.ManifestWork]{
 		Client:                  mgr.GetClient(),
 		Fleet:                   fleet,
-		Adapter:                 controller.NewManifestWorkAdapter(mgr.GetClient(), mgr.GetRESTMapper(), recorder, tally),
+		Adapter:                 controller.NewManifestWorkAdapter(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), recorder, tally),
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManifestWork controller: %w", err)
@@ -128,7 +128,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
 		Client:                  mgr.GetClient(),
 		Fleet:                   fleet,
-		Adapter:                 controller.NewConfigurationPolicyAdapter(mgr.GetClient(), recorder, tally),
+		Adapter:                 controller.NewConfigurationPolicyAdapter(mgr.GetClient(), mgr.GetAPIReader(), recorder, tally),
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ConfigurationPolicy controller: %w", err)

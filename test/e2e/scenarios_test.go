@@ -26,6 +26,8 @@ var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", f
 		// only once the work agent applied it; before that the agent would
 		// delete the work's objects (see the functions).
 		It("5b. under Needless, keeps everything when the work agent was away while the works were orphaned", scenarioNeedlessAgentRestart)
+		It("5c. under Needless, keeps everything although an orphaning rule had narrowed the work to SelectivelyOrphan", scenarioNeedlessOverRules)
+		It("5d. under Needless, after the operator was down past the timeout, waits for the agent to apply the Orphan", scenarioNeedlessOperatorDown)
 		It("6. waits for the deletion signal while an in-cluster controller's finalizer holds it", scenarioSignal)
 		It("7. waits while a monitored resource remains, and deletes none of them", scenarioMonitored)
 		It("8a. with the work agent stopped and the cluster unavailable, under Required, reports and waits until the agent is back", scenarioRequiredAgentDown)

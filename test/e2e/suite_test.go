@@ -102,17 +102,24 @@ var _ = BeforeSuite(func() {
 	prop = startPropagator(adminCfg)
 
 	By("starting the operator, bin/manager, with the RBAC it ships with")
-	operatorKubeconfig := operatorKubeconfig()
-	manager, err = startProcess("manager", filepath.Join(paths.bin, "manager"),
+	startOperator("manager")
+})
+
+// startOperator starts bin/manager with the RBAC it ships with; name names
+// its log in bin/e2e-logs.
+func startOperator(name string) {
+	GinkgoHelper()
+	var err error
+	manager, err = startProcess(name, filepath.Join(paths.bin, "manager"),
 		[]string{"ENABLE_WEBHOOKS=false"},
-		"--kubeconfig="+operatorKubeconfig,
+		"--kubeconfig="+operatorKubeconfig(),
 		"--health-probe-bind-address=0",
 		"--metrics-bind-address=0",
 		"--leader-elect=false",
 	)
 	Expect(err).NotTo(HaveOccurred())
 	waitForOperator()
-})
+}
 
 var _ = AfterSuite(func() {
 	if manager != nil {

@@ -1,8 +1,11 @@
 package gitops
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // argoManager is the field manager Argo CD applies with under ServerSideApply=true.
@@ -81,23 +85,47 @@ func applyAsArgoCD(obj *unstructured.Unstructured) {
 	Expect(k8s.Patch(ctx, obj.DeepCopy(), client.Apply, client.FieldOwner(argoManager), client.ForceOwnership)).To(Succeed())
 }
 
-// owns says whether manager owns the field at path on obj through
-// server-side apply, as its managedFields entry records it.
+// applyClientSide applies obj as Argo CD does without ServerSideApply=true:
+// kubectl apply, client-side, under Argo CD's field manager.
+func applyClientSide(obj *unstructured.Unstructured) {
+	raw, err := json.Marshal(obj.Object)
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), "--kubeconfig", env.Kubeconfig,
+		"apply", "--field-manager", argoManager, "-f", "-")
+	cmd.Stdin = bytes.NewReader(raw)
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "kubectl apply: %s", out)
+}
+
+// getLive reads obj from the API server.
+func getLive(g Gomega, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), live)).To(Succeed())
+	return live
+}
+
+// owns says whether manager owns the field at path on obj, as its
+// managedFields entries record it (server-side apply or not).
 func owns(g Gomega, obj *unstructured.Unstructured, manager string, path ...string) bool {
 	for _, e := range obj.GetManagedFields() {
-		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+		if e.Manager != manager || e.FieldsV1 == nil {
 			continue
 		}
 		var node map[string]any
 		g.Expect(json.Unmarshal(e.FieldsV1.Raw, &node)).To(Succeed())
+		owned := true
 		for _, name := range path {
 			next, ok := node["f:"+name].(map[string]any)
 			if !ok {
-				return false
+				owned = false
+				break
 			}
 			node = next
 		}
-		return true
+		if owned {
+			return true
+		}
 	}
 	return false
 }
@@ -197,21 +225,71 @@ var _ = Describe("kstatus and the Argo CD health check on policies the operator 
 		}).Should(Succeed())
 	})
 
-	It("cannot stamp what a client-side apply created: the CRD's default is the creator's, and the policy reports the conflict", func() {
-		// Without ServerSideApply=true, the object is created by an Update
-		// request, whose manager owns every field the API server set,
-		// defaults included: pruneObjectBehavior: None is Argo CD's.
-		cfg := &unstructured.Unstructured{Object: map[string]any{
+	// Without ServerSideApply=true Argo CD syncs as kubectl apply does: an
+	// ordinary create or patch, whose manager owns every field the API
+	// server set, the CRD's defaults included, and the configuration it
+	// sent recorded in the last-applied-configuration annotation.
+	clientSide := func(name string, prune string) *unstructured.Unstructured {
+		spec := map[string]any{
+			"remediationAction": "enforce", "severity": "low",
+			"object-templates": []any{map[string]any{"complianceType": "musthave", "objectDefinition": map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "default"},
+			}}},
+		}
+		if prune != "" {
+			spec["pruneObjectBehavior"] = prune
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy",
-			"metadata": map[string]any{"name": "client-side", "namespace": "standalone"},
-			"spec": map[string]any{
-				"remediationAction": "enforce", "severity": "low",
-				"object-templates": []any{map[string]any{"complianceType": "musthave", "objectDefinition": map[string]any{
-					"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "client-side", "namespace": "default"},
-				}}},
-			},
+			"metadata": map[string]any{"name": name, "namespace": "standalone"}, "spec": spec,
 		}}
-		Expect(k8s.Create(ctx, cfg, client.FieldOwner(argoManager))).To(Succeed())
+	}
+
+	It("stamps what a client-side apply created without the field: the CRD's default was nobody's", func() {
+		cfg := clientSide("client-side", "")
+		// Created with pruneObjectBehavior: None, owned by Argo CD (the
+		// operator may already have stamped it by the time it is read).
+		applyClientSide(cfg)
+		// A work from Git, synced the same way, with no deleteOption.
+		work := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+			"metadata": map[string]any{"name": "client-side", "namespace": "edge-2"},
+			"spec": map[string]any{"workload": map[string]any{"manifests": []any{map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "client-side", "namespace": "default"},
+			}}}},
+		}}
+		applyClientSide(work)
+
+		Eventually(func(g Gomega) {
+			live := getLive(g, cfg)
+			g.Expect(live.Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("pruneObjectBehavior", "DeleteIfCreated")))
+			g.Expect(owns(g, live, v1alpha1.FieldManager, "spec", "pruneObjectBehavior")).To(BeTrue())
+			g.Expect(owns(g, live, argoManager, "spec", "pruneObjectBehavior")).To(BeFalse())
+			w := getLive(g, work)
+			g.Expect(w.Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("deleteOption", HaveKeyWithValue("propagationPolicy", "Orphan"))))
+			g.Expect(owns(g, w, v1alpha1.FieldManager, "spec", "deleteOption", "propagationPolicy")).To(BeTrue())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			a := assess(g, "fallback")
+			g.Expect(a.object.Object).NotTo(HaveKeyWithValue("status", HaveKey("conflicts")))
+			g.Expect(a.argo.Status).To(Equal("Healthy"))
+			g.Expect(a.argo.Message).NotTo(ContainSubstring("conflict"))
+		}).Should(Succeed())
+
+		By("syncing again from Git: the stamp stays")
+		applyClientSide(cfg)
+		applyClientSide(work)
+		Consistently(func(g Gomega) {
+			g.Expect(getLive(g, cfg).Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("pruneObjectBehavior", "DeleteIfCreated")))
+			g.Expect(getLive(g, work).Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("deleteOption", HaveKeyWithValue("propagationPolicy", "Orphan"))))
+		}, "2s").Should(Succeed())
+		Expect(k8s.Delete(ctx, cfg)).To(Succeed())
+		Expect(k8s.Delete(ctx, work)).To(Succeed())
+	})
+
+	It("leaves what a client-side apply wrote, and the policy reports the conflict", func() {
+		cfg := clientSide("client-side-written", "None")
+		applyClientSide(cfg)
 
 		Eventually(func(g Gomega) {
 			a := assess(g, "fallback")
@@ -221,9 +299,7 @@ var _ = Describe("kstatus and the Argo CD health check on policies the operator 
 			g.Expect(a.argo).To(Equal(health{Status: "Healthy",
 				Message: ready.Message + "; 1 object(s) in conflict with another field manager"}))
 		}).Should(Succeed())
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(cfg.GroupVersionKind())
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cfg), live)).To(Succeed())
+		live := getLive(Default, cfg)
 		Expect(live.Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("pruneObjectBehavior", "None")))
 		Expect(owns(Default, live, v1alpha1.FieldManager, "spec", "pruneObjectBehavior")).To(BeFalse())
 		Expect(k8s.Delete(ctx, cfg)).To(Succeed())
