@@ -81,6 +81,7 @@ them now.`,
 			return o.print(status, func(w io.Writer) { printStatus(w, status) })
 		},
 	})
+	root.AddCommand(newUninstallCommand(o))
 	return root
 }
 
