@@ -334,11 +334,12 @@ func (u *uninstaller) operatorSigns(ctx context.Context) (signs, warnings []stri
 // gone and says so (stopped). --ignore-running-operator goes on, loudly.
 func (u *uninstaller) checkOperator(ctx context.Context, deadline time.Time) (stopped bool, err error) {
 	waited := false
-	last := ""
+	last, lastWarnings := "", ""
 	for {
 		signs, warnings := u.operatorSigns(ctx)
-		for _, w := range warnings {
+		if w := strings.Join(warnings, "; "); w != lastWarnings {
 			u.printf("Warning: cannot tell whether the operator still runs: %s.\n", w)
+			lastWarnings = w
 		}
 		if len(signs) == 0 {
 			return waited, nil
@@ -590,13 +591,10 @@ func (u *uninstaller) retireSignalWorks(ctx context.Context, deadline time.Time)
 			u.printf("ManifestWork %s: %s deleteOption Orphan, so that deleting it leaves its manifests on cluster %s\n",
 				name, u.verb("set", "would set"), w.Namespace)
 			if !u.dryRun {
-				patch := fmt.Sprintf(`{"metadata":{"uid":%q,"resourceVersion":%q},"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`,
-					w.UID, w.ResourceVersion)
-				if err := u.c.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				if err := u.orphanWork(ctx, w); err != nil {
 					if apierrors.IsNotFound(err) {
 						continue
 					}
-					// A conflict: the next run reads it again.
 					return fmt.Errorf("ManifestWork %s: setting deleteOption Orphan: %w", name, err)
 				}
 			}
@@ -668,6 +666,29 @@ func (u *uninstaller) retireSignalWorks(ctx context.Context, deadline time.Time)
 				"deleteOption Orphan (run this again): %w", strings.Join(sortedValues(pending), ", "), err)
 		}
 	}
+}
+
+// orphanWork gives the work deleteOption Orphan with a merge patch that
+// carries its UID and resourceVersion: it never changes a work recreated
+// under the same name, and a concurrent change makes it read the work again.
+// Only deleteOption changes; the manifests stay as they are.
+func (u *uninstaller) orphanWork(ctx context.Context, w *workv1.ManifestWork) error {
+	uid := w.UID
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &workv1.ManifestWork{}
+		if err := u.c.Get(ctx, client.ObjectKeyFromObject(w), fresh); err != nil {
+			return err
+		}
+		if fresh.UID != uid || fresh.DeletionTimestamp != nil {
+			return apierrors.NewNotFound(workv1.Resource("manifestworks"), w.Name)
+		}
+		if isOrphanWork(fresh) {
+			return nil
+		}
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"resourceVersion":%q},"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`,
+			fresh.UID, fresh.ResourceVersion)
+		return u.c.Patch(ctx, fresh, client.RawPatch(types.MergePatchType, []byte(patch)))
+	})
 }
 
 func sortedValues(m map[types.UID]string) []string {

@@ -192,6 +192,7 @@ func TestUninstall(t *testing.T) {
 	}
 	g.Expect(<-agentErr).To(Succeed())
 	text := out2.String()
+	t.Log(text)
 	g.Expect(inOrder(text,
 		"Waiting for the operator to stop",
 		"ManagedCluster c2: removed finalizer "+v1alpha1.ClusterCleanupFinalizer+", annotation "+v1alpha1.GoverningPolicyAnnotation,
