@@ -194,7 +194,7 @@ func (u *uninstaller) teardowns(ctx context.Context) ([]teardown, error) {
 		if mc.GetDeletionTimestamp() == nil || !slices.Contains(mc.GetFinalizers(), v1alpha1.ClusterCleanupFinalizer) {
 			continue
 		}
-		t := teardown{name: mc.GetName(), step: "not started"}
+		t := teardown{name: mc.GetName(), step: "no step reported yet"}
 		if cond := findCondition(&mc, v1alpha1.ContentDeleteSuccessCondition); cond != nil {
 			t.step, t.message = cond["reason"], cond["message"]
 		}

@@ -249,7 +249,9 @@ func TestUninstall(t *testing.T) {
 
 // TestUninstallLeavesWhatTheAgentCannotConfirm: the signal work of a
 // cluster that is not Available gets its Orphan and stays, reported; a
-// second run, once the agent applied it, deletes it.
+// second run, once the agent applied it, deletes it. Without an operator,
+// a deleted cluster whose teardown may have started holds uninstall; one
+// under a dry-run policy does not.
 func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -287,6 +289,31 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("ManifestWork gone/cleanup-signal: deleted; the work agent had applied its Orphan"))
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(work), work))).To(BeTrue())
+
+	// A deleted cluster under a dry-run policy is no teardown: the operator
+	// changed nothing for it, so it is released and the hub deletes it.
+	g.Expect(createCluster(ctx, c, "dry", v1alpha1.ClusterCleanupFinalizer)).To(Succeed())
+	g.Expect(setCondition(ctx, c, "dry", v1alpha1.ContentDeleteSuccessCondition, "False", v1alpha1.DryRunReason)).To(Succeed())
+	g.Expect(c.Delete(ctx, unstructuredObject(managedClusterGVK, "", "dry"))).To(Succeed())
+	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("ManagedCluster dry: removed finalizer " + v1alpha1.ClusterCleanupFinalizer))
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "dry"}, unstructuredObject(managedClusterGVK, "", "dry")))).To(BeTrue())
+
+	// A deleted cluster with the finalizer and no outcome yet may be mid-way:
+	// without the operator it never ends, and uninstall says to start it.
+	g.Expect(createCluster(ctx, c, "pending", v1alpha1.ClusterCleanupFinalizer)).To(Succeed())
+	g.Expect(c.Delete(ctx, unstructuredObject(managedClusterGVK, "", "pending"))).To(Succeed())
+	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("refusing: 1 teardown(s) in progress: pending."))
+	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--wait", "--timeout", "1s")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("  pending: no step reported yet"))
+	g.Expect(out).To(ContainSubstring("waiting for the teardowns of pending: --timeout 1s passed"))
+	mc := unstructuredObject(managedClusterGVK, "", "pending")
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "pending"}, mc)).To(Succeed())
+	g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
 
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--signal-works", "delete")
 	g.Expect(err).To(HaveOccurred())
@@ -418,19 +445,33 @@ func applyFile(ctx context.Context, c client.Client, file string) error {
 	}
 }
 
-// setAvailable reports the cluster's agent as reaching the hub.
-func setAvailable(ctx context.Context, c client.Client, name string) error {
-	mc := &unstructured.Unstructured{}
-	mc.SetGroupVersionKind(managedClusterGVK)
+// createCluster creates a ManagedCluster with the given finalizers.
+func createCluster(ctx context.Context, c client.Client, name string, finalizers ...string) error {
+	mc := unstructuredObject(managedClusterGVK, "", name)
+	mc.SetFinalizers(finalizers)
+	if err := unstructured.SetNestedField(mc.Object, true, "spec", "hubAcceptsClient"); err != nil {
+		return err
+	}
+	return c.Create(ctx, mc)
+}
+
+// setCondition sets one status condition of a ManagedCluster.
+func setCondition(ctx context.Context, c client.Client, name, condType, status, reason string) error {
+	mc := unstructuredObject(managedClusterGVK, "", name)
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
 		return err
 	}
 	if err := unstructured.SetNestedSlice(mc.Object, []any{map[string]any{
-		"type": availableCondition, "status": "True", "reason": "ManagedClusterAvailable", "message": "test",
+		"type": condType, "status": status, "reason": reason, "message": "test",
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions"); err != nil {
 		return err
 	}
 	return c.Status().Update(ctx, mc)
+}
+
+// setAvailable reports the cluster's agent as reaching the hub.
+func setAvailable(ctx context.Context, c client.Client, name string) error {
+	return setCondition(ctx, c, name, availableCondition, "True", "ManagedClusterAvailable")
 }
 
 // setApplied reports the work's current generation as applied by the agent.
