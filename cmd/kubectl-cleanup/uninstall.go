@@ -437,6 +437,10 @@ func (u *uninstaller) stripAll(ctx context.Context, gvk schema.GroupVersionKind,
 		removed, err := u.stripMeta(ctx, gvk, client.ObjectKeyFromObject(item), finalizers, labels, annotations)
 		name := displayName(item)
 		if err != nil {
+			if strings.Contains(err.Error(), "failed calling webhook") {
+				err = fmt.Errorf("%w (a webhook that no longer answers refuses the change: if it is the operator's, "+
+					"its ValidatingWebhookConfiguration outlived it; delete that)", err)
+			}
 			errs = append(errs, fmt.Errorf("%s %s: %w", gvk.Kind, name, err))
 			continue
 		}
@@ -582,6 +586,12 @@ func (u *uninstaller) retireSignalWorks(ctx context.Context, deadline time.Time)
 			continue
 		}
 		name := w.Namespace + "/" + w.Name
+		if !writtenByOperator(w) {
+			u.printf("ManifestWork %s: left in place: it has the label %s=true, but the operator did not write it "+
+				"(neither the annotation %s nor the label %s=%s)\n",
+				name, v1alpha1.SignalWorkLabel, v1alpha1.SpecHashAnnotation, managedByLabel, v1alpha1.FieldManager)
+			continue
+		}
 		if u.signalWorks == signalWorksKeep {
 			u.printf("ManifestWork %s: left in place (--signal-works=keep); deleting it later signals a deletion to cluster %s "+
 				"unless it has deleteOption Orphan and the work agent applied it.\n", name, w.Namespace)
@@ -698,6 +708,14 @@ func sortedValues(m map[types.UID]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// writtenByOperator says whether the operator applied the signal work: it
+// labels its own objects as managed by it, and writes the hash of what it
+// applied. A work that someone else labelled is theirs.
+func writtenByOperator(w *workv1.ManifestWork) bool {
+	_, hashed := w.Annotations[v1alpha1.SpecHashAnnotation]
+	return hashed || w.Labels[managedByLabel] == v1alpha1.FieldManager
 }
 
 func isOrphanWork(w *workv1.ManifestWork) bool {

@@ -251,7 +251,8 @@ func TestUninstall(t *testing.T) {
 // cluster that is not Available gets its Orphan and stays, reported; a
 // second run, once the agent applied it, deletes it. Without an operator,
 // a deleted cluster whose teardown may have started holds uninstall; one
-// under a dry-run policy does not.
+// under a dry-run policy does not; a webhook configuration that outlived
+// the operator is named as the reason a policy cannot be released.
 func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -266,9 +267,15 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 		"metadata": map[string]any{"name": "gone"}, "spec": map[string]any{"hubAcceptsClient": true}}})).To(Succeed())
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone"}})).To(Succeed())
 	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "gone", Name: "cleanup-signal",
-		Labels: map[string]string{v1alpha1.SignalWorkLabel: "true"}}}
+		Labels:      map[string]string{v1alpha1.SignalWorkLabel: "true"},
+		Annotations: map[string]string{v1alpha1.SpecHashAnnotation: "0123456789abcdef"}}}
 	g.Expect(c.Create(ctx, work)).To(Succeed())
 	g.Expect(setApplied(ctx, c, work)).To(Succeed())
+	// Someone else's work with the signal label only: never changed.
+	lookalike := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "gone", Name: "lookalike",
+		Labels: map[string]string{v1alpha1.SignalWorkLabel: "true"}}}
+	g.Expect(c.Create(ctx, lookalike)).To(Succeed())
+	lookalikeVersion := lookalike.ResourceVersion
 
 	out, err := kubectlCleanup(t, env.Kubeconfig, "uninstall")
 	g.Expect(err).NotTo(HaveOccurred(), out)
@@ -289,6 +296,10 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("ManifestWork gone/cleanup-signal: deleted; the work agent had applied its Orphan"))
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(work), work))).To(BeTrue())
+	g.Expect(out).To(ContainSubstring("ManifestWork gone/lookalike: left in place: it has the label " + v1alpha1.SignalWorkLabel +
+		"=true, but the operator did not write it"))
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(lookalike), lookalike)).To(Succeed())
+	g.Expect(lookalike.ResourceVersion).To(Equal(lookalikeVersion))
 
 	// A deleted cluster under a dry-run policy is no teardown: the operator
 	// changed nothing for it, so it is released and the hub deletes it.
@@ -314,6 +325,24 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	mc := unstructuredObject(managedClusterGVK, "", "pending")
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: "pending"}, mc)).To(Succeed())
 	g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+
+	// The operator's webhook configuration outlived it: the finalizer of a
+	// CleanupPolicy cannot be removed, and uninstall says why.
+	var hooks admissionregistrationv1.ValidatingWebhookConfigurationList
+	g.Expect(c.List(ctx, &hooks)).To(Succeed())
+	g.Expect(hooks.Items).NotTo(BeEmpty())
+	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
+	g.Expect(c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{inUseFinalizer}},
+		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired}}})).To(Succeed())
+	for _, h := range hooks.Items {
+		h.ResourceVersion, h.UID = "", ""
+		g.Expect(c.Create(ctx, &h)).To(Succeed())
+	}
+	g.Expect(patchMeta(ctx, c, managedClusterGVK, client.ObjectKey{Name: "pending"}, `{"metadata":{"finalizers":null}}`)).To(Succeed())
+	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("CleanupPolicy held: "))
+	g.Expect(out).To(ContainSubstring("its ValidatingWebhookConfiguration outlived it; delete that"))
 
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--signal-works", "delete")
 	g.Expect(err).To(HaveOccurred())
