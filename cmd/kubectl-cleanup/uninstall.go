@@ -258,6 +258,12 @@ func (u *uninstaller) checkTeardowns(ctx context.Context, deadline time.Time) er
 			}
 			return &refusal{msg: msg}
 		}
+		if last == "" {
+			if signs, warnings := u.operatorSigns(ctx); len(signs) == 0 && len(warnings) == 0 {
+				u.printf("Note: the operator does not seem to run (no Deployment with replicas, no renewed Lease); " +
+					"teardowns move only while it runs.\n")
+			}
+		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "Waiting for %d teardown(s) to end:\n", len(tds))
 		for _, t := range tds {

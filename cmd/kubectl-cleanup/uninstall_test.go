@@ -193,6 +193,7 @@ func TestUninstall(t *testing.T) {
 	g.Expect(<-agentErr).To(Succeed())
 	text := out2.String()
 	t.Log(text)
+	g.Expect(text).NotTo(ContainSubstring("Note: the operator does not seem to run"))
 	g.Expect(inOrder(text,
 		"Waiting for the operator to stop",
 		"ManagedCluster c2: removed finalizer "+v1alpha1.ClusterCleanupFinalizer+", annotation "+v1alpha1.GoverningPolicyAnnotation,
@@ -320,6 +321,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("refusing: 1 teardown(s) in progress: pending."))
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--wait", "--timeout", "1s")
 	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("Note: the operator does not seem to run"))
 	g.Expect(out).To(ContainSubstring("  pending: no step reported yet"))
 	g.Expect(out).To(ContainSubstring("waiting for the teardowns of pending: --timeout 1s passed"))
 	mc := unstructuredObject(managedClusterGVK, "", "pending")
