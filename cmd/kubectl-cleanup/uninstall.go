@@ -41,6 +41,9 @@ const (
 	inUseFinalizer = "cleanup.fleetops.dev/in-use"
 	// forcedObjectsAnnotation counts forced objects on a ManagedCluster.
 	forcedObjectsAnnotation = "cleanup.fleetops.dev/forced-objects"
+	// unconfirmedOrphansAnnotation lists, on a ManagedCluster, the works
+	// deleted with an Orphan the work agent never confirmed.
+	unconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
 	// orphaningAnnotation records the deleteOption stamped on a ManifestWork.
 	orphaningAnnotation = "cleanup.fleetops.dev/orphaning"
 	// pruneAnnotation records the pruneObjectBehavior stamped on a
@@ -496,7 +499,7 @@ func (u *uninstaller) verb(done, dry string) string {
 func (u *uninstaller) releaseClusters(ctx context.Context) error {
 	return u.stripAll(ctx, managedClusterGVK, nil, nil,
 		[]string{v1alpha1.ClusterCleanupFinalizer}, nil,
-		[]string{v1alpha1.GoverningPolicyAnnotation, forcedObjectsAnnotation})
+		[]string{v1alpha1.GoverningPolicyAnnotation, forcedObjectsAnnotation, unconfirmedOrphansAnnotation})
 }
 
 // releasePolicies removes the in-use finalizer from CleanupPolicies. The
@@ -573,9 +576,8 @@ func (u *uninstaller) deleteAdmission(ctx context.Context) error {
 // signalling a deletion: deleting one plainly would make the work agent
 // delete its manifests on the managed cluster, which is the signal. Each
 // work gets deleteOption Orphan, as the operator does when it retires one;
-// it is deleted once the work agent has applied that generation (or never
-// applied the work at all), and the wait is only for clusters that are
-// Available. What is not confirmed by the deadline stays, with its Orphan,
+// it is deleted once the work agent has applied that generation, and the
+// wait is only for clusters that are Available. What is not confirmed by the deadline stays, with its Orphan,
 // and is reported: a second run finishes it.
 func (u *uninstaller) retireSignalWorks(ctx context.Context, deadline time.Time) error {
 	var works workv1.ManifestWorkList
@@ -729,15 +731,14 @@ func isOrphanWork(w *workv1.ManifestWork) bool {
 }
 
 // orphanApplied says whether deleting the work leaves its manifests on the
-// managed cluster: the work agent applied its current generation, which
-// carries Orphan, or never applied the work at all (nothing of it is on the
-// managed cluster).
+// managed cluster: it carries Orphan, and the work agent applied that
+// generation (its Applied condition observed it), as the operator requires.
 func orphanApplied(w *workv1.ManifestWork) bool {
 	if !isOrphanWork(w) {
 		return false
 	}
 	applied := apimeta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
-	return applied == nil || applied.ObservedGeneration >= w.Generation
+	return applied != nil && applied.ObservedGeneration >= w.Generation
 }
 
 // clusterAvailable says whether the ManagedCluster named name is Available.
@@ -783,8 +784,8 @@ policy the cleanup operator put there, so that the hub deletes ManagedClusters
 as it would without the operator:
 
   - the finalizer cleanup.fleetops.dev/cluster-cleanup and the annotations
-    cleanup.fleetops.dev/policy and cleanup.fleetops.dev/forced-objects from
-    ManagedClusters;
+    cleanup.fleetops.dev/policy, cleanup.fleetops.dev/forced-objects and
+    cleanup.fleetops.dev/unconfirmed-orphans from ManagedClusters;
   - the finalizer cleanup.fleetops.dev/in-use from CleanupPolicies;
   - the label cleanup.fleetops.dev/cluster-deleting from namespaces;
   - the annotations cleanup.fleetops.dev/orphaning from ManifestWorks and
