@@ -16,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -254,7 +256,8 @@ func TestUninstall(t *testing.T) {
 // second run, once the agent applied it, deletes it. Without an operator,
 // a deleted cluster whose teardown may have started holds uninstall; one
 // under a dry-run policy does not; a webhook configuration that outlived
-// the operator is named as the reason a policy cannot be released.
+// the operator is named as the reason a policy cannot be released; a user
+// with only the permissions docs/uninstall.md lists can run it.
 func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -346,6 +349,39 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(out).To(ContainSubstring("CleanupPolicy held: "))
 	g.Expect(out).To(ContainSubstring("its ValidatingWebhookConfiguration outlived it; delete that"))
+
+	// A user with the permissions docs/uninstall.md lists, without those to
+	// read Deployments and Leases: uninstall warns that it cannot tell
+	// whether the operator runs, and does its work.
+	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
+	uninstaller := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "uninstaller"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"", "cluster.open-cluster-management.io", "cleanup.fleetops.dev", "policy.open-cluster-management.io"},
+			Resources: []string{"managedclusters", "cleanuppolicies", "namespaces", "configurationpolicies"},
+			Verbs:     []string{"get", "list", "patch"}},
+		{APIGroups: []string{"work.open-cluster-management.io"}, Resources: []string{"manifestworks"},
+			Verbs: []string{"get", "list", "patch", "delete"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"},
+			Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}},
+	}}
+	g.Expect(c.Create(ctx, uninstaller)).To(Succeed())
+	g.Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "uninstaller"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "uninstaller"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "uninstaller"}}})).To(Succeed())
+	user, err := env.AddUser(envtest.User{Name: "uninstaller"}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	raw, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	userConfig := filepath.Join(t.TempDir(), "uninstaller.kubeconfig")
+	g.Expect(os.WriteFile(userConfig, raw, 0o600)).To(Succeed())
+	g.Expect(admission.Ensure(ctx, c)).To(Succeed())
+	out, err = kubectlCleanup(t, userConfig, "uninstall")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("Warning: cannot tell whether the operator still runs: cannot list Deployments"))
+	g.Expect(out).To(ContainSubstring("CleanupPolicy held: removed finalizer " + inUseFinalizer))
+	g.Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy " + admission.DeletingClusterPolicy + ": deleted"))
+	// Only the work someone else labelled keeps the label.
+	g.Expect(operatorMarks(ctx, c)).To(ConsistOf("ManifestWork gone/lookalike: label " + v1alpha1.SignalWorkLabel))
 
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--signal-works", "delete")
 	g.Expect(err).To(HaveOccurred())
