@@ -31,8 +31,9 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Long: `kubectl cleanup shows what the cleanup operator would do with a ManagedCluster
 if it were deleted now, and where the cleanups in progress stand. It reads
 the CleanupPolicies, clusters and cluster namespaces through your kubeconfig
-and takes the operator's decisions with the operator's own code. It changes
-nothing.`,
+and takes the operator's decisions with the operator's own code. plan and
+status change nothing; uninstall removes what the operator put on the hub,
+once the operator is gone.`,
 		SilenceUsage: true,
 	}
 	root.SetOut(streams.Out)
@@ -81,6 +82,7 @@ them now.`,
 			return o.print(status, func(w io.Writer) { printStatus(w, status) })
 		},
 	})
+	root.AddCommand(newUninstallCommand(o))
 	return root
 }
 
