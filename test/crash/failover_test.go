@@ -55,7 +55,7 @@ func TestLeaderFailover(t *testing.T) {
 	args := []string{"--leader-elect", "--leader-elect-namespace=" + leaseNamespace,
 		// Quick, yet tolerant of a loaded machine: a leader that cannot
 		// renew in time exits, and that fails the test.
-		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+		"--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s"}
 	managers := map[string]*process{}
 	for _, u := range users {
 		managers[u] = h.start(u, args...)

@@ -37,6 +37,15 @@ func deleteEvent(user string, key objectKey, code int, revision int64) auditEven
 	return e
 }
 
+// forceEvent is the operator's removal of the work agent's finalizer.
+func forceEvent(key objectKey) auditEvent {
+	e := deleteEvent(operatorUser, key, 200, 0)
+	e.Verb = "patch"
+	e.RequestObject = fmt.Appendf(nil, `[{"op":"test","path":"/metadata/finalizers/0","value":%q},{"op":"remove","path":"/metadata/finalizers/0"}]`,
+		v1alpha1.WorkAgentFinalizer)
+	return e
+}
+
 func object(u map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: u}
 }
@@ -58,10 +67,15 @@ func cleanHistory(strategy v1alpha1.RemoveStrategyType) *history {
 		})
 	}
 	rev := int64(10)
+	forced := 0
 	step := func(key objectKey, deleted bool) {
 		if deleted {
 			h.events = append(h.events, deleteEvent(operatorUser, key, 200, rev))
 			h.w.started[key] = removal{revision: rev, object: work()}
+		}
+		if strategy == v1alpha1.RemoveStrategyBestEffort && key.resource == "manifestworks" {
+			h.events = append(h.events, forceEvent(key))
+			forced++
 		}
 		rev++
 		if key.resource != "namespaces" {
@@ -77,9 +91,11 @@ func cleanHistory(strategy v1alpha1.RemoveStrategyType) *history {
 	step(objectKey{"namespaces", "", "c1"}, true)
 	reason := map[v1alpha1.RemoveStrategyType]string{
 		v1alpha1.RemoveStrategyRequired: v1alpha1.CompletedReason, v1alpha1.RemoveStrategyNeedless: v1alpha1.OrphanedReason,
+		v1alpha1.RemoveStrategyBestEffort: v1alpha1.ForcedReason,
 	}[strategy]
 	h.w.gone[objectKey{"managedclusters", "", "c1"}] = removal{revision: rev, object: object(map[string]any{
-		"metadata": map[string]any{"name": "c1"},
+		"metadata": map[string]any{"name": "c1", "annotations": map[string]any{
+			"cleanup.fleetops.dev/forced-objects": fmt.Sprint(forced)}},
 		"status": map[string]any{"conditions": []any{map[string]any{
 			"type": v1alpha1.ContentDeleteSuccessCondition, "status": "True", "reason": reason, "message": "done"}}},
 	})}
@@ -161,12 +177,15 @@ func TestChecksFail(t *testing.T) {
 			_ = unstructured.SetNestedField(h.w.started[key].object.Object, int64(5), "metadata", "generation")
 		}, propOrphan},
 		{"Required, forced", v1alpha1.RemoveStrategyRequired, func(h *history) {
-			e := deleteEvent(operatorUser, objectKey{"manifestworks", "c1", "work-p10-0"}, 200, 99)
-			e.Verb = "patch"
-			e.RequestObject = fmt.Appendf(nil, `[{"op":"test","path":"/metadata/finalizers/0","value":%q},{"op":"remove","path":"/metadata/finalizers/0"}]`,
-				v1alpha1.WorkAgentFinalizer)
-			h.events = append(h.events, e)
+			h.events = append(h.events, forceEvent(objectKey{"manifestworks", "c1", "work-p10-0"}))
 		}, propForcing},
+		{"a clean BestEffort teardown", v1alpha1.RemoveStrategyBestEffort, func(*history) {}, ""},
+		{"BestEffort, a forced object not counted", v1alpha1.RemoveStrategyBestEffort, func(h *history) {
+			h.w.gone[objectKey{"managedclusters", "", "c1"}].object.SetAnnotations(map[string]string{"cleanup.fleetops.dev/forced-objects": "2"})
+		}, propForcing},
+		{"BestEffort, forced objects counted twice", v1alpha1.RemoveStrategyBestEffort, func(h *history) {
+			h.w.gone[objectKey{"managedclusters", "", "c1"}].object.SetAnnotations(map[string]string{"cleanup.fleetops.dev/forced-objects": "5"})
+		}, propForcedCount},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := cleanHistory(tc.strategy)

@@ -42,11 +42,14 @@ const (
 	// agent applied it.
 	propOrphan = "orphan-first"
 	// Only BestEffort forces, and every forced object is recorded on the
-	// cluster.
+	// cluster (its forced-objects count is not below the objects forced).
 	propForcing = "forcing-recorded"
+	// The forced-objects count on the cluster, which the final condition
+	// reports, is the number of objects forced.
+	propForcedCount = "forced-count"
 )
 
-var properties = []string{propComplete, propOrder, propOnce, propInside, propOrphan, propForcing}
+var properties = []string{propComplete, propOrder, propOnce, propInside, propOrphan, propForcing, propForcedCount}
 
 // verdict collects, by property, what the audit log and the witness show
 // against the contract.
@@ -269,8 +272,12 @@ func checkTeardown(v verdict, td *teardown, attempts map[objectKey][]deletion, e
 	}
 	if td.strategy == v1alpha1.RemoveStrategyBestEffort {
 		counted, _ := strconv.Atoi(cluster.object.GetAnnotations()["cleanup.fleetops.dev/forced-objects"])
-		if counted != len(forced) {
+		switch {
+		case counted < len(forced):
 			v.add(propForcing, "%s (%s): the cluster counts %d forced object(s), the operator forced %d", ns, td.strategy, counted, len(forced))
+		case counted > len(forced):
+			v.add(propForcedCount, "%s (%s): the cluster counts %d forced object(s) (%s), the operator forced %d",
+				ns, td.strategy, counted, message, len(forced))
 		}
 	}
 }
