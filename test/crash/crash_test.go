@@ -165,6 +165,11 @@ func (h *harness) fleet(prefix string, ss []v1alpha1.RemoveStrategyType, running
 		h.until(fmt.Sprintf("the operator governs %s", td.cluster), running, func() (bool, error) {
 			return governed(h.ctx, h.cp.admin, td.cluster)
 		})
+		// Stamped and applied before the teardown: an unavailable
+		// cluster's agent would never confirm a stamp made after.
+		h.until(fmt.Sprintf("the works of %s are stamped SelectivelyOrphan and applied", td.cluster), running, func() (bool, error) {
+			return settled(h.ctx, h.cp.admin, td.cluster)
+		})
 	}
 	return tds
 }

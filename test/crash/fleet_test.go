@@ -30,8 +30,11 @@ const (
 	// until it has cleaned up after them.
 	addonFinalizer = "crash.fleetops.dev/addon-cleanup"
 	signalWork     = "alive"
-	monitored      = "app"
-	unrelated      = "unrelated"
+	// keepSuffix ends the name of the manifest of each work that the
+	// policies' orphaning rule keeps on the managed cluster.
+	keepSuffix = "-keep"
+	monitored  = "app"
+	unrelated  = "unrelated"
 )
 
 var strategies = []v1alpha1.RemoveStrategyType{
@@ -54,6 +57,10 @@ func createPolicies(ctx context.Context, c client.Client) error {
 				}},
 				DeletionSignal: &v1alpha1.DeletionSignal{WorkName: signalWork, Manifests: []v1alpha1.Manifest{{RawExtension: runtime.RawExtension{
 					Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-alive","namespace":"kube-system"}}`)}}}},
+				// Every work keeps one of its two manifests on the managed
+				// cluster: SelectivelyOrphan, which Needless must widen to
+				// Orphan.
+				Orphaning: []v1alpha1.OrphaningRule{{Name: "keep", When: "manifest.metadata.name.endsWith('" + keepSuffix + "')"}},
 			},
 		}
 		if err := c.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
@@ -129,8 +136,10 @@ func createCluster(ctx context.Context, c client.Client, name string, s v1alpha1
 			if prio != "" {
 				w.Annotations = map[string]string{clusterv1.CleanupPriorityAnnotationKey: prio}
 			}
-			w.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtime.RawExtension{
-				Raw: fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"}}`, w.Name)}}}
+			for _, name := range []string{w.Name, w.Name + keepSuffix} {
+				w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{
+					Raw: fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"}}`, name)}})
+			}
 			if err := c.Create(ctx, w); err != nil {
 				return nil, err
 			}
@@ -200,6 +209,25 @@ func governed(ctx context.Context, c client.Client, name string) (bool, error) {
 		return false, client.IgnoreNotFound(err)
 	}
 	return appliedAt(w) >= w.Generation && slices.Contains(w.Finalizers, v1alpha1.WorkAgentFinalizer), nil
+}
+
+// settled says whether every work of the cluster other than the signal
+// work carries the deleteOption its orphaning rule decides and the agent
+// applied it.
+func settled(ctx context.Context, c client.Client, name string) (bool, error) {
+	var works workv1.ManifestWorkList
+	if err := c.List(ctx, &works, client.InNamespace(name)); err != nil {
+		return false, err
+	}
+	for _, w := range works.Items {
+		if w.Name == signalWork {
+			continue
+		}
+		if w.Spec.DeleteOption == nil || w.Spec.DeleteOption.PropagationPolicy != workv1.DeletePropagationPolicyTypeSelectivelyOrphan || appliedAt(&w) < w.Generation {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // contentDeleteReason is the reason of the cluster's ContentDeleteSuccess

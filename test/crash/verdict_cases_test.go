@@ -58,10 +58,15 @@ func cleanHistory(strategy v1alpha1.RemoveStrategyType) *history {
 		td: &teardown{cluster: "c1", strategy: strategy, addons: []string{"addon-0"},
 			works: map[string]string{"work-punset-0": "", "work-p10-0": "10"}},
 	}
-	work := func() *unstructured.Unstructured {
+	work := func(name string) *unstructured.Unstructured {
+		option := map[string]any{"propagationPolicy": "Orphan"}
+		if strategy != v1alpha1.RemoveStrategyNeedless {
+			option = map[string]any{"propagationPolicy": "SelectivelyOrphan", "selectivelyOrphans": map[string]any{
+				"orphaningRules": []any{map[string]any{"resource": "configmaps", "namespace": "default", "name": name + keepSuffix}}}}
+		}
 		return object(map[string]any{
 			"metadata": map[string]any{"generation": int64(3)},
-			"spec":     map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Orphan"}},
+			"spec":     map[string]any{"deleteOption": option},
 			"status": map[string]any{"conditions": []any{map[string]any{
 				"type": "Applied", "status": "True", "observedGeneration": int64(2)}}},
 		})
@@ -71,7 +76,7 @@ func cleanHistory(strategy v1alpha1.RemoveStrategyType) *history {
 	step := func(key objectKey, deleted bool) {
 		if deleted {
 			h.events = append(h.events, deleteEvent(operatorUser, key, 200, rev))
-			h.w.started[key] = removal{revision: rev, object: work()}
+			h.w.started[key] = removal{revision: rev, object: work(key.name)}
 		}
 		if strategy == v1alpha1.RemoveStrategyBestEffort && key.resource == "manifestworks" {
 			h.events = append(h.events, forceEvent(key))
@@ -79,7 +84,7 @@ func cleanHistory(strategy v1alpha1.RemoveStrategyType) *history {
 		}
 		rev++
 		if key.resource != "namespaces" {
-			h.w.gone[key] = removal{revision: rev, object: work()}
+			h.w.gone[key] = removal{revision: rev, object: work(key.name)}
 		}
 		rev++
 	}
@@ -107,8 +112,11 @@ func cleanHistory(strategy v1alpha1.RemoveStrategyType) *history {
 func TestChecksFail(t *testing.T) {
 	// swap exchanges the times two objects were deleted and gone.
 	swap := func(h *history, a, b objectKey) {
-		h.w.started[a], h.w.started[b] = h.w.started[b], h.w.started[a]
-		h.w.gone[a], h.w.gone[b] = h.w.gone[b], h.w.gone[a]
+		for _, m := range []map[objectKey]removal{h.w.started, h.w.gone} {
+			ra, rb := m[a], m[b]
+			ra.revision, rb.revision = rb.revision, ra.revision
+			m[a], m[b] = ra, rb
+		}
 		var ia, ib int
 		for i, e := range h.events {
 			switch keyOf(&e) {
@@ -174,6 +182,14 @@ func TestChecksFail(t *testing.T) {
 		}, propOrphan},
 		{"Needless, a work deleted before the agent applied Orphan", v1alpha1.RemoveStrategyNeedless, func(h *history) {
 			key := objectKey{"manifestworks", "c1", "work-punset-0"}
+			_ = unstructured.SetNestedField(h.w.started[key].object.Object, int64(5), "metadata", "generation")
+		}, propOrphan},
+		{"Required, a work deleted unstamped", v1alpha1.RemoveStrategyRequired, func(h *history) {
+			key := objectKey{"manifestworks", "c1", "work-p10-0"}
+			unstructured.RemoveNestedField(h.w.started[key].object.Object, "spec", "deleteOption")
+		}, propOrphan},
+		{"Required, a work deleted before the agent applied its stamp", v1alpha1.RemoveStrategyRequired, func(h *history) {
+			key := objectKey{"manifestworks", "c1", "work-p10-0"}
 			_ = unstructured.SetNestedField(h.w.started[key].object.Object, int64(5), "metadata", "generation")
 		}, propOrphan},
 		{"Required, forced", v1alpha1.RemoveStrategyRequired, func(h *history) {

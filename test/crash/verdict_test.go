@@ -38,8 +38,9 @@ const (
 	// Nothing but a deleted cluster's namespace and its stage objects
 	// is deleted.
 	propInside = "inside"
-	// Needless: every work is deleted with deleteOption Orphan, once the
-	// agent applied it.
+	// Every work is deleted with the deleteOption the teardown requires
+	// (Orphan under Needless, the rule's SelectivelyOrphan otherwise),
+	// once the agent applied it.
 	propOrphan = "orphan-first"
 	// Only BestEffort forces, and every forced object is recorded on the
 	// cluster (its forced-objects count is not below the objects forced).
@@ -91,10 +92,11 @@ func operatorDeletions(events []auditEvent, users []string, v verdict) []deletio
 	return out
 }
 
-// forcedPatch says whether an audit event is a successful removal of the
-// work agent's finalizer by the operator (what BestEffort calls forcing).
+// forcedPatch says whether an audit event is a removal of the work agent's
+// finalizer by the operator (what BestEffort calls forcing), whatever its
+// answer: one the operator was killed before it saw may have succeeded.
 func forcedPatch(e *auditEvent, users []string) bool {
-	if e.Verb != "patch" || !slices.Contains(users, e.User.Username) || !e.succeeded() {
+	if e.Verb != "patch" || !slices.Contains(users, e.User.Username) {
 		return false
 	}
 	if r := e.resource(); r != "manifestworks" && r != "managedclusteraddons" {
@@ -239,8 +241,8 @@ func checkTeardown(v verdict, td *teardown, attempts map[objectKey][]deletion, e
 				v.add(propOrder, "out of order: %s deleted at revision %d before %s was gone (at %d)", m.key, began.revision, before.key, g)
 			}
 		}
-		if td.strategy == v1alpha1.RemoveStrategyNeedless && m.key.resource == "manifestworks" {
-			checkOrphaned(v, m.key, began.object)
+		if m.key.resource == "manifestworks" {
+			checkOrphaned(v, td.strategy, m.key, began.object)
 		}
 	}
 	for _, cm := range []string{monitored, unrelated} {
@@ -282,14 +284,33 @@ func checkTeardown(v verdict, td *teardown, attempts map[objectKey][]deletion, e
 	}
 }
 
-// checkOrphaned verifies that a work deleted under Needless carried
-// deleteOption Orphan, and that the agent had applied that generation: the
-// work as its deletion began.
-func checkOrphaned(v verdict, key objectKey, o *unstructured.Unstructured) {
+// checkOrphaned verifies, on a work as its deletion began, that it
+// carried the deleteOption the teardown requires and that the agent had
+// applied it: Orphan under Needless, whatever the rules say; otherwise
+// SelectivelyOrphan naming the manifest the orphaning rule keeps (none for
+// the signal work).
+func checkOrphaned(v verdict, strategy v1alpha1.RemoveStrategyType, key objectKey, o *unstructured.Unstructured) {
 	option, _, _ := unstructured.NestedString(o.Object, "spec", "deleteOption", "propagationPolicy")
-	if option != "Orphan" {
-		v.add(propOrphan, "Needless: %s was deleted with deleteOption %q, not Orphan", key, option)
+	switch {
+	case strategy == v1alpha1.RemoveStrategyNeedless:
+		if option != "Orphan" {
+			v.add(propOrphan, "Needless: %s was deleted with deleteOption %q, not Orphan", key, option)
+			return
+		}
+	case key.name == signalWork:
 		return
+	default:
+		rules, _, _ := unstructured.NestedSlice(o.Object, "spec", "deleteOption", "selectivelyOrphans", "orphaningRules")
+		var names []string
+		for _, r := range rules {
+			m, _ := r.(map[string]any)
+			names = append(names, fmt.Sprint(m["resource"], "/", m["name"]))
+		}
+		if option != "SelectivelyOrphan" || !slices.Contains(names, "configmaps/"+key.name+keepSuffix) {
+			v.add(propOrphan, "%s: %s was deleted with deleteOption %q %v, not keeping configmaps/%s%s",
+				strategy, key, option, names, key.name, keepSuffix)
+			return
+		}
 	}
 	// The first DELETE bumps the generation (it sets deletionTimestamp):
 	// the agent applied the one before.
@@ -302,7 +323,8 @@ func checkOrphaned(v verdict, key objectKey, o *unstructured.Unstructured) {
 			return
 		}
 	}
-	v.add(propOrphan, "Needless: %s was deleted before the agent applied its Orphan (generation %d; conditions %v)", key, generation, conditions)
+	v.add(propOrphan, "%s: %s was deleted before the agent applied its deleteOption %s (generation %d; conditions %v)",
+		strategy, key, option, generation, conditions)
 }
 
 // report runs one subtest per property, failing with its violations.
