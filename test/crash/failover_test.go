@@ -46,7 +46,7 @@ func leaseWrites(events []auditEvent) []leaseWrite {
 func TestLeaderFailover(t *testing.T) {
 	seed := seedFor(t)
 	rng := rand.New(rand.NewPCG(seed, 2))
-	h := newHarness(t, seed, 150*time.Second)
+	h := newHarness(t, seed, 3*time.Minute)
 	users := []string{operatorUserA, operatorUserB}
 	if err := h.cp.createNamespace(h.ctx, leaseNamespace); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
