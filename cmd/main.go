@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -29,12 +30,23 @@ func main() {
 		enableHTTP2                         bool
 		kubeAPIQPS                          float64
 		kubeAPIBurst, clusterConcurrency    int
+		leaderElectionNamespace             string
+		leaseDuration, renewDeadline        time.Duration
+		retryPeriod                         time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
 		"The address the metrics endpoint binds to, :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to; 0 disables it.")
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
 		"Enable leader election, so that only one manager of several is active.")
+	flag.StringVar(&leaderElectionNamespace, "leader-elect-namespace", "",
+		"The namespace of the leader-election Lease; empty: the manager's own namespace, when it runs in a cluster.")
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"How long the other managers wait before taking over a Lease the leader stopped renewing.")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"How long the leader retries renewing its Lease before it gives up leading (and exits).")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"How often the managers try to acquire or renew the Lease.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true,
 		"Serve metrics over HTTPS, with authentication and authorization; false serves plain HTTP.")
 	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The folder of the webhook certificate; empty uses the manager's default.")
@@ -94,6 +106,10 @@ func main() {
 	mgrOpts.HealthProbeBindAddress = probeAddr
 	mgrOpts.LeaderElection = enableLeaderElection
 	mgrOpts.LeaderElectionID = "cleanup-operator.fleetops.dev"
+	mgrOpts.LeaderElectionNamespace = leaderElectionNamespace
+	mgrOpts.LeaseDuration = &leaseDuration
+	mgrOpts.RenewDeadline = &renewDeadline
+	mgrOpts.RetryPeriod = &retryPeriod
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		log.Error(err, "creating the manager")
