@@ -44,6 +44,9 @@ const (
 	// unconfirmedOrphansAnnotation lists, on a ManagedCluster, the works
 	// deleted with an Orphan the work agent never confirmed.
 	unconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
+	// forcingAnnotation lists, on a ManagedCluster, the last batch of
+	// objects the operator set out to force.
+	forcingAnnotation = "cleanup.fleetops.dev/forcing"
 	// orphaningAnnotation records the deleteOption stamped on a ManifestWork.
 	orphaningAnnotation = "cleanup.fleetops.dev/orphaning"
 	// pruneAnnotation records the pruneObjectBehavior stamped on a
@@ -499,7 +502,7 @@ func (u *uninstaller) verb(done, dry string) string {
 func (u *uninstaller) releaseClusters(ctx context.Context) error {
 	return u.stripAll(ctx, managedClusterGVK, nil, nil,
 		[]string{v1alpha1.ClusterCleanupFinalizer}, nil,
-		[]string{v1alpha1.GoverningPolicyAnnotation, forcedObjectsAnnotation, unconfirmedOrphansAnnotation})
+		[]string{v1alpha1.GoverningPolicyAnnotation, forcedObjectsAnnotation, forcingAnnotation, unconfirmedOrphansAnnotation})
 }
 
 // releasePolicies removes the in-use finalizer from CleanupPolicies. The
@@ -784,8 +787,9 @@ policy the cleanup operator put there, so that the hub deletes ManagedClusters
 as it would without the operator:
 
   - the finalizer cleanup.fleetops.dev/cluster-cleanup and the annotations
-    cleanup.fleetops.dev/policy, cleanup.fleetops.dev/forced-objects and
-    cleanup.fleetops.dev/unconfirmed-orphans from ManagedClusters;
+    cleanup.fleetops.dev/policy, cleanup.fleetops.dev/forced-objects,
+    cleanup.fleetops.dev/forcing and cleanup.fleetops.dev/unconfirmed-orphans
+    from ManagedClusters;
   - the finalizer cleanup.fleetops.dev/in-use from CleanupPolicies;
   - the label cleanup.fleetops.dev/cluster-deleting from namespaces;
   - the annotations cleanup.fleetops.dev/orphaning from ManifestWorks and

@@ -44,6 +44,7 @@ func TestUninstallNamesAgreeWithTheOperator(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(forcedObjectsAnnotation).To(Equal(controller.ForcedObjectsAnnotation))
 	g.Expect(unconfirmedOrphansAnnotation).To(Equal(controller.UnconfirmedOrphansAnnotation))
+	g.Expect(forcingAnnotation).To(Equal(controller.ForcingAnnotation))
 	g.Expect(orphaningAnnotation).To(Equal(controller.OrphaningAnnotation))
 	g.Expect(pruneAnnotation).To(Equal(controller.PruneAnnotation))
 	g.Expect(managedByLabel).To(Equal(controller.ManagedByLabel))
