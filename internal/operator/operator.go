@@ -188,7 +188,7 @@ func optionalKinds(mgr manager.Manager, opts Options, fleet *controller.Fleet, t
 	}
 	addons := &controller.OptionalKind{
 		CRD:     controller.AddOnCRD,
-		Does:    "the addons stage of cluster cleanups",
+		Does:    "deleting ManagedClusterAddOns in cleanups",
 		Stopped: clusters.ForgetAddOns,
 	}
 	return controller.NewOptional(mgr, prune, decisions, addons)
