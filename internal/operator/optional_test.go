@@ -35,8 +35,7 @@ func TestOptionalKinds(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	logs := &logBuffer{}
-	logf.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
+	logs.reset()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(logs.tail(300))
@@ -307,10 +306,23 @@ func (h *hub) tearDown(name string) {
 	h.g.Expect(apierrors.IsNotFound(err) || ns.DeletionTimestamp != nil).To(BeTrue(), "namespace %s is not being deleted", name)
 }
 
-// logBuffer keeps the operator's log.
+// logs keeps the operator's log. The process has one logger, set once.
+var logs = func() *logBuffer {
+	l := &logBuffer{}
+	logf.SetLogger(zap.New(zap.WriteTo(l), zap.UseDevMode(true)))
+	return l
+}()
+
+// logBuffer keeps a log.
 type logBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
+}
+
+func (l *logBuffer) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
