@@ -161,6 +161,11 @@ func (o *Optional) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if ctx.Err() != nil || (k.known && served == k.on) {
 		return reconcile.Result{}, nil
 	}
+	if served && !o.discovered(crd) {
+		// Established, but not yet in discovery: an informer started now
+		// would fail. Discovery has no watch; retry with backoff.
+		return reconcile.Result{Requeue: true}, nil
+	}
 	log := logf.FromContext(ctx).WithValues("crd", k.CRD)
 	switch {
 	case served:
@@ -183,6 +188,17 @@ func (o *Optional) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	k.mu.Unlock()
 	o.notify()
 	return reconcile.Result{}, nil
+}
+
+// discovered reports whether the REST mapper maps every served version of the CRD.
+func (o *Optional) discovered(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+	for _, v := range crd.Spec.Versions {
+		if _, err := o.mgr.GetRESTMapper().RESTMapping(gk, v.Name); v.Served && err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
