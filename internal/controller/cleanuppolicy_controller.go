@@ -248,7 +248,7 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 	// Read from the cache only while the kind is served: a read of a kind
 	// whose CRD is gone would wait for an informer that never syncs.
 	p.Status.PoliciesStamped = 0
-	if _, err := r.Optional.whileOn(ConfigurationPolicyCRD, func() (err error) {
+	if err := r.Optional.whileOn(ConfigurationPolicyCRD, func() (err error) {
 		p.Status.PoliciesStamped, err = count(configurationPolicyGVK, PruneAnnotation, standalone)
 		return err
 	}); err != nil {

@@ -249,18 +249,18 @@ func (o *Optional) turnOff(k *OptionalKind) {
 	}
 }
 
-// whileOn runs read while the kind is on, and reports whether it was.
-func (o *Optional) whileOn(crd string, read func() error) (bool, error) {
+// whileOn runs read if the kind is on, and keeps it on until read returns.
+func (o *Optional) whileOn(crd string, read func() error) error {
 	if o == nil || o.kinds[crd] == nil {
-		return true, read()
+		return read()
 	}
 	k := o.kinds[crd]
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	if !k.on {
-		return false, nil
+		return nil
 	}
-	return true, read()
+	return read()
 }
 
 // Off lists what the operator does not do, and why, for the kinds whose
