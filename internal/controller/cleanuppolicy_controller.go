@@ -45,6 +45,8 @@ type CleanupPolicyReconciler struct {
 	Governance *policy.Governance
 	Recorder   events.EventRecorder
 	Tally      *Tally
+	// Optional says which optional kinds are off; the Ready message names them.
+	Optional *Optional
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
@@ -198,6 +200,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 			msg += fmt.Sprintf("; %d of them also carry OCM's %s finalizer: disable OCM's ResourceCleanup feature gate",
 				ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer)
 		}
+		msg += r.Optional.offMessage()
 		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, msg)
 	}
 	r.forgetClusters(clusters)
@@ -242,8 +245,13 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 			p.Status.WorksStamped++
 		}
 	}
-	var err error
-	if p.Status.PoliciesStamped, err = count(configurationPolicyGVK, PruneAnnotation, standalone); err != nil {
+	// Read from the cache only while the kind is served: a read of a kind
+	// whose CRD is gone would wait for an informer that never syncs.
+	p.Status.PoliciesStamped = 0
+	if err := r.Optional.whileOn(ConfigurationPolicyCRD, func() (err error) {
+		p.Status.PoliciesStamped, err = count(configurationPolicyGVK, PruneAnnotation, standalone)
+		return err
+	}); err != nil {
 		return err
 	}
 	p.Status.Conflicts = r.Tally.count(conflictMark, p.Name)
@@ -353,13 +361,18 @@ func sortedOverlaps(m map[string]*v1alpha1.PolicyOverlap) []v1alpha1.PolicyOverl
 // changes can change what every policy matches.
 func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	allPolicies := handler.EnqueueRequestsFromMapFunc(r.allPolicies)
-	return builder.ControllerManagedBy(mgr).
+	b := builder.ControllerManagedBy(mgr).
 		Named("cleanuppolicy").
 		For(&v1alpha1.CleanupPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Another policy's change can change this one's overlaps.
 		Watches(&v1alpha1.CleanupPolicy{}, allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(newManagedCluster(), allPolicies).
-		WatchesRawSource(r.Tally.source()).
+		WatchesRawSource(r.Tally.source())
+	if r.Optional != nil {
+		// An optional kind turned on or off changes every Ready message.
+		b = b.WatchesRawSource(r.Optional.source(allPolicies))
+	}
+	return b.
 		WithOptions(ctrl.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
 }

@@ -151,6 +151,9 @@ func (a *ConfigurationPolicyAdapter) ofPolicy(ctx context.Context, p client.Obje
 }
 
 func (a *ConfigurationPolicyAdapter) list(ctx context.Context, keep func(namespace string) bool) []reconcile.Request {
+	if ctx.Err() != nil {
+		return nil // the controller stopped: the kind may no longer be served
+	}
 	items, err := listAsMetadata(ctx, a.Client, configurationPolicyGVK)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "listing ConfigurationPolicies")

@@ -288,6 +288,9 @@ func rootNamespaceOf(_ context.Context, p client.Object) []reconcile.Request {
 // rootNamespaces maps a change that can move any decision to every
 // namespace holding root Policies.
 func (r *DecisionsReconciler) rootNamespaces(ctx context.Context, _ client.Object) []reconcile.Request {
+	if ctx.Err() != nil {
+		return nil // the controller stopped: the kind may no longer be served
+	}
 	list := newPolicyList()
 	if err := r.List(ctx, list); err != nil {
 		logf.FromContext(ctx).Error(err, "listing Policies")

@@ -65,9 +65,13 @@ func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder
 	// controller caches them whole anyway.
 	a.watches.watched[policy.ManifestWorks] = manifestWorkGVK
 	a.watches.full[policy.ManifestWorks] = true
-	a.watches.watched[policy.ManagedClusterAddOns] = addonGVK
+	// Add-ons, whose CRD a hub may lack, are watched at run time like
+	// any stage resource, once a cleanup lists them.
 	return a
 }
+
+// ForgetAddOns stops watching ManagedClusterAddOns: their CRD was removed.
+func (a *ManagedClusterAdapter) ForgetAddOns() { a.watches.forget(policy.ManagedClusterAddOns) }
 
 // Name implements Adapter.
 func (a *ManagedClusterAdapter) Name() string { return "managedcluster" }
@@ -240,15 +244,14 @@ func isOrphan(w *workv1.ManifestWork) bool {
 	return w.Spec.DeleteOption != nil && w.Spec.DeleteOption.PropagationPolicy == workv1.DeletePropagationPolicyTypeOrphan
 }
 
-// Watches implements Adapter: the cluster's works, add-ons (metadata-only)
-// and namespace, and the policies, which can change every cluster's governor.
+// Watches implements Adapter: the cluster's works and namespace, and the
+// policies, which can change every cluster's governor. Add-ons and the
+// other stage and monitored resources are watched once a cleanup lists
+// them.
 func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 	work := &workv1.ManifestWork{}
-	addon := &metav1.PartialObjectMetadata{}
-	addon.SetGroupVersionKind(addonGVK)
 	return b.
 		Watches(work, handler.EnqueueRequestsFromMapFunc(a.workToCluster)).
-		Watches(addon, handler.EnqueueRequestsFromMapFunc(a.deletingClusterOf)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		})).

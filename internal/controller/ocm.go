@@ -27,10 +27,7 @@ func newManagedCluster() *unstructured.Unstructured {
 	return u
 }
 
-var (
-	manifestWorkGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
-	addonGVK        = schema.GroupVersionKind{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Kind: "ManagedClusterAddOn"}
-)
+var manifestWorkGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
 
 // SetupIndexes registers the cache indexes the controllers read.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {

@@ -35,7 +35,7 @@ type resourceWatches struct {
 	// may list a resource before it starts caching it.
 	reader client.Reader
 
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	ctrl    controller.Controller
 	watched map[schema.GroupVersionResource]schema.GroupVersionKind
 	// full are the kinds another controller already caches whole: they are
@@ -97,6 +97,10 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 			return schema.GroupVersionKind{}, false, &accessError{gvr: gvr, err: err}
 		}
+		if apierrors.IsNotFound(err) {
+			// The REST mapper remembers resources whose CRD was removed.
+			return schema.GroupVersionKind{}, false, nil
+		}
 		return schema.GroupVersionKind{}, false, fmt.Errorf("listing %s: %w", gvr, err)
 	}
 	obj := &metav1.PartialObjectMetadata{}
@@ -108,13 +112,36 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 	return gvk, true, nil
 }
 
+// forget stops watching a resource whose CRD was removed: its informer
+// would fail to list it forever. A later ensure watches it again if its
+// CRD is installed again.
+func (w *resourceWatches) forget(gvr schema.GroupVersionResource) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gvk, ok := w.watched[gvr]
+	if !ok || w.full[gvr] {
+		return
+	}
+	delete(w.watched, gvr)
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	_ = w.cache.RemoveInformer(context.Background(), obj)
+}
+
 // list returns the objects of a resource in a namespace, from the cache.
+// The list is read under the lock forget takes, so that it never recreates
+// an informer forget removed.
 func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.GroupVersionResource, namespace string) ([]metav1.PartialObjectMetadata, error) {
 	gvk, served, err := w.ensure(ctx, gvr)
 	if err != nil || !served {
 		return nil, err
 	}
-	if w.isFull(gvr) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if _, ok := w.watched[gvr]; !ok {
+		return nil, nil // forgotten since: no longer served
+	}
+	if w.full[gvr] {
 		return listWorksMetadata(ctx, c, client.InNamespace(namespace))
 	}
 	list := &metav1.PartialObjectMetadataList{}
@@ -126,12 +153,6 @@ func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.
 		list.Items[i].SetGroupVersionKind(gvk)
 	}
 	return list.Items, nil
-}
-
-func (w *resourceWatches) isFull(gvr schema.GroupVersionResource) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.full[gvr]
 }
 
 // listAsMetadata lists a kind from its whole-object informer and returns the

@@ -6,12 +6,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,6 +87,12 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err != nil {
 		return nil, fmt.Errorf("reading the CRDs that type CEL variables: %w", err)
 	}
+	for _, required := range []string{cel.ManagedClusterCRD, cel.ManifestWorkCRD} {
+		if slices.Contains(missing, required) {
+			return nil, fmt.Errorf("CRD %s is not installed: the operator governs OCM's ManagedClusters and ManifestWorks "+
+				"and starts once OCM's cluster manager is installed on the hub", required)
+		}
+	}
 	if len(missing) > 0 {
 		log.Info("CRDs not installed: their CEL variables are checked at run time only", "crds", missing)
 	}
@@ -96,20 +104,26 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	recorder := mgr.GetEventRecorder(v1alpha1.FieldManager)
 
 	tally := controller.NewTally()
+	fleet := &controller.Fleet{Reader: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
+	clusters := controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics)
+	optional := optionalKinds(mgr, opts, fleet, tally, recorder, clusters, slices.Contains(missing, cel.ConfigurationPolicyCRD))
+	if err := optional.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the optional kinds: %w", err)
+	}
 	if err := (&controller.CleanupPolicyReconciler{
 		Tally:      tally,
 		Client:     mgr.GetClient(),
 		Cache:      op.Cache,
 		Governance: op.Governance,
 		Recorder:   recorder,
+		Optional:   optional,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
-	fleet := &controller.Fleet{Reader: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
 		Client:                  mgr.GetClient(),
 		Fleet:                   fleet,
-		Adapter:                 controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics),
+		Adapter:                 clusters,
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManagedCluster controller: %w", err)
@@ -124,17 +138,6 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ManifestWork controller: %w", err)
-	}
-	if err := (&controller.Reconciler[*unstructured.Unstructured]{
-		Client:                  mgr.GetClient(),
-		Fleet:                   fleet,
-		Adapter:                 controller.NewConfigurationPolicyAdapter(mgr.GetClient(), mgr.GetAPIReader(), recorder, tally),
-		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
-	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the ConfigurationPolicy controller: %w", err)
-	}
-	if err := (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: tally, APIReader: mgr.GetAPIReader(), Fleet: fleet, Recorder: recorder}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the decisions controller: %w", err)
 	}
 	// The admission policies the operator relies on, when absent; with a
 	// direct client, as the manager's cache is not started yet.
@@ -152,4 +155,41 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	registerMetrics(op)
 	return op, nil
+}
+
+// optionalKinds are the kinds a hub may not serve, and what the operator
+// does with each while its CRD is installed: OCM's policy framework
+// (ConfigurationPolicy, Policy) and OCM's add-ons.
+func optionalKinds(mgr manager.Manager, opts Options, fleet *controller.Fleet, tally *controller.Tally, recorder events.EventRecorder,
+	clusters *controller.ManagedClusterAdapter, untypedPolicy bool) *controller.Optional {
+	prune := &controller.OptionalKind{
+		CRD:  controller.ConfigurationPolicyCRD,
+		Does: "prune decisions on ConfigurationPolicies",
+		Setup: func(m manager.Manager) error {
+			return (&controller.Reconciler[*unstructured.Unstructured]{
+				Client:                  mgr.GetClient(),
+				Fleet:                   fleet,
+				Adapter:                 controller.NewConfigurationPolicyAdapter(mgr.GetClient(), mgr.GetAPIReader(), recorder, tally),
+				MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
+			}).SetupWithManager(m)
+		},
+	}
+	if untypedPolicy {
+		// The CEL environment is built once, at start.
+		prune.Note = "`policy` in prune rules stays dynamically typed (checked when evaluated) until the operator restarts"
+	}
+	decisions := &controller.OptionalKind{
+		CRD:  controller.PolicyCRD,
+		Does: "prune decisions for Policy templates",
+		Setup: func(m manager.Manager) error {
+			return (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: tally, APIReader: mgr.GetAPIReader(),
+				Fleet: fleet, Recorder: recorder}).SetupWithManager(m)
+		},
+	}
+	addons := &controller.OptionalKind{
+		CRD:     controller.AddOnCRD,
+		Does:    "deleting ManagedClusterAddOns in cleanups",
+		Stopped: clusters.ForgetAddOns,
+	}
+	return controller.NewOptional(mgr, prune, decisions, addons)
 }

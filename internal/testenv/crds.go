@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -69,4 +70,22 @@ func LoadCRDs() ([]apiextensionsv1.CustomResourceDefinition, error) {
 		}
 	}
 	return crds, nil
+}
+
+// CRDsNamed returns the OCM and policy CRDs of the given names.
+func CRDsNamed(names ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	all, err := LoadCRDs()
+	if err != nil {
+		return nil, err
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for i := range all {
+		if slices.Contains(names, all[i].Name) {
+			out = append(out, &all[i])
+		}
+	}
+	if len(out) != len(names) {
+		return nil, fmt.Errorf("found %d of the CRDs %v", len(out), names)
+	}
+	return out, nil
 }

@@ -7,9 +7,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -34,17 +36,41 @@ func BinDir() string {
 	return filepath.Join(RepoRoot(), "bin")
 }
 
-// Start starts the control plane.
-func Start() (*Env, error) {
+// Options choose what StartWith installs.
+type Options struct {
+	// WithoutCRDs names OCM and policy CRDs not to install, as on a hub
+	// that lacks them.
+	WithoutCRDs []string
+}
+
+// Start starts the control plane with every CRD.
+func Start() (*Env, error) { return StartWith(Options{}) }
+
+// StartWith starts the control plane with the CRDs opts choose.
+func StartWith(opts Options) (*Env, error) {
 	paths, err := CRDPaths()
 	if err != nil {
 		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	if len(opts.WithoutCRDs) > 0 {
+		all, err := LoadCRDs()
+		if err != nil {
+			return nil, err
+		}
+		for i := range all {
+			if !slices.Contains(opts.WithoutCRDs, all[i].Name) {
+				crds = append(crds, &all[i])
+			}
+		}
+		paths = paths[:1] // the operator's own
 	}
 	bin := BinDir()
 	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
 		return nil, fmt.Errorf("no kube-apiserver in %s: run 'make envtest-bins' (or 'make test')", bin)
 	}
 	e := &envtest.Environment{
+		CRDs:                  crds,
 		CRDDirectoryPaths:     paths,
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: bin,
