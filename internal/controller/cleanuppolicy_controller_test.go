@@ -63,6 +63,15 @@ func deleteAll() {
 		g.Expect(k8s.List(ctx, &policies)).To(Succeed())
 		g.Expect(policies.Items).To(BeEmpty())
 	}).Should(Succeed())
+	// ConfigurationPolicies too, wherever they are: a standalone one left
+	// behind would be governed, and counted, by the next spec's policy.
+	cps := &unstructured.UnstructuredList{}
+	cps.SetAPIVersion("policy.open-cluster-management.io/v1")
+	cps.SetKind("ConfigurationPolicyList")
+	Expect(k8s.List(ctx, cps)).To(Succeed())
+	for i := range cps.Items {
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, &cps.Items[i]))).To(Succeed())
+	}
 	Expect(k8s.DeleteAllOf(ctx, managedCluster("", nil))).To(Succeed())
 	Eventually(func(g Gomega) {
 		list := &unstructured.UnstructuredList{}

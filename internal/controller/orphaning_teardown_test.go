@@ -267,7 +267,7 @@ var _ = Describe("Orphaning during a teardown", func() {
 		Eventually(func(g Gomega) {
 			c := contentDelete(g, "own-1")
 			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
-			g.Expect(c.Message).To(ContainSubstring("manifestworks/theirs: another manager owns spec.deleteOption (SelectivelyOrphan: configmaps/settings)"))
+			g.Expect(c.Message).To(ContainSubstring("manifestworks/theirs: another manager owns spec.deleteOption (SelectivelyOrphan: configmaps/settings: \"gitops\" applied it"))
 		}).Should(Succeed())
 		Consistently(func(g Gomega) *metav1.Time {
 			return getWork(g, "own-1", "theirs").GetDeletionTimestamp()

@@ -3,7 +3,6 @@ package e2e
 import (
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	workv1 "open-cluster-management.io/api/work/v1"
 )
