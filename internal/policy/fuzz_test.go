@@ -48,13 +48,12 @@ import (
 //   - a prune decision is a valid behaviour, or none without a prune section.
 //
 // What the pure functions cannot say: that under Needless no work is
-// deleted before every work is stamped Orphan. Orphaning decides a work's
-// deleteOption from the rules alone, without the strategy; replacing it by
-// Orphan under Needless, and waiting for the stamp before deleting, are
-// taken in the controller (reconcileOrphaning and the ManifestWork
-// adapter), and the preview (controller.Planner) lists each work's rule
-// decision next to OrphanAll. The fuzzer checks what the pure code says:
-// OrphanAll exactly under Needless, and the rule decision per work.
+// deleted before every work carries Orphan, applied by the work agent.
+// Orphaning decides a work's deleteOption from the rules alone, without the
+// strategy; replacing it by Orphan under Needless (teardownOrphaning) and
+// waiting for the agent before deleting (reconcileOrphaning) are controller
+// code, checked by the envtest suite. The fuzzer checks what the pure code
+// says: OrphanAll exactly under Needless, and the rules' decision per work.
 func FuzzTeardownPlan(f *testing.F) {
 	// The scenarios worth keeping (Needless with orphaning rules, the
 	// signal work among staged works, a monitored resource that is also a
