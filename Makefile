@@ -75,6 +75,14 @@ test: manifests generate fmt vet envtest-bins crds ## Run every unit and envtest
 bench: envtest-bins crds ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
 
+# How long each fuzz target runs; Go runs one fuzz target per invocation.
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: crds ## Run each fuzz target for FUZZTIME (default 30s): policy compile, then the teardown decision.
+	go test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/cel
+	go test -run '^$$' -fuzz '^FuzzTeardownPlan$$' -fuzztime $(FUZZTIME) ./internal/policy
+
 ##@ Build
 
 .PHONY: build

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
@@ -176,7 +177,7 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 			restoreNamespace(fmt.Sprintf("must evaluate to %s, but evaluates to %s", want, ast.OutputType()))))
 		return nil
 	}
-	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: c.sizes(scope)})
+	est, err := c.estimate(scope, env, ast)
 	if err != nil {
 		c.errs = append(c.errs, field.InternalError(path, fmt.Errorf("estimating the cost: %w", err)))
 		return nil
@@ -210,6 +211,11 @@ func (c *compiler) scopeEnv(scope Scope) (*cel.Env, error) {
 		c.envs[scope] = env
 	}
 	return c.envs[scope], nil
+}
+
+// estimate is the worst-case cost of a checked expression of scope.
+func (c *compiler) estimate(scope Scope, env *cel.Env, ast *cel.Ast) (checker.CostEstimate, error) {
+	return env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: c.sizes(scope)})
 }
 
 func (c *compiler) sizes(scope Scope) *sizeEstimator {

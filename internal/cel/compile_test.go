@@ -192,6 +192,16 @@ func TestCompileErrors(t *testing.T) {
 			want:  []string{"undefined field 'spec'"},
 		},
 		{
+			// The estimate cannot bound the elements of a list no schema
+			// describes: refused for its cost, as the API server does.
+			name: "joining a computed list",
+			edit: func(s *v1alpha1.CleanupPolicySpec) {
+				s.Variables = []v1alpha1.Variable{{Name: "flat", Expression: "cluster.metadata.name.split('-').join('')"}}
+			},
+			field: "spec.variables[0].expression",
+			want:  []string{"estimated cost", "exceeds the limit"},
+		},
+		{
 			name:  "wrong result type",
 			edit:  func(s *v1alpha1.CleanupPolicySpec) { s.ClusterSelector = "cluster.metadata.name" },
 			field: "spec.clusterSelector",

@@ -239,7 +239,8 @@ func (s *sizeEstimator) bound(path []string, unknown *checker.SizeEstimate) *che
 // `<path>.?<field>.value()`, with a default no larger than the field may be
 // (an empty or short literal). Otherwise nil.
 func optionalTarget(expr ast.Expr) []string {
-	if expr.Kind() != ast.CallKind {
+	// Nodes the estimator makes up, such as a list's element, have no expression.
+	if expr == nil || expr.Kind() != ast.CallKind {
 		return nil
 	}
 	call := expr.AsCall()

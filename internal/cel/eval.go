@@ -110,28 +110,34 @@ func (e *Expression) Bool(a *Activation) (bool, error) {
 }
 
 func (e *Expression) eval(a *Activation) (ref.Val, error) {
+	val, _, err := e.evalCost(a)
+	return val, err
+}
+
+// evalCost evaluates the expression, spends its cost from the budget and
+// returns it: the cost of this expression alone, not of the variables it
+// computed on the way.
+func (e *Expression) evalCost(a *Activation) (ref.Val, uint64, error) {
 	if a.budget.Remaining() <= 0 {
-		return nil, &EvalError{Path: e.Path.String(), Err: ErrBudgetExhausted}
+		return nil, 0, &EvalError{Path: e.Path.String(), Err: ErrBudgetExhausted}
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, PerCallTimeout)
 	defer cancel()
 	val, details, err := e.program.ContextEval(ctx, a)
+	var cost uint64
 	if details != nil && details.ActualCost() != nil {
-		cost := *details.ActualCost()
-		if cost > math.MaxInt64 {
-			cost = math.MaxInt64
-		}
-		a.budget.spend(int64(cost))
+		cost = *details.ActualCost()
+		a.budget.spend(int64(min(cost, math.MaxInt64)))
 	}
 	if err != nil {
 		var inner *EvalError
 		if errors.As(err, &inner) {
 			// A variable failed: report the variable's path, not the caller's.
-			return nil, inner
+			return nil, cost, inner
 		}
-		return nil, &EvalError{Path: e.Path.String(), Err: err}
+		return nil, cost, &EvalError{Path: e.Path.String(), Err: err}
 	}
-	return val, nil
+	return val, cost, nil
 }
 
 // value converts an object for the variable name: through its schema where

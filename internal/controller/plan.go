@@ -68,7 +68,7 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 			Held: "no CleanupPolicy governs the cluster: the operator would leave its content as it is"}, nil
 	}
 
-	in := policy.PlanInput{Available: clusterAvailable(g.Cluster), Objects: map[schema.GroupVersionResource][]policy.Object{}}
+	in := policy.PlanInput{Cluster: name, Available: clusterAvailable(g.Cluster), Objects: map[schema.GroupVersionResource][]policy.Object{}}
 	ns := &corev1.Namespace{}
 	switch err := p.Reader.Get(ctx, client.ObjectKey{Name: name}, ns); {
 	case err == nil:

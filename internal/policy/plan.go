@@ -109,6 +109,8 @@ type PrunePlan struct {
 
 // PlanInput is what a cluster namespace holds, as read by the caller.
 type PlanInput struct {
+	// Cluster is the name of the cluster, and so of its namespace.
+	Cluster string
 	// Available is the cluster's ManagedClusterConditionAvailable.
 	Available bool
 	// Namespace is the cluster namespace; nil when there is none.
@@ -120,10 +122,11 @@ type PlanInput struct {
 
 // PlanCluster computes the plan of a cluster's cleanup: strategy, signal,
 // gate, stages and namespace. Works and prune decisions are added by the
-// caller, which reads their manifests and templates.
+// caller, which reads their manifests and templates. A namespace not named
+// after the cluster is refused: it is never planned for deletion.
 func PlanCluster(p *cel.Policy, a *cel.Activation, in PlanInput) (*ClusterPlan, error) {
 	plan := &ClusterPlan{
-		Policy: p.Name, PolicyGeneration: p.Generation, DryRun: p.Spec.DryRun,
+		Cluster: in.Cluster, Policy: p.Name, PolicyGeneration: p.Generation, DryRun: p.Spec.DryRun,
 		Timeout: Timeout(p).String(), Available: in.Available,
 	}
 	strategy, err := Strategy(p, a)
@@ -178,12 +181,16 @@ func PlanCluster(p *cel.Policy, a *cel.Activation, in PlanInput) (*ClusterPlan, 
 	}
 
 	if in.Namespace != nil {
+		md, _ := in.Namespace["metadata"].(map[string]any)
+		name, _ := md["name"].(string)
+		if name != in.Cluster {
+			// Never a namespace whose name is not the cluster's.
+			return nil, fmt.Errorf("namespace %q is not the namespace of cluster %q", name, in.Cluster)
+		}
 		keep, err := KeepNamespace(p, a, in.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("keepNamespace: %w", err)
 		}
-		md, _ := in.Namespace["metadata"].(map[string]any)
-		name, _ := md["name"].(string)
 		plan.Namespace = &NamespacePlan{Name: name, Keep: keep}
 	}
 	return plan, nil

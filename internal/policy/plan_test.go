@@ -77,8 +77,9 @@ func TestPlanCluster(t *testing.T) {
 			a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), map[string]any{
 				"metadata": map[string]any{"name": "c1", "labels": tc.labels}})
 			ns := map[string]any{"metadata": map[string]any{"name": "c1", "labels": tc.nsLabels}}
-			plan, err := policy.PlanCluster(p, a, policy.PlanInput{Available: true, Namespace: ns, Objects: objects})
+			plan, err := policy.PlanCluster(p, a, policy.PlanInput{Cluster: "c1", Available: true, Namespace: ns, Objects: objects})
 			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(plan.Cluster).To(Equal("c1"))
 			g.Expect(plan.Policy).To(Equal("p"))
 			g.Expect(plan.PolicyGeneration).To(Equal(int64(3)))
 			g.Expect(plan.Strategy).To(Equal(tc.strategy))
@@ -108,7 +109,22 @@ func TestPlanCluster(t *testing.T) {
 		p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad", UID: "bad"}, Spec: bad})
 		g.Expect(errs).To(BeEmpty())
 		a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), map[string]any{"metadata": map[string]any{"name": "c1"}})
-		_, err := policy.PlanCluster(p, a, policy.PlanInput{Namespace: map[string]any{"metadata": map[string]any{"name": "c1"}}, Objects: objects})
+		_, err := policy.PlanCluster(p, a, policy.PlanInput{Cluster: "c1", Namespace: map[string]any{"metadata": map[string]any{"name": "c1"}}, Objects: objects})
 		g.Expect(err).To(MatchError(ContainSubstring("keepNamespace")))
+	})
+
+	t.Run("a namespace not named after the cluster is never planned", func(t *testing.T) {
+		for _, ns := range []map[string]any{
+			{"metadata": map[string]any{"name": "kube-system"}},
+			{"metadata": map[string]any{"name": ""}},
+			{"metadata": map[string]any{}},
+			{},
+		} {
+			g := NewWithT(t)
+			a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), map[string]any{"metadata": map[string]any{"name": "c1"}})
+			plan, err := policy.PlanCluster(p, a, policy.PlanInput{Cluster: "c1", Namespace: ns, Objects: objects})
+			g.Expect(err).To(MatchError(ContainSubstring(`is not the namespace of cluster "c1"`)))
+			g.Expect(plan).To(BeNil())
+		}
 	})
 }

@@ -1,0 +1,588 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+)
+
+// FuzzTeardownPlan decides the teardown of a random cluster under a random
+// policy: strategy, signal, gate, stages, namespace, and each work's
+// orphaning and each ConfigurationPolicy's prune decision. The bytes drive
+// the choices (see newChooser); expr is used as one of the policy's
+// expressions wherever the choices put it.
+//
+// Properties, for every input:
+//   - nothing panics, and a failing expression fails the whole decision
+//     (an error, no partial plan);
+//   - the plan is of the cluster it was asked for, and a namespace not
+//     named after the cluster is never planned for deletion (the plan is
+//     refused);
+//   - the strategy is a valid one, and OrphanAll (every work orphaned
+//     before anything is deleted) holds exactly under Needless;
+//   - the deletion-signal work is in no stage;
+//   - every staged object is one of the cluster's, of the stage's resource,
+//     in at most one stage, in OCM's cleanup-priority order;
+//   - monitored objects are never deleted: whenever the gate holds nothing,
+//     no object that a monitoredResources entry matches is in a stage;
+//   - an orphaning decision is Orphan when every manifest is orphaned,
+//     SelectivelyOrphan when some are, none when none are, each orphan
+//     named by a rule of the policy, and nothing when a rule fails;
+//   - a prune decision is a valid behaviour, or none without a prune section.
+//
+// What the pure functions cannot say: that under Needless no work is
+// deleted before every work carries Orphan, applied by the work agent.
+// Orphaning decides a work's deleteOption from the rules alone, without the
+// strategy; replacing it by Orphan under Needless (teardownOrphaning) and
+// waiting for the agent before deleting (reconcileOrphaning) are controller
+// code, checked by the envtest suite. The fuzzer checks what the pure code
+// says: OrphanAll exactly under Needless, and the rules' decision per work.
+func FuzzTeardownPlan(f *testing.F) {
+	// The scenarios worth keeping (Needless with orphaning rules, the
+	// signal work among staged works, a monitored resource that is also a
+	// stage, a namespace named otherwise...) are in testdata/fuzz.
+	for _, expr := range []string{"", "cluster.metadata.labels[?'tier'].orValue('') == 'sandbox'", "object.metadata.labels['app'] == 'x'"} {
+		f.Add([]byte{}, expr)
+	}
+	env := untypedEnv(f)
+	f.Fuzz(func(t *testing.T, data []byte, expr string) {
+		in := newFleet(newChooser(data), expr)
+		checkTeardown(t, env, in)
+	})
+}
+
+var (
+	envOnce sync.Once
+	env     *cel.Env
+	envErr  error
+)
+
+// untypedEnv is the environment without the OCM schemas: cluster, work,
+// manifest and policy are dynamic, object and namespace typed by metadata.
+func untypedEnv(tb testing.TB) *cel.Env {
+	envOnce.Do(func() { env, envErr = cel.NewEnv(cel.Schemas{}) })
+	if envErr != nil {
+		tb.Fatal(envErr)
+	}
+	return env
+}
+
+// chooser turns the fuzzer's bytes into choices: each draw reads the next
+// eight bytes, so that a change in the bytes changes the choices near it;
+// past the end, a generator seeded by the bytes goes on.
+type chooser struct {
+	data []byte
+	rest *rand.Rand
+}
+
+func newChooser(data []byte) *rand.Rand {
+	h := fnv.New64a()
+	h.Write(data)
+	sum := h.Sum64()
+	return rand.New(&chooser{data: data, rest: rand.New(rand.NewPCG(sum, uint64(len(data))))})
+}
+
+func (c *chooser) Uint64() uint64 {
+	if len(c.data) == 0 {
+		return c.rest.Uint64()
+	}
+	var b [8]byte
+	n := copy(b[:], c.data)
+	c.data = c.data[n:]
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// fleet is one generated input: a policy, a cluster and what its namespace
+// holds.
+type fleet struct {
+	spec      v1alpha1.CleanupPolicySpec
+	cluster   string
+	labels    map[string]any
+	available bool
+	namespace map[string]any // nil: no namespace
+	objects   map[schema.GroupVersionResource][]policy.Object
+	// manifests are the manifests of each work, by work name.
+	manifests map[string][]map[string]any
+	// configurationPolicies are ConfigurationPolicies of the namespace.
+	configurationPolicies []map[string]any
+}
+
+var (
+	configMaps         = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	clusterDeployments = schema.GroupVersionResource{Group: "hive.openshift.io", Version: "v1", Resource: "clusterdeployments"}
+	resourcePool       = []schema.GroupVersionResource{policy.ManifestWorks, policy.ManagedClusterAddOns, configMaps, clusterDeployments}
+)
+
+// Expressions of each field, well formed; some fail at run time on some
+// objects (a missing key), and some name a variable the field does not bind.
+var (
+	clusterExprs = []string{
+		"cluster.metadata.labels[?'tier'].orValue('') == 'sandbox'",
+		"cluster.metadata.labels[?'env'].orValue('') == 'prod'",
+		"cluster.metadata.name.startsWith('c')",
+		"cluster.metadata.labels['tier'] == 'sandbox'",
+		"size(cluster.metadata.labels) > 1",
+		"true", "false",
+	}
+	objectExprs = []string{
+		"object.metadata.name.startsWith('hold')",
+		"object.metadata.labels[?'app'].hasValue()",
+		"!object.metadata.name.endsWith('-klusterlet')",
+		"object.metadata.annotations[?'open-cluster-management.io/cleanup-priority'].orValue('') == '1'",
+		"object.metadata.labels['app'] == 'web'",
+		"has(object.metadata.deletionTimestamp)",
+		"object.metadata.name == cluster.metadata.name",
+		"true", "false",
+	}
+	namespaceExprs = []string{
+		"namespace.metadata.labels[?'keep'].orValue('') == 'true'",
+		"namespace.metadata.labels['keep'] == 'true'",
+		"namespace.metadata.name == cluster.metadata.name",
+		"true", "false",
+	}
+	manifestExprs = []string{
+		"manifest.kind == 'CustomResourceDefinition'",
+		"work.metadata.labels[?'legacy'].orValue('') == 'true'",
+		"manifest.metadata.name.startsWith('keep')",
+		"manifest.spec.replicas == 1",
+		"manifest.kind == 'Namespace' || manifest.kind == 'CustomResourceDefinition'",
+		"true", "false",
+	}
+	policyExprs = []string{
+		"policy.metadata.labels[?'cleanup'].orValue('') == 'strict'",
+		"policy.spec.remediationAction.lowerAscii() == 'enforce'",
+		"true",
+	}
+	names      = []string{"a", "b", "hold-1", "hold-2", "web", "x-klusterlet", "cleanup-signal", "signal", "keep-me", "app"}
+	priorities = []string{"", "", "0", "1", "1", "50", "100", "101", "-1", "high"}
+	kinds      = []string{"ConfigMap", "Deployment", "CustomResourceDefinition", "Namespace", "Unknown", ""}
+)
+
+func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+
+// expression returns an expression of the pool, or sometimes the fuzzer's.
+func expression(r *rand.Rand, pool []string, expr string) string {
+	if expr != "" && r.IntN(6) == 0 {
+		return expr
+	}
+	return pick(r, pool)
+}
+
+func newFleet(r *rand.Rand, expr string) *fleet {
+	in := &fleet{
+		cluster:   pick(r, []string{"c1", "cluster-a", "prod-eu-1"}),
+		labels:    map[string]any{},
+		available: r.IntN(2) == 0,
+		objects:   map[schema.GroupVersionResource][]policy.Object{},
+		manifests: map[string][]map[string]any{},
+	}
+	for range r.IntN(4) {
+		in.labels[pick(r, []string{"tier", "env", "legacy", "keep"})] = pick(r, []string{"sandbox", "prod", "true", ""})
+	}
+
+	s := &in.spec
+	if r.IntN(4) == 0 {
+		s.ClusterSelector = expression(r, clusterExprs, expr)
+	}
+	for i := range r.IntN(3) {
+		s.Variables = append(s.Variables, v1alpha1.Variable{Name: fmt.Sprintf("v%d", i), Expression: expression(r, []string{
+			"cluster.metadata.labels[?'tier'].orValue('standard')", "cluster.metadata.name", "size(cluster.metadata.labels)"}, expr)})
+	}
+	s.RemoveStrategy.Default = pick(r, v1alpha1.RemoveStrategyTypes)
+	for range r.IntN(3) {
+		when := expression(r, clusterExprs, expr)
+		if len(s.Variables) > 0 && r.IntN(4) == 0 {
+			when = "variables.v0 == 'sandbox'"
+		}
+		s.RemoveStrategy.Rules = append(s.RemoveStrategy.Rules, v1alpha1.StrategyRule{When: when, Strategy: pick(r, v1alpha1.RemoveStrategyTypes)})
+	}
+	if r.IntN(3) == 0 {
+		s.RemoveStrategy.Timeout = &metav1.Duration{Duration: time.Duration(1+r.IntN(120)) * time.Minute}
+	}
+	for range r.IntN(3) {
+		m := v1alpha1.MonitoredResource{GroupVersionResource: apiGVR(pick(r, resourcePool))}
+		if r.IntN(2) == 0 {
+			m.When = expression(r, objectExprs, expr)
+		}
+		s.MonitoredResources = append(s.MonitoredResources, m)
+	}
+	for i := range r.IntN(4) {
+		st := v1alpha1.DeletionStage{Name: fmt.Sprintf("s%d", i), GroupVersionResource: apiGVR(pick(r, resourcePool))}
+		if r.IntN(2) == 0 {
+			st.When = expression(r, objectExprs, expr)
+		}
+		s.DeletionStages = append(s.DeletionStages, st)
+	}
+	if r.IntN(2) == 0 {
+		s.KeepNamespace = expression(r, namespaceExprs, expr)
+	}
+	if r.IntN(2) == 0 {
+		s.DeletionSignal = &v1alpha1.DeletionSignal{WorkName: pick(r, []string{"", "cleanup-signal", "signal", "web"})}
+	}
+	for i := range r.IntN(3) {
+		s.Orphaning = append(s.Orphaning, v1alpha1.OrphaningRule{Name: fmt.Sprintf("r%d", i), When: expression(r, manifestExprs, expr)})
+	}
+	if r.IntN(3) == 0 {
+		s.Prune = &v1alpha1.Prune{Default: pick(r, append([]v1alpha1.PruneBehavior{""}, v1alpha1.PruneBehaviors...))}
+		for range r.IntN(3) {
+			s.Prune.Rules = append(s.Prune.Rules, v1alpha1.PruneRule{When: expression(r, policyExprs, expr), Behavior: pick(r, v1alpha1.PruneBehaviors)})
+		}
+	}
+	s.DryRun = r.IntN(5) == 0
+
+	// The namespace: mostly the cluster's, sometimes none, sometimes one
+	// named otherwise (which must never be planned for deletion).
+	switch r.IntN(8) {
+	case 0:
+	case 1:
+		in.namespace = map[string]any{"metadata": map[string]any{"name": pick(r, []string{"other", "", "kube-system", in.cluster + "x"})}}
+	case 2:
+		in.namespace = map[string]any{"metadata": map[string]any{}}
+	default:
+		labels := map[string]any{}
+		if r.IntN(2) == 0 {
+			labels["keep"] = pick(r, []string{"true", "false"})
+		}
+		in.namespace = map[string]any{"metadata": map[string]any{"name": in.cluster, "labels": labels}}
+	}
+
+	for _, gvr := range resourcePool {
+		seen := map[string]bool{}
+		for range r.IntN(6) {
+			name := pick(r, names)
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			in.objects[gvr] = append(in.objects[gvr], newObject(r, gvr, in.cluster, name))
+		}
+	}
+	for _, w := range in.objects[policy.ManifestWorks] {
+		var ms []map[string]any
+		for range r.IntN(4) {
+			m := map[string]any{"apiVersion": pick(r, []string{"v1", "apps/v1", "apiextensions.k8s.io/v1", "a/b/c", ""}), "kind": pick(r, kinds)}
+			md := map[string]any{"name": pick(r, names)}
+			if r.IntN(2) == 0 {
+				md["namespace"] = pick(r, []string{"default", "kube-system"})
+			}
+			m["metadata"] = md
+			if r.IntN(3) == 0 {
+				m["spec"] = map[string]any{"replicas": int64(r.IntN(3))}
+			}
+			ms = append(ms, m)
+		}
+		in.manifests[w.Meta.Name] = ms
+	}
+	for range r.IntN(3) {
+		cp := map[string]any{"metadata": map[string]any{"name": pick(r, names), "namespace": in.cluster,
+			"labels": map[string]any{"cleanup": pick(r, []string{"strict", "loose"})}}}
+		if r.IntN(4) != 0 {
+			cp["spec"] = map[string]any{"remediationAction": pick(r, []string{"enforce", "inform", "Enforce"})}
+		}
+		in.configurationPolicies = append(in.configurationPolicies, cp)
+	}
+	return in
+}
+
+func apiGVR(g schema.GroupVersionResource) v1alpha1.GroupVersionResource {
+	return v1alpha1.GroupVersionResource{Group: g.Group, Version: g.Version, Resource: g.Resource}
+}
+
+// newObject is an object as the operator's metadata-only reads give it.
+func newObject(r *rand.Rand, gvr schema.GroupVersionResource, namespace, name string) policy.Object {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID(gvr.Resource + "/" + name)}}
+	if p := pick(r, priorities); p != "" {
+		m.Annotations = map[string]string{"open-cluster-management.io/cleanup-priority": p}
+	}
+	if r.IntN(3) == 0 {
+		m.Labels = map[string]string{pick(r, []string{"app", "legacy"}): pick(r, []string{"web", "true"})}
+	}
+	if gvr == policy.ManifestWorks && r.IntN(6) == 0 {
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[v1alpha1.SignalWorkLabel] = "true"
+	}
+	if r.IntN(5) == 0 {
+		ts := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		m.DeletionTimestamp = &ts
+	}
+	value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		panic(err)
+	}
+	return policy.Object{GVR: gvr, Meta: m, Value: value}
+}
+
+func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
+	t.Helper()
+	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Generation: 1}, Spec: in.spec})
+	if len(errs) > 0 {
+		if p != nil {
+			t.Fatalf("a policy that does not compile was returned: %v", errs.ToAggregate())
+		}
+		return
+	}
+	cluster := map[string]any{"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+		"metadata": map[string]any{"name": in.cluster, "labels": in.labels}}
+	a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), cluster)
+
+	plan, planErr := policy.PlanCluster(p, a, policy.PlanInput{Cluster: in.cluster, Available: in.available, Namespace: in.namespace, Objects: in.objects})
+	strategy, strategyErr := policy.Strategy(p, a)
+	holding, gateErr := policy.Gate(p, a, in.objects)
+	stages := policy.Stages(p)
+	signal := policy.SignalWorkName(p)
+	assigned, stagesErr := policy.AssignStages(p, a, stages, in.objects, func(o policy.Object) bool {
+		return o.GVR == policy.ManifestWorks && signal != "" && o.Meta.Name == signal
+	})
+
+	if planErr != nil {
+		if plan != nil {
+			t.Fatalf("a failed plan returned a plan: %v", planErr)
+		}
+	} else {
+		checkPlan(t, p, in, plan, strategy, holding)
+	}
+	if planErr == nil && (strategyErr != nil || gateErr != nil || stagesErr != nil) {
+		t.Fatalf("the plan succeeded where its steps fail: %v %v %v", strategyErr, gateErr, stagesErr)
+	}
+	if strategyErr == nil && !slices.Contains(v1alpha1.RemoveStrategyTypes, strategy) {
+		t.Fatalf("strategy %q is not a valid one", strategy)
+	}
+
+	if gateErr == nil {
+		checkGate(t, p, a, in, holding)
+	} else if holding != nil {
+		t.Fatalf("a failed gate returned objects: %v", gateErr)
+	}
+	if stagesErr == nil {
+		checkStages(t, in, stages, assigned, signal)
+		if gateErr == nil && len(holding) == 0 {
+			checkNoMonitoredStaged(t, p, a, assigned)
+		}
+	} else if assigned != nil {
+		t.Fatalf("a failed stage assignment returned stages: %v", stagesErr)
+	}
+
+	for name, manifests := range in.manifests {
+		work := map[string]any{"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+			"metadata": map[string]any{"name": name, "namespace": in.cluster}}
+		checkOrphaning(t, p, a, work, manifests)
+	}
+	for _, cp := range in.configurationPolicies {
+		b, err := policy.PruneBehavior(p, a, cp)
+		switch {
+		case err != nil:
+			if b != "" {
+				t.Fatalf("a failed prune decision returned %q", b)
+			}
+		case in.spec.Prune == nil:
+			if b != "" {
+				t.Fatalf("a policy without prune decided %q", b)
+			}
+		case !slices.Contains(v1alpha1.PruneBehaviors, b):
+			t.Fatalf("prune behaviour %q is not a valid one", b)
+		}
+		if policy.Ineffective(b, cp) && (b == "" || b == v1alpha1.PruneNone) {
+			t.Fatalf("%q reported as ineffective", b)
+		}
+	}
+}
+
+func checkPlan(t *testing.T, p *cel.Policy, in *fleet, plan *policy.ClusterPlan, strategy v1alpha1.RemoveStrategyType, holding []policy.Object) {
+	t.Helper()
+	if plan.Cluster != in.cluster {
+		t.Fatalf("plan of cluster %q, want %q", plan.Cluster, in.cluster)
+	}
+	if plan.Strategy != strategy || !slices.Contains(v1alpha1.RemoveStrategyTypes, plan.Strategy) {
+		t.Fatalf("plan strategy %q, the policy decides %q", plan.Strategy, strategy)
+	}
+	if plan.OrphanAll != (plan.Strategy == v1alpha1.RemoveStrategyNeedless) {
+		t.Fatalf("OrphanAll %v under %s: every work is orphaned first exactly under Needless", plan.OrphanAll, plan.Strategy)
+	}
+	switch {
+	case in.namespace == nil:
+		if plan.Namespace != nil {
+			t.Fatalf("a namespace planned where there is none: %+v", plan.Namespace)
+		}
+	case plan.Namespace == nil:
+		t.Fatal("no decision for the cluster namespace")
+	case plan.Namespace.Name != in.cluster:
+		t.Fatalf("namespace %q planned (keep %v) for cluster %q: never a namespace not named after the cluster",
+			plan.Namespace.Name, plan.Namespace.Keep, in.cluster)
+	}
+	if len(plan.Stages) != len(policy.Stages(p)) {
+		t.Fatalf("%d stages planned, the policy has %d", len(plan.Stages), len(policy.Stages(p)))
+	}
+	signal := policy.SignalWorkName(p)
+	works := policy.ResourceName(policy.ManifestWorks)
+	for _, s := range plan.Stages {
+		for _, g := range s.Groups {
+			for _, o := range g.Objects {
+				if s.Resource == works && signal != "" && strings.TrimSuffix(o, " (deleting)") == signal {
+					t.Fatalf("the deletion-signal work %s is planned in stage %s", signal, s.Name)
+				}
+			}
+		}
+	}
+	if len(plan.Gate.Holding) != len(holding) {
+		t.Fatalf("the plan's gate holds %v, the gate %d objects", plan.Gate.Holding, len(holding))
+	}
+}
+
+// checkGate: the gate holds exactly the objects a monitored entry matches.
+func checkGate(t *testing.T, p *cel.Policy, a *cel.Activation, in *fleet, holding []policy.Object) {
+	t.Helper()
+	want := 0
+	for _, m := range policy.MonitoredResources(p) {
+		for _, o := range in.objects[m.GVR] {
+			if monitored(t, m, a, o) {
+				want++
+			}
+		}
+	}
+	if len(holding) != want {
+		t.Fatalf("the gate holds %d objects, %d are monitored", len(holding), want)
+	}
+	for _, o := range holding {
+		if !slices.ContainsFunc(policy.MonitoredResources(p), func(m policy.Monitored) bool { return m.GVR == o.GVR }) {
+			t.Fatalf("the gate holds %s, which no monitored resource names", o.Key())
+		}
+	}
+}
+
+func monitored(t *testing.T, m policy.Monitored, a *cel.Activation, o policy.Object) bool {
+	if o.GVR != m.GVR {
+		return false
+	}
+	if m.When == nil {
+		return true
+	}
+	ok, err := m.When.Bool(a.With(cel.VarObject, o.Value))
+	if err != nil {
+		t.Fatalf("the gate succeeded where %s fails for %s: %v", m.When.Path, o.Key(), err)
+	}
+	return ok
+}
+
+// checkNoMonitoredStaged: with the gate open, no stage holds an object that
+// a monitored entry matches; the stages would delete it.
+func checkNoMonitoredStaged(t *testing.T, p *cel.Policy, a *cel.Activation, assigned [][]policy.Object) {
+	t.Helper()
+	for _, objs := range assigned {
+		for _, o := range objs {
+			for _, m := range policy.MonitoredResources(p) {
+				if monitored(t, m, a, o) {
+					t.Fatalf("monitored object %s would be deleted: the gate holds nothing", o.Key())
+				}
+			}
+		}
+	}
+}
+
+func checkStages(t *testing.T, in *fleet, stages []policy.Stage, assigned [][]policy.Object, signal string) {
+	t.Helper()
+	if len(assigned) != len(stages) {
+		t.Fatalf("%d stages assigned, %d declared", len(assigned), len(stages))
+	}
+	staged := map[string]string{}
+	for i, objs := range assigned {
+		for j, o := range objs {
+			key := o.GVR.String() + "/" + o.Meta.Name
+			if prev, ok := staged[key]; ok {
+				t.Fatalf("%s is in stage %s and stage %s", o.Key(), prev, stages[i].Name)
+			}
+			staged[key] = stages[i].Name
+			if o.GVR != stages[i].GVR {
+				t.Fatalf("%s (%s) is in stage %s of %s", o.Key(), o.GVR, stages[i].Name, stages[i].GVR)
+			}
+			if !slices.ContainsFunc(in.objects[o.GVR], func(x policy.Object) bool { return x.Meta == o.Meta }) {
+				t.Fatalf("%s is not one of the cluster's objects", o.Key())
+			}
+			if o.Meta.Namespace != in.cluster {
+				t.Fatalf("%s of namespace %s is staged for cluster %s", o.Key(), o.Meta.Namespace, in.cluster)
+			}
+			if o.GVR == policy.ManifestWorks && signal != "" && o.Meta.Name == signal {
+				t.Fatalf("the deletion-signal work %s is in stage %s", signal, stages[i].Name)
+			}
+			if j > 0 {
+				prev := objs[j-1]
+				if policy.DeletionOrder(prev.Meta) > policy.DeletionOrder(o.Meta) {
+					t.Fatalf("stage %s deletes %s (priority %s) before %s (priority %s)", stages[i].Name,
+						prev.Key(), policy.PriorityName(prev.Meta), o.Key(), policy.PriorityName(o.Meta))
+				}
+			}
+		}
+		n := 0
+		for _, g := range policy.Groups(objs) {
+			for _, o := range g {
+				if policy.DeletionOrder(o.Meta) != policy.DeletionOrder(g[0].Meta) {
+					t.Fatalf("group of %s holds %s of another priority", g[0].Key(), o.Key())
+				}
+			}
+			n += len(g)
+		}
+		if n != len(objs) {
+			t.Fatalf("the groups of stage %s hold %d objects, the stage %d", stages[i].Name, n, len(objs))
+		}
+	}
+}
+
+var errUnknownKind = errors.New("no resource known for this kind")
+
+func checkOrphaning(t *testing.T, p *cel.Policy, a *cel.Activation, work map[string]any, manifests []map[string]any) {
+	t.Helper()
+	d, err := policy.Orphaning(p, a, work, manifests, func(_ int, gvk schema.GroupVersionKind) (string, error) {
+		if gvk.Kind == "Unknown" || gvk.Kind == "" {
+			return "", errUnknownKind
+		}
+		return strings.ToLower(gvk.Kind) + "s", nil
+	})
+	if err != nil {
+		if d.PropagationPolicy != "" || d.Orphans != nil || d.Rules != nil {
+			t.Fatalf("a failed orphaning decision stamps %+v: %v", d, err)
+		}
+		return
+	}
+	for _, rule := range d.Rules {
+		if !slices.ContainsFunc(p.Spec.Orphaning, func(r v1alpha1.OrphaningRule) bool { return r.Name == rule }) {
+			t.Fatalf("manifest orphaned by rule %q, which the policy does not have", rule)
+		}
+	}
+	switch d.PropagationPolicy {
+	case "":
+		if len(d.Orphans) != 0 || len(d.Rules) != 0 {
+			t.Fatalf("no deleteOption, yet orphans: %+v", d)
+		}
+	case "Orphan":
+		if len(d.Orphans) != 0 || len(d.Rules) != len(manifests) || len(manifests) == 0 {
+			t.Fatalf("Orphan for %d of %d manifests: %+v", len(d.Rules), len(manifests), d)
+		}
+	case "SelectivelyOrphan":
+		if len(d.Orphans) == 0 || len(d.Orphans) >= len(manifests) || len(d.Rules) != len(d.Orphans) {
+			t.Fatalf("SelectivelyOrphan for %d of %d manifests: %+v", len(d.Orphans), len(manifests), d)
+		}
+	default:
+		t.Fatalf("propagation policy %q", d.PropagationPolicy)
+	}
+	if len(p.Orphaning) == 0 && d.PropagationPolicy != "" {
+		t.Fatalf("no orphaning rule, yet %s", d.PropagationPolicy)
+	}
+}
