@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -183,8 +184,8 @@ var _ = Describe("Cluster deletion", func() {
 
 		By("deleting the signal first and waiting while an in-cluster controller holds it")
 		// The agent adds its finalizer once it applied the work.
-		signal.SetFinalizers([]string{v1alpha1.WorkAgentFinalizer})
-		Expect(k8s.Update(ctx, signal)).To(Succeed())
+		patch := []byte(`{"metadata":{"finalizers":["` + v1alpha1.WorkAgentFinalizer + `"]}}`)
+		Expect(k8s.Patch(ctx, signal, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 		agent.setStuck("sig-1", "alive", true)
 		deleteCluster("sig-1")
 		Eventually(func(g Gomega) {
