@@ -256,7 +256,7 @@ type DeletionSignal struct {
 
 // Manifest is a whole Kubernetes object: the API server requires its
 // apiVersion and kind, and this rule its name.
-// +kubebuilder:validation:XValidation:rule="has(self.metadata) && has(self.metadata.name) && self.metadata.name != ''",message="a manifest needs metadata.name"
+// +kubebuilder:validation:XValidation:rule="has(self.metadata) && has(self.metadata.name) && size(self.metadata.name) > 0",message="a manifest needs metadata.name"
 type Manifest struct {
 	// +kubebuilder:validation:EmbeddedResource
 	// +kubebuilder:pruning:PreserveUnknownFields
