@@ -46,7 +46,7 @@ var catalogue = []badCase{
 	{name: "selector that does not parse", spec: strategy + `clusterSelector: "cluster.metadata.name =="`, path: "spec.clusterSelector"},
 	{name: "selector that is not bool", spec: strategy + `clusterSelector: "cluster.metadata.name"`, path: "spec.clusterSelector"},
 	{name: "selector naming an unbound variable", spec: strategy + `clusterSelector: "clustr.metadata.name == 'a'"`, path: "spec.clusterSelector"},
-	{name: "selector too long", spec: strategy + `clusterSelector: "` + strings.Repeat("true && ", 512) + `true"`, path: "spec.clusterSelector"},
+	{name: "selector too long", spec: strategy + `clusterSelector: "` + strings.Repeat("true && ", 512) + `true"`, path: "spec.clusterSelector", schema: true},
 	// priority
 	{name: "priority that is a word", spec: strategy + `priority: high`, path: "spec.priority", schema: true},
 	{name: "priority past int32", spec: strategy + `priority: 2147483648`, path: "spec.priority", schema: true},
