@@ -146,8 +146,16 @@ removeStrategy: {default: BestEffort, timeout: 5m}`))).To(Succeed())
 		Expect(mc.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, broken))
 	})
 
-	It("goes on with the held cluster once the policy is fixed", func() {
+	It("goes on with the held cluster once the policy is fixed, through the webhook", func() {
+		webhookOn()
+		By("changing a label: the spec is the same, the webhook lets it through")
 		p := cleanupPolicy(broken)
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: broken}, p)).To(Succeed())
+		p.SetLabels(map[string]string{"owner": "platform"})
+		Expect(k8s.Update(ctx, p)).To(Succeed())
+
+		By("fixing the timeout: the webhook checks the new spec whole")
+		p = cleanupPolicy(broken)
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: broken}, p)).To(Succeed())
 		Expect(unstructured.SetNestedField(p.Object, "5m", "spec", "removeStrategy", "timeout")).To(Succeed())
 		Expect(k8s.Update(ctx, p)).To(Succeed())

@@ -1,4 +1,4 @@
-package controller
+package cel
 
 import (
 	"strings"
@@ -63,7 +63,7 @@ func TestDecodePolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			u := base(tc.spec)
 			before := u.DeepCopy()
-			p, errs := decodePolicy(u)
+			p, errs := DecodePolicy(u.Object)
 			if len(before.Object) != len(u.Object) || !strings.EqualFold(before.GetName(), u.GetName()) {
 				t.Fatalf("decodePolicy changed its input")
 			}
