@@ -214,12 +214,14 @@ func updateSpec(name string, c badCase) error {
 // cluster is being deleted; the cluster's content is all there.
 func expectReported(policy, cluster string, c badCase, deleting bool) {
 	GinkgoHelper()
+	var reported string
 	Eventually(func(g Gomega) {
 		ready := policyCondition(policy, v1alpha1.ReadyCondition)
 		g.Expect(ready).NotTo(BeNil(), "the status does not describe the latest generation yet")
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Reason).To(BeElementOf(v1alpha1.InvalidCELExpressionReason, v1alpha1.InvalidSpecReason))
 		g.Expect(ready.Message).To(ContainSubstring(c.path))
+		reported = ready.Message
 		stalled := policyCondition(policy, v1alpha1.StalledCondition)
 		g.Expect(stalled).NotTo(BeNil())
 		g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
@@ -235,6 +237,8 @@ func expectReported(policy, cluster string, c badCase, deleting bool) {
 			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(cond.Message).To(ContainSubstring("held, nothing is deleted"))
 			g.Expect(cond.Message).To(ContainSubstring(c.path))
+			// This case's errors, not the previous case's.
+			g.Expect(cond.Message).To(HaveSuffix(reported))
 		}).Should(Succeed(), "case %q", c.name)
 	}
 	Expect(contentIntact(cluster)).To(Succeed(), "case %q", c.name)
