@@ -154,9 +154,14 @@ type RemoveStrategy struct {
 	Rules []StrategyRule `json:"rules,omitempty"`
 
 	// timeout is how long a cluster's cleanup may take before Required reports
-	// CleanupFailed and BestEffort and Needless force the hub side clean.
+	// CleanupFailed and BestEffort and Needless force the hub side clean: a
+	// positive duration of hours, minutes and seconds, such as 90s, 30m or
+	// 1h30m. The API server refuses anything else (a word, a sign, zero).
 	// +optional
 	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 90s, 30m or 1h30m"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
@@ -175,21 +180,26 @@ type StrategyRule struct {
 
 // GroupVersionResource names a resource in a cluster namespace.
 type GroupVersionResource struct {
-	// group is the API group; empty for the core group.
+	// group is the API group, a DNS subdomain such as
+	// work.open-cluster-management.io; empty for the core group.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$`
 	Group string `json:"group,omitempty"`
 
-	// version is the API version.
+	// version is the API version, such as v1 or v1beta1.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	Version string `json:"version"`
 
-	// resource is the plural resource name, for example manifestworks.
+	// resource is the plural resource name, in lower case, for example
+	// manifestworks; not a kind, and no subresource.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Resource string `json:"resource"`
 }
 
@@ -244,7 +254,9 @@ type DeletionSignal struct {
 	Manifests []Manifest `json:"manifests,omitempty"`
 }
 
-// Manifest is a whole Kubernetes object.
+// Manifest is a whole Kubernetes object: the API server requires its
+// apiVersion and kind, and this rule its name.
+// +kubebuilder:validation:XValidation:rule="has(self.metadata) && has(self.metadata.name) && size(self.metadata.name) > 0",message="a manifest needs metadata.name"
 type Manifest struct {
 	// +kubebuilder:validation:EmbeddedResource
 	// +kubebuilder:pruning:PreserveUnknownFields

@@ -38,14 +38,26 @@ func (c *Cache) Env() *Env { return c.env }
 // Get returns the compiled policy for p's UID and generation, compiling it
 // if the cache holds another generation or none.
 func (c *Cache) Get(p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
+	return c.Load(p.UID, p.Generation, func() (*v1alpha1.CleanupPolicy, field.ErrorList) { return p, nil })
+}
+
+// Load returns the compiled policy of the given UID and generation. When the
+// cache holds another generation or none, it calls decode for the policy
+// and compiles it; the errors of a policy that does not decode are kept as
+// its compile errors are, so a stored policy is decoded once per generation.
+func (c *Cache) Load(uid types.UID, generation int64, decode func() (*v1alpha1.CleanupPolicy, field.ErrorList)) (*Policy, field.ErrorList) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[p.UID]; ok && e.generation == p.Generation {
+	if e, ok := c.entries[uid]; ok && e.generation == generation {
 		return e.policy, e.errs
 	}
 	c.compilations.Add(1)
-	policy, errs := Compile(c.env, p)
-	c.entries[p.UID] = &cacheEntry{generation: p.Generation, policy: policy, errs: errs}
+	p, errs := decode()
+	var policy *Policy
+	if len(errs) == 0 {
+		policy, errs = Compile(c.env, p)
+	}
+	c.entries[uid] = &cacheEntry{generation: generation, policy: policy, errs: errs}
 	return policy, errs
 }
 

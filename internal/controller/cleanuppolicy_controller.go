@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,25 +57,30 @@ type CleanupPolicyReconciler struct {
 
 // Reconcile compiles the policy and evaluates it against every ManagedCluster.
 func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	p := &v1alpha1.CleanupPolicy{}
-	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+	u := newCleanupPolicy()
+	if err := r.Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, r.forgetDeleted(ctx)
 		}
 		return reconcile.Result{}, err
 	}
+	// A policy stored with a field the operator cannot decode is reported
+	// as one that does not compile: it has its metadata and status only.
+	p, decodeErrs := decodePolicy(u)
 	orig := p.DeepCopy()
 	defer func() {
 		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, p))
 	}()
 
-	compiled, errs := r.Cache.Get(p)
+	compiled, errs := r.Cache.Load(p.UID, p.Generation, func() (*v1alpha1.CleanupPolicy, field.ErrorList) { return p, decodeErrs })
 	if len(errs) > 0 {
 		p.Status.ObservedGeneration = p.Generation
 		setInvalidCondition(p, errs)
 		if !equality.Semantic.DeepEqual(orig.Status.Conditions, p.Status.Conditions) {
 			reason := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.StalledCondition).Reason
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, reason, "Compile", "%s", errs.ToAggregate().Error())
+			logf.FromContext(ctx).Info("policy invalid: it governs nothing new and the clusters it governs are held",
+				"policy", p.Name, "generation", p.Generation, "reason", reason, "error", errs.ToAggregate().Error())
 		}
 		// Terminal: only a new generation can fix it.
 		return reconcile.Result{}, reconcile.TerminalError(errs.ToAggregate())
@@ -293,13 +299,13 @@ func readyMessage(s *v1alpha1.CleanupPolicyStatus) string {
 // forgetDeleted drops the compiled programs and remembered results of
 // policies and clusters that are gone.
 func (r *CleanupPolicyReconciler) forgetDeleted(ctx context.Context) error {
-	var list v1alpha1.CleanupPolicyList
-	if err := r.List(ctx, &list); err != nil {
+	items, err := listPolicies(ctx, r, client.UnsafeDisableDeepCopy)
+	if err != nil {
 		return err
 	}
 	live := sets.New[types.UID]()
-	for i := range list.Items {
-		live.Insert(list.Items[i].UID)
+	for i := range items {
+		live.Insert(items[i].GetUID())
 	}
 	r.Cache.Retain(live)
 	r.Governance.Forget(func(p types.UID, _ int64, _ types.UID) bool { return live.Has(p) })
@@ -363,9 +369,9 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	allPolicies := handler.EnqueueRequestsFromMapFunc(r.allPolicies)
 	b := builder.ControllerManagedBy(mgr).
 		Named("cleanuppolicy").
-		For(&v1alpha1.CleanupPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(newCleanupPolicy(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Another policy's change can change this one's overlaps.
-		Watches(&v1alpha1.CleanupPolicy{}, allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(newCleanupPolicy(), allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(newManagedCluster(), allPolicies).
 		WatchesRawSource(r.Tally.source())
 	if r.Optional != nil {
@@ -378,14 +384,14 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 }
 
 func (r *CleanupPolicyReconciler) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list v1alpha1.CleanupPolicyList
-	if err := r.List(ctx, &list); err != nil {
+	items, err := listPolicies(ctx, r, client.UnsafeDisableDeepCopy)
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "listing CleanupPolicies")
 		return nil
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
+	reqs := make([]reconcile.Request, len(items))
+	for i := range items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: items[i].GetName()}}
 	}
 	return reqs
 }

@@ -146,7 +146,11 @@ func (a *ConfigurationPolicyAdapter) ofPolicy(ctx context.Context, p client.Obje
 			governed.Insert(c.GetName())
 		}
 	}
-	selectsAll := p.(*v1alpha1.CleanupPolicy).Spec.ClusterSelector == ""
+	var selectsAll bool
+	if u, ok := p.(*unstructured.Unstructured); ok {
+		selector, _, _ := unstructured.NestedString(u.Object, "spec", "clusterSelector")
+		selectsAll = selector == ""
+	}
 	return a.list(ctx, func(ns string) bool { return governed.Has(ns) || (selectsAll && !all.Has(ns)) })
 }
 

@@ -270,7 +270,7 @@ func (r *DecisionsReconciler) SetupWithManager(mgr manager.Manager) error {
 		})).
 		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
+		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }

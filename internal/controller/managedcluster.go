@@ -255,7 +255,7 @@ func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		})).
-		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(a.allClusters),
+		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.allClusters),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 }
 

@@ -203,8 +203,8 @@ func (a *ManifestWorkAdapter) Watches(b *builder.Builder) *builder.Builder {
 type policyOrClusterEvents struct{ predicate.Funcs }
 
 func (policyOrClusterEvents) Update(e event.UpdateEvent) bool {
-	_, isPolicy := e.ObjectNew.(*v1alpha1.CleanupPolicy)
-	return isPolicy || e.ObjectNew.GetObjectKind().GroupVersionKind() == managedClusterGVK
+	gvk := e.ObjectNew.GetObjectKind().GroupVersionKind()
+	return gvk == cleanupPolicyGVK || gvk == managedClusterGVK
 }
 
 func (a *ManifestWorkAdapter) worksOfCluster(ctx context.Context, mc client.Object) []reconcile.Request {

@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -112,18 +113,23 @@ func (f *Fleet) GovernStandalone(ctx context.Context) (*Governed, error) {
 
 // compileAll compiles every CleanupPolicy, from the cache of compiled
 // policies, and returns the valid ones ranked, and the errors of the others
-// by name. The list is read without a copy: compiling copies what it keeps.
+// by name: a policy that does not compile, or that is stored with a field
+// the operator cannot decode. The list is read without a copy: decoding
+// copies what it keeps, once per generation.
 func compileAll(ctx context.Context, r client.Reader, cache *cel.Cache) ([]*cel.Policy, map[string]error, error) {
-	var list v1alpha1.CleanupPolicyList
-	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing CleanupPolicies: %w", err)
+	items, err := listPolicies(ctx, r, client.UnsafeDisableDeepCopy)
+	if err != nil {
+		return nil, nil, err
 	}
 	var valid []*cel.Policy
 	invalid := map[string]error{}
-	for i := range list.Items {
-		compiled, errs := cache.Get(&list.Items[i])
+	for i := range items {
+		u := &items[i]
+		compiled, errs := cache.Load(u.GetUID(), u.GetGeneration(), func() (*v1alpha1.CleanupPolicy, field.ErrorList) {
+			return decodePolicy(u)
+		})
 		if len(errs) > 0 {
-			invalid[list.Items[i].Name] = errs.ToAggregate()
+			invalid[u.GetName()] = errs.ToAggregate()
 			continue
 		}
 		valid = append(valid, compiled)

@@ -142,6 +142,6 @@ func stampWatches(b *builder.Builder, ofCluster, ofPolicy handler.MapFunc) *buil
 			policyOrClusterEvents{})).
 		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(ofCluster),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1alpha1.CleanupPolicy{}, handler.EnqueueRequestsFromMapFunc(ofPolicy),
+		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(ofPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 }

@@ -2,11 +2,16 @@ package v1alpha1
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"reflect"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -24,11 +29,87 @@ type CleanupPolicyValidator struct {
 
 var _ admission.Validator[*v1alpha1.CleanupPolicy] = &CleanupPolicyValidator{}
 
+// ValidatePath is where the API server calls the validator.
+const ValidatePath = "/validate-cleanup-fleetops-dev-v1alpha1-cleanuppolicy"
+
 // SetupCleanupPolicyWebhookWithManager registers the validator with the manager's webhook server.
 func SetupCleanupPolicyWebhookWithManager(mgr manager.Manager, env *cel.Env) error {
-	return builder.WebhookManagedBy(mgr, &v1alpha1.CleanupPolicy{}).
-		WithValidator(&CleanupPolicyValidator{Env: env}).
-		Complete()
+	mgr.GetWebhookServer().Register(ValidatePath, &admission.Webhook{Handler: &handler{validator: &CleanupPolicyValidator{Env: env}}})
+	return nil
+}
+
+// handler decodes each request as the operator reads stored policies, one
+// field at a time: a policy stored with a value the typed API cannot read
+// (a timeout written before the schema refused it) must not stop the fix
+// of that value, nor changes of its labels and finalizers.
+type handler struct {
+	validator *CleanupPolicyValidator
+}
+
+// Handle implements admission.Handler.
+func (h *handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	p, errs, err := decode(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	var warnings admission.Warnings
+	switch req.Operation {
+	case admissionv1.Create:
+		if len(errs) > 0 {
+			return invalid(p, errs)
+		}
+		warnings, err = h.validator.ValidateCreate(ctx, p)
+	case admissionv1.Update:
+		old, oldErrs, decodeErr := decode(req.OldObject.Raw)
+		switch {
+		case decodeErr != nil:
+			return admission.Errored(http.StatusBadRequest, decodeErr)
+		case len(errs) == 0 && len(oldErrs) == 0:
+			warnings, err = h.validator.ValidateUpdate(ctx, old, p)
+		case sameSpec(req.Object.Raw, req.OldObject.Raw):
+			// Labels, annotations and finalizers can always change.
+			return admission.Allowed("")
+		case len(errs) > 0:
+			return invalid(p, errs)
+		default:
+			// The old spec does not decode: the new one is checked whole.
+			warnings, err = h.validator.validate(p)
+		}
+	default:
+		return admission.Allowed("")
+	}
+	if err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			st := status.Status()
+			return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &st}}.WithWarnings(warnings...)
+		}
+		return admission.Denied(err.Error()).WithWarnings(warnings...)
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// decode reads a policy from a request; errs name the fields the typed API
+// cannot hold, err says the request is not a JSON object.
+func decode(raw []byte) (*v1alpha1.CleanupPolicy, field.ErrorList, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, nil, err
+	}
+	p, errs := cel.DecodePolicy(obj)
+	return p, errs, nil
+}
+
+func invalid(p *v1alpha1.CleanupPolicy, errs field.ErrorList) admission.Response {
+	status := apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("CleanupPolicy").GroupKind(), p.Name, errs).Status()
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
+}
+
+func sameSpec(a, b []byte) bool {
+	var x, y struct {
+		Spec any `json:"spec"`
+	}
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x.Spec, y.Spec)
 }
 
 // ValidateCreate compiles the new policy.

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -48,5 +51,46 @@ func TestValidator(t *testing.T) {
 	}
 	if _, err := v.ValidateDelete(context.Background(), broken); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestHandlerReadsStoredPolicies(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handler{validator: &CleanupPolicyValidator{Env: env}}
+	policy := func(labels, timeout string) []byte {
+		return []byte(`{"apiVersion":"cleanup.fleetops.dev/v1alpha1","kind":"CleanupPolicy","metadata":{"name":"p"` + labels +
+			`},"spec":{"removeStrategy":{"default":"Required","timeout":"` + timeout + `"}}}`)
+	}
+	request := func(op admissionv1.Operation, obj, old []byte) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: op, Object: runtime.RawExtension{Raw: obj}, OldObject: runtime.RawExtension{Raw: old},
+		}}
+	}
+	labelled := `,"labels":{"a":"b"}`
+	cases := []struct {
+		name    string
+		req     admission.Request
+		allowed bool
+	}{
+		{"create with a timeout that is a word", request(admissionv1.Create, policy("", "soon"), nil), false},
+		{"create with a valid timeout", request(admissionv1.Create, policy("", "5m"), nil), true},
+		{"relabel a policy stored with a word", request(admissionv1.Update, policy(labelled, "soon"), policy("", "soon")), true},
+		{"fix a policy stored with a word", request(admissionv1.Update, policy("", "5m"), policy("", "soon")), true},
+		{"change a stored word into another", request(admissionv1.Update, policy("", "later"), policy("", "soon")), false},
+		{"break a valid timeout", request(admissionv1.Update, policy("", "never"), policy("", "5m")), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := h.Handle(context.Background(), tc.req)
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v, want %v: %+v", resp.Allowed, tc.allowed, resp.Result)
+			}
+			if !tc.allowed && !strings.Contains(resp.Result.Message, "spec.removeStrategy.timeout") {
+				t.Fatalf("refusal %q does not name spec.removeStrategy.timeout", resp.Result.Message)
+			}
+		})
 	}
 }
