@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -225,17 +226,19 @@ spec:
 		Expect(deleteOption(Default, "orph-8", "unknown")).To(BeNil())
 
 		By("reading the name from the status the agent reports")
-		w := getWork(Default, "orph-8", "unknown")
-		Expect(unstructured.SetNestedSlice(w.Object, []any{map[string]any{
-			"resourceMeta": map[string]any{"ordinal": int64(0), "group": "example.com", "version": "v1", "kind": "Widget",
-				"resource": "widgets", "name": "w1", "namespace": "default"},
-			"conditions": []any{},
-		}}, "status", "resourceStatus", "manifests")).To(Succeed())
-		Expect(k8s.Status().Update(ctx, w)).To(Succeed())
+		// The test agent writes the status too: retry on its conflicts.
+		Eventually(func(g Gomega) {
+			w := getWork(g, "orph-8", "unknown")
+			g.Expect(unstructured.SetNestedSlice(w.Object, []any{map[string]any{
+				"resourceMeta": map[string]any{"ordinal": int64(0), "group": "example.com", "version": "v1", "kind": "Widget",
+					"resource": "widgets", "name": "w1", "namespace": "default"},
+				"conditions": []any{},
+			}}, "status", "resourceStatus", "manifests")).To(Succeed())
+			g.Expect(k8s.Status().Update(ctx, w)).To(Succeed())
+		}).Should(Succeed())
 		// A status update alone does not trigger the work: touch a label as the agent's next apply would.
-		w = getWork(Default, "orph-8", "unknown")
-		w.SetLabels(map[string]string{"touched": "yes"})
-		Expect(k8s.Update(ctx, w)).To(Succeed())
+		Expect(k8s.Patch(ctx, getWork(Default, "orph-8", "unknown"),
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)))).To(Succeed())
 		Eventually(func(g Gomega) {
 			rules, _, _ := unstructured.NestedSlice(deleteOption(g, "orph-8", "unknown"), "selectivelyOrphans", "orphaningRules")
 			g.Expect(rules).To(Equal([]any{map[string]any{"group": "example.com", "resource": "widgets", "namespace": "default", "name": "w1"}}))
