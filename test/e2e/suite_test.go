@@ -102,8 +102,12 @@ var _ = BeforeSuite(func() {
 	prop = startPropagator(adminCfg)
 
 	By("starting the operator, bin/manager, with the RBAC it ships with")
+	operatorConfig = operatorKubeconfig()
 	startOperator("manager")
 })
+
+// operatorConfig is the operator's kubeconfig, bound to the RBAC it ships with.
+var operatorConfig string
 
 // startOperator starts bin/manager with the RBAC it ships with; name names
 // its log in bin/e2e-logs.
@@ -112,7 +116,7 @@ func startOperator(name string) {
 	var err error
 	manager, err = startProcess(name, filepath.Join(paths.bin, "manager"),
 		[]string{"ENABLE_WEBHOOKS=false"},
-		"--kubeconfig="+operatorKubeconfig(),
+		"--kubeconfig="+operatorConfig,
 		"--health-probe-bind-address=0",
 		"--metrics-bind-address=0",
 		"--leader-elect=false",
