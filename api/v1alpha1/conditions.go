@@ -38,4 +38,14 @@ const (
 	// some clusters (a missing key, a wrong type, the cost budget used up).
 	// Those clusters are held: no decision is taken on a guess.
 	EvaluationErrorReason = "EvaluationError"
+	// TerminatingReason surfaces while the policy is being deleted and still
+	// governs clusters whose teardown has not ended; the message names them.
+	// The policy keeps its in-use finalizer until they end.
+	TerminatingReason = "Terminating"
+	// ResourceNotServedReason surfaces when a monitored resource or a stage
+	// names a resource the API server does not serve (a typo, or a CRD not
+	// installed yet). The message names the field. A cluster being deleted
+	// under the policy is held at that step until the resource is served or
+	// removed from the policy.
+	ResourceNotServedReason = "ResourceNotServed"
 )

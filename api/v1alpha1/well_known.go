@@ -19,6 +19,17 @@ const (
 	SpecHashAnnotation = "cleanup.fleetops.dev/spec-hash"
 	// FieldManager is the field manager of every write the operator makes.
 	FieldManager = "cleanup-operator"
+	// InUseFinalizer is on a CleanupPolicy that governs clusters. A policy
+	// being deleted keeps it until every teardown it governs has ended, so
+	// that a teardown finishes under the policy that started it.
+	InUseFinalizer = "cleanup.fleetops.dev/in-use"
+	// ManagedByLabel, with the value ManagedBy, marks the objects the
+	// operator created and owns: the deletion-signal ManifestWorks and the
+	// cleanup-decisions ConfigMaps. An object of the same name without it
+	// is never changed or deleted.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedBy is the value of ManagedByLabel on the operator's objects.
+	ManagedBy = "cleanup-operator"
 )
 
 // ContentDeleteSuccessCondition is on a governed ManagedCluster being

@@ -64,6 +64,10 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		}
 		return reconcile.Result{}, err
 	}
+	teardowns, err := r.reconcileInUse(ctx, u)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	// A policy stored with a field the operator cannot decode is reported
 	// as one that does not compile: it has its metadata and status only.
 	p, decodeErrs := decodePolicy(u)
@@ -71,6 +75,12 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	defer func() {
 		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, p))
 	}()
+	if p.DeletionTimestamp != nil {
+		// A policy being deleted governs nothing new; it only waits for
+		// the teardowns it governs.
+		r.reportTerminating(p, teardowns)
+		return reconcile.Result{}, nil
+	}
 
 	compiled, errs := r.Cache.Load(p.UID, p.Generation, func() (*v1alpha1.CleanupPolicy, field.ErrorList) { return p, decodeErrs })
 	if len(errs) > 0 {
@@ -85,7 +95,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		// Terminal: only a new generation can fix it.
 		return reconcile.Result{}, reconcile.TerminalError(errs.ToAggregate())
 	}
-	result, err := r.reconcileFleet(ctx, p, compiled)
+	result, err = r.reconcileFleet(ctx, p, compiled)
 	if err == nil {
 		// Only once the status describes this generation: after an error
 		// worth a retry it still describes the one before.

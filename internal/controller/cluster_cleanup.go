@@ -117,7 +117,7 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 	}
 	if g.Policy == nil {
 		// No policy governs the cluster: the operator has no mandate.
-		return reconcile.Result{}, a.removeFinalizer(ctx, mc, "Released", "no CleanupPolicy governs the cluster; its content is left as it is")
+		return reconcile.Result{}, a.releaseDeleting(ctx, mc, "no CleanupPolicy governs the cluster; its content is left as it is")
 	}
 	c, err := a.newCleanup(ctx, mc, g)
 	if err != nil {

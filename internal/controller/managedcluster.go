@@ -107,18 +107,26 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		log.Info("cluster held: no governance decision", "cluster", mc.GetName(), "reason", g.Held.Error())
 		return nil
 	}
+	// A cluster that is not being deleted has no teardown: a label left on
+	// its namespace (by a teardown released before this version) would
+	// make admission refuse its works.
+	if err := a.unlabelNamespace(ctx, mc.GetName()); err != nil {
+		return err
+	}
 	if g.Policy == nil {
 		// Signal works outlive the finalizer until the agent has applied
 		// their Orphan; their events bring the cluster back.
 		if err := a.retireSignalWorks(ctx, mc.GetName(), ""); err != nil {
 			return err
 		}
-		if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+		if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) && !hasClusterAnnotations(mc) {
 			return nil
 		}
 		before := mc.DeepCopy()
 		controllerutil.RemoveFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)
-		removeAnnotation(mc, v1alpha1.GoverningPolicyAnnotation)
+		for _, key := range clusterAnnotations {
+			removeAnnotation(mc, key)
+		}
 		if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return client.IgnoreNotFound(err)
 		}

@@ -111,11 +111,11 @@ func (f *Fleet) GovernStandalone(ctx context.Context) (*Governed, error) {
 	return g, nil
 }
 
-// compileAll compiles every CleanupPolicy, from the cache of compiled
-// policies, and returns the valid ones ranked, and the errors of the others
-// by name: a policy that does not compile, or that is stored with a field
-// the operator cannot decode. The list is read without a copy: decoding
-// copies what it keeps, once per generation.
+// compileAll compiles every CleanupPolicy not being deleted, from the cache
+// of compiled policies, and returns the valid ones ranked, and the errors of
+// the others by name: a policy that does not compile, or that is stored with
+// a field the operator cannot decode. The list is read without a copy:
+// decoding copies what it keeps, once per generation.
 func compileAll(ctx context.Context, r client.Reader, cache *cel.Cache) ([]*cel.Policy, map[string]error, error) {
 	items, err := listPolicies(ctx, r, client.UnsafeDisableDeepCopy)
 	if err != nil {
@@ -125,6 +125,11 @@ func compileAll(ctx context.Context, r client.Reader, cache *cel.Cache) ([]*cel.
 	invalid := map[string]error{}
 	for i := range items {
 		u := &items[i]
+		if u.GetDeletionTimestamp() != nil {
+			// A policy being deleted governs nothing new: only the
+			// teardowns it started, which Govern finds by name.
+			continue
+		}
 		compiled, errs := cache.Load(u.GetUID(), u.GetGeneration(), func() (*v1alpha1.CleanupPolicy, field.ErrorList) {
 			return decodePolicy(u)
 		})
@@ -167,24 +172,33 @@ func (f *Fleet) Govern(ctx context.Context, clusterName string) (*Governed, erro
 	}
 	g.Cluster = cluster
 
+	pinned := cluster.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
+	if cluster.GetDeletionTimestamp() != nil && pinned != "" {
+		// The policy that started the teardown finishes it, even while it
+		// is being deleted: its in-use finalizer keeps it until then.
+		p, err := f.pinnedPolicy(ctx, pinned)
+		if err != nil {
+			var invalid *invalidPolicyError
+			if errors.As(err, &invalid) {
+				g.Held = err
+				return g, nil
+			}
+			return nil, err
+		}
+		if p != nil {
+			g.Policy = p
+			g.Activation = p.Bind(ctx, g.Budget, cluster.Object)
+			return g, nil
+		}
+	}
+
 	valid, invalid, err := compileAll(ctx, f, f.Cache)
 	if err != nil {
 		return nil, err
 	}
-
-	pinned := cluster.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
 	if err, broken := invalid[pinned]; broken {
-		g.Held = fmt.Errorf("CleanupPolicy %s, which governs this cluster, does not compile: %w", pinned, err)
+		g.Held = &invalidPolicyError{name: pinned, err: err}
 		return g, nil
-	}
-	if cluster.GetDeletionTimestamp() != nil && pinned != "" {
-		for _, p := range valid {
-			if p.Name == pinned {
-				g.Policy = p
-				g.Activation = p.Bind(ctx, g.Budget, cluster.Object)
-				return g, nil
-			}
-		}
 	}
 
 	res := f.Governance.Resolve(ctx, g.Budget, valid, cluster)
@@ -202,4 +216,32 @@ func (f *Fleet) Govern(ctx context.Context, clusterName string) (*Governed, erro
 		g.Activation = res.Governor.Bind(ctx, g.Budget, cluster.Object)
 	}
 	return g, nil
+}
+
+// invalidPolicyError says the policy that governs a cluster does not compile.
+type invalidPolicyError struct {
+	name string
+	err  error
+}
+
+func (e *invalidPolicyError) Error() string {
+	return fmt.Sprintf("CleanupPolicy %s, which governs this cluster, does not compile: %v", e.name, e.err)
+}
+
+func (e *invalidPolicyError) Unwrap() error { return e.err }
+
+// pinnedPolicy returns the named policy, compiled, whether or not it is
+// being deleted; nil when there is none of that name.
+func (f *Fleet) pinnedPolicy(ctx context.Context, name string) (*cel.Policy, error) {
+	u := newCleanupPolicy()
+	if err := f.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	compiled, errs := f.Cache.Load(u.GetUID(), u.GetGeneration(), func() (*v1alpha1.CleanupPolicy, field.ErrorList) {
+		return decodePolicy(u)
+	})
+	if len(errs) > 0 {
+		return nil, &invalidPolicyError{name: name, err: errs.ToAggregate()}
+	}
+	return compiled, nil
 }
