@@ -373,6 +373,15 @@ type CleanupPolicyStatus struct {
 	// +optional
 	DryRunPending int32 `json:"dryRunPending,omitempty"`
 
+	// notOwned counts the objects the operator would write but did not
+	// create: a ManifestWork named like the deletion-signal work, or a
+	// cleanup-decisions ConfigMap, without the label
+	// app.kubernetes.io/managed-by: cleanup-operator. They are neither
+	// changed nor deleted, and the step that needs them holds; the Ready
+	// message and the Events name them.
+	// +optional
+	NotOwned int32 `json:"notOwned,omitempty"`
+
 	// evaluationErrors counts the clusters for which an expression failed at
 	// run time; those clusters are held, not governed by a guess.
 	// +optional

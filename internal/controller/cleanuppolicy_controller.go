@@ -217,6 +217,10 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 				ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer)
 		}
 		msg += r.Optional.offMessage()
+		if n := p.Status.NotOwned; n > 0 {
+			msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",
+				n, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy, strings.Join(r.Tally.examples(notOwnedMark, p.Name, maxReported), ", "))
+		}
 		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, msg)
 	}
 	r.forgetClusters(clusters)
@@ -274,6 +278,7 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 	p.Status.Contested = r.Tally.count(contestedMark, p.Name)
 	p.Status.TemplatesNotReadingDecisions = r.Tally.count(unreadMark, p.Name)
 	p.Status.DryRunPending = r.Tally.count(dryRunMark, p.Name)
+	p.Status.NotOwned = r.Tally.count(notOwnedMark, p.Name)
 	return nil
 }
 

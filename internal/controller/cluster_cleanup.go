@@ -250,9 +250,15 @@ func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup)
 			work = &c.objects[policy.ManifestWorks][i]
 		}
 	}
+	notOwned, err := a.notOwnedSignal(ctx, c, work)
+	if err != nil {
+		return step{}, err
+	}
 	if c.dryRun {
 		msg := fmt.Sprintf("would label namespace %s %s=true", c.mc.GetName(), v1alpha1.ClusterDeletingLabel)
-		if work != nil {
+		if notOwned != nil {
+			msg += "; would hold: " + notOwned.message
+		} else if work != nil {
 			msg += fmt.Sprintf(" and delete the deletion-signal work %s", name)
 		}
 		c.plan = append(c.plan, msg)
@@ -270,6 +276,9 @@ func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup)
 	}
 	if work == nil {
 		return step{done: true}, nil
+	}
+	if notOwned != nil {
+		return *notOwned, nil
 	}
 	deleted, err := a.deleteObjects(ctx, c, []policy.Object{*work})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -35,7 +36,7 @@ const (
 	// Policy with ConfigurationPolicy templates.
 	DecisionsConfigMap = "cleanup-decisions"
 	// ManagedByLabel marks the ConfigMaps the operator owns.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByLabel = v1alpha1.ManagedByLabel
 	// RootPolicyLabel names, on a replicated Policy, its root: <namespace>.<name>.
 	RootPolicyLabel = "policy.open-cluster-management.io/root-policy"
 	// ClusterNameLabel names, on a replicated Policy, its cluster.
@@ -70,6 +71,11 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
+	if exists && !managedByOperator(cm) {
+		// Another's ConfigMap of that name: neither changed nor deleted.
+		return reconcile.Result{}, r.reportNotOwned(ctx, cm, roots)
+	}
+	r.Tally.retain(notOwnedMark, notOwnedDecisionsKey(ns, ""), nil)
 	if len(roots) == 0 {
 		r.Tally.retain(unreadMark, "Policy "+ns+"/", nil)
 		// No template reads it any more: it is the operator's to remove.
@@ -93,7 +99,7 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	desired := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: DecisionsConfigMap, Namespace: ns,
-			Labels: map[string]string{ManagedByLabel: v1alpha1.FieldManager}},
+			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}},
 		Data: data,
 	}
 	// The ConfigMap is the operator's own: it owns every field.
@@ -307,4 +313,52 @@ func (r *DecisionsReconciler) rootNamespaces(ctx context.Context, _ client.Objec
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}})
 	}
 	return reqs
+}
+
+// notOwnedDecisionsKey names a namespace's decisions ConfigMap in the
+// tally, under one policy; with policy "" it is the prefix of them all.
+func notOwnedDecisionsKey(namespace, policy string) string {
+	key := "ConfigMap " + namespace + "/" + DecisionsConfigMap
+	if policy != "" {
+		key += " (decisions of " + policy + ")"
+	}
+	return key
+}
+
+// reportNotOwned reports a decisions ConfigMap the operator did not create:
+// the decisions of the namespace's root Policies are not published, and the
+// CleanupPolicies that decide for them and the root Policies say why.
+func (r *DecisionsReconciler) reportNotOwned(ctx context.Context, cm *corev1.ConfigMap, roots []*unstructured.Unstructured) error {
+	ns := cm.Namespace
+	keep := sets.New[string]()
+	msg := notOwnedMessage("ConfigMap", ns, cm.Name, cm) + fmt.Sprintf(
+		"; the prune decisions of the root Policies in %s are not published until it is removed or renamed", ns)
+	for _, root := range roots {
+		clusters, err := r.placedOn(ctx, root)
+		if err != nil {
+			return err
+		}
+		for _, c := range clusters {
+			g, err := r.Fleet.Govern(ctx, c)
+			if err != nil {
+				return err
+			}
+			if g.Policy == nil || g.Policy.Spec.Prune == nil {
+				continue
+			}
+			key := notOwnedDecisionsKey(ns, g.Policy.Name)
+			if keep.Has(key) {
+				continue
+			}
+			keep.Insert(key)
+			on := []runtime.Object{policyRef(g.Policy.Name, g.Policy.UID)}
+			for _, root := range roots {
+				on = append(on, root)
+			}
+			reportNotOwned(r.Tally, r.Recorder, g.Policy.Name, key, msg, on...)
+		}
+	}
+	r.Tally.retain(notOwnedMark, notOwnedDecisionsKey(ns, ""), keep)
+	logf.FromContext(ctx).Info("decisions ConfigMap not owned, left alone", "namespace", ns)
+	return nil
 }

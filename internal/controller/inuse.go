@@ -15,7 +15,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=patch;update
+// +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=patch
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies/finalizers,verbs=update
 
 // maxWaitingNamed bounds the clusters a terminating policy's status names.

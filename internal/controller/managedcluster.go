@@ -46,9 +46,12 @@ type ManagedClusterAdapter struct {
 	Metrics  *Metrics
 	// Mapper names the resources of manifests, for orphaning decisions.
 	Mapper apimeta.RESTMapper
+	// Tally counts, per policy, the objects the operator leaves alone
+	// because it did not create them.
+	Tally *Tally
 
 	// apiReader reads a work, managedFields included, when orphaning it
-	// conflicts.
+	// conflicts, and to tell an earlier version's signal work.
 	apiReader client.Reader
 	watches   *resourceWatches
 	inflight  *inflight
@@ -114,6 +117,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		return err
 	}
 	if g.Policy == nil {
+		clearNotOwnedWorks(a.Tally, mc.GetName())
 		// Signal works outlive the finalizer until the agent has applied
 		// their Orphan; their events bring the cluster back.
 		if err := a.retireSignalWorks(ctx, mc.GetName(), ""); err != nil {
@@ -154,14 +158,18 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		return err
 	}
 	if name == "" {
+		clearNotOwnedWorks(a.Tally, mc.GetName())
 		return nil
 	}
-	return a.applySignalWork(ctx, mc.GetName(), name, p)
+	return a.applySignalWork(ctx, mc, name, p)
 }
 
 // applySignalWork creates or updates the deletion-signal work, and writes
-// nothing when the one in place carries the same spec.
-func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, name string, p *cel.Policy) error {
+// nothing when the one in place carries the same spec. A work of that name
+// that the operator did not create is left alone and reported: the cluster
+// gets no signal until it is renamed or the policy names another work.
+func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstructured.Unstructured, name string, p *cel.Policy) error {
+	namespace := mc.GetName()
 	ns := &corev1.Namespace{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
 		// No namespace yet: the namespace watch brings the cluster back.
@@ -187,13 +195,32 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, 
 
 	current := &workv1.ManifestWork{}
 	err = a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
+	key := "ManifestWork " + namespace + "/" + name
 	switch {
-	case err == nil && current.GetDeletionTimestamp() != nil:
-		return nil // the watch brings the cluster back once it is gone
-	case err == nil && current.GetAnnotations()[v1alpha1.SpecHashAnnotation] == hash:
-		return nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
+	case err != nil:
+		clearNotOwnedWorks(a.Tally, namespace)
+	default:
+		owned, err := a.ownsSignalWork(ctx, current)
+		if err != nil {
+			return err
+		}
+		if !owned {
+			msg := notOwnedMessage("ManifestWork", namespace, name, current) + fmt.Sprintf(
+				"; CleanupPolicy %s sends no deletion signal to cluster %s until it is renamed or spec.deletionSignal.workName names another work",
+				p.Name, namespace)
+			reportNotOwned(a.Tally, a.Recorder, p.Name, key, msg, mc, policyRef(p.Name, p.UID))
+			logf.FromContext(ctx).Info("deletion-signal work not owned, left alone", "cluster", namespace, "work", name)
+			return nil
+		}
+		clearNotOwnedWorks(a.Tally, namespace)
+		switch {
+		case current.GetDeletionTimestamp() != nil:
+			return nil // the watch brings the cluster back once it is gone
+		case current.GetAnnotations()[v1alpha1.SpecHashAnnotation] == hash && managedByOperator(current):
+			return nil
+		}
 	}
 	work := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": manifestWorkGVK.GroupVersion().String(),
@@ -201,7 +228,7 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, namespace, 
 		"metadata": map[string]any{
 			"name":        name,
 			"namespace":   namespace,
-			"labels":      map[string]any{v1alpha1.SignalWorkLabel: "true"},
+			"labels":      map[string]any{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy},
 			"annotations": map[string]any{v1alpha1.SpecHashAnnotation: hash},
 		},
 		"spec": map[string]any{"workload": map[string]any{"manifests": manifests}},
@@ -228,6 +255,11 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 		w := &works.Items[i]
 		if w.Name == keep || w.DeletionTimestamp != nil {
 			continue
+		}
+		if owned, err := a.ownsSignalWork(ctx, w); err != nil {
+			return err
+		} else if !owned {
+			continue // someone else's work that carries the label: not ours to retire
 		}
 		if !isOrphan(w) {
 			if _, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {

@@ -24,6 +24,7 @@ var clusterAnnotations = []string{v1alpha1.GoverningPolicyAnnotation, ForcedObje
 // left as it is. A cluster re-imported under the same name then finds a
 // namespace where its works are admitted.
 func (a *ManagedClusterAdapter) releaseDeleting(ctx context.Context, mc *unstructured.Unstructured, msg string) error {
+	clearNotOwnedWorks(a.Tally, mc.GetName())
 	if err := a.unlabelNamespace(ctx, mc.GetName()); err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ const (
 	contestedMark
 	unreadMark
 	dryRunMark
+	notOwnedMark
 )
 
 // NewTally returns an empty tally.

@@ -106,6 +106,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	tally := controller.NewTally()
 	fleet := &controller.Fleet{Reader: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
 	clusters := controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics)
+	clusters.Tally = tally
 	optional := optionalKinds(mgr, opts, fleet, tally, recorder, clusters, slices.Contains(missing, cel.ConfigurationPolicyCRD))
 	if err := optional.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the optional kinds: %w", err)

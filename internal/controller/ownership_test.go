@@ -1,0 +1,158 @@
+package controller_test
+
+import (
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+)
+
+func getWorkObject(g Gomega, namespace, name string) *unstructured.Unstructured {
+	w := &unstructured.Unstructured{}
+	w.SetAPIVersion("work.open-cluster-management.io/v1")
+	w.SetKind("ManifestWork")
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, w)).To(Succeed())
+	return w
+}
+
+// userWork creates a ManifestWork a user made, under a manager of their own.
+func userWork(namespace, name string, labels map[string]string, annotations map[string]string) *unstructured.Unstructured {
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec": map[string]any{"workload": map[string]any{"manifests": []any{map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "shop", "namespace": "default"},
+		}}}},
+	}}
+	w.SetLabels(labels)
+	w.SetAnnotations(annotations)
+	Expect(k8s.Create(ctx, w, client.FieldOwner("kubectl-create"))).To(Succeed())
+	return w
+}
+
+var signalSpec = &v1alpha1.DeletionSignal{WorkName: "alive", Manifests: []v1alpha1.Manifest{{RawExtension: runtime.RawExtension{
+	Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-alive","namespace":"kube-system"}}`)}}}}
+
+var _ = Describe("Objects the operator did not create", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	It("neither changes nor deletes a user's work named like the signal work, and holds the signal, saying why", func() {
+		fleetCluster("own-1", nil, true)
+		// Even with the signal label: only the managed-by label says ours.
+		userWork("own-1", "alive", map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: "team-shop"}, nil)
+		mine := getWorkObject(Default, "own-1", "alive")
+		rv := mine.GetResourceVersion()
+		Expect(k8s.Create(ctx, cleanupPolicy("signal-own", v1alpha1.CleanupPolicySpec{DeletionSignal: signalSpec}))).To(Succeed())
+		governedBy("own-1", "signal-own")
+
+		Eventually(func(g Gomega) {
+			p := status("signal-own")(g)
+			g.Expect(p.Status.NotOwned).To(BeEquivalentTo(1))
+			g.Expect(condition(p, v1alpha1.ReadyCondition).Message).To(ContainSubstring("ManifestWork own-1/alive"))
+		}).Should(Succeed())
+		Eventually(func() string { return strings.Join(events("own-1"), "\n") }).
+			Should(ContainSubstring(`NotOwned: ManifestWork own-1/alive was not created by the operator (app.kubernetes.io/managed-by is "team-shop")`))
+		Eventually(func() string { return strings.Join(events("signal-own"), "\n") }).Should(ContainSubstring("NotOwned: ManifestWork own-1/alive"))
+		Consistently(func(g Gomega) string { return getWorkObject(g, "own-1", "alive").GetResourceVersion() }, "2s").
+			Should(Equal(rv), "the user's work was written")
+
+		By("holding the teardown at the signal, deleting nothing")
+		work("own-1", "app", nil)
+		deleteCluster("own-1")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "own-1")
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("held at the signal: ManifestWork own-1/alive was not created by the operator"))
+		}).Should(Succeed())
+		Consistently(func(g Gomega) {
+			w := getWorkObject(g, "own-1", "alive")
+			g.Expect(w.GetDeletionTimestamp()).To(BeNil())
+			g.Expect(w.GetResourceVersion()).To(Equal(rv))
+			g.Expect(objectGone("ManifestWork", "own-1", "app")()).To(BeFalse())
+		}, "2s").Should(Succeed())
+
+		By("going on once the user removed their work")
+		Expect(k8s.Delete(ctx, mine)).To(Succeed())
+		clusterGone("own-1")
+		Eventually(func(g Gomega) {
+			g.Expect(status("signal-own")(g).Status.NotOwned).To(BeZero())
+		}).Should(Succeed())
+	})
+
+	It("adopts the signal work an earlier version applied, and no look-alike", func() {
+		fleetCluster("own-2", nil, true)
+		fleetCluster("own-3", nil, true)
+		legacy := func(namespace string) *unstructured.Unstructured {
+			return &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+				"metadata": map[string]any{"name": "alive", "namespace": namespace,
+					"labels":      map[string]any{v1alpha1.SignalWorkLabel: "true"},
+					"annotations": map[string]any{v1alpha1.SpecHashAnnotation: "0123456789abcdef"}},
+				"spec": map[string]any{"workload": map[string]any{"manifests": []any{}}},
+			}}
+		}
+		// What an earlier version applied, under the operator's field manager.
+		Expect(k8s.Patch(ctx, legacy("own-2"), client.Apply, client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
+		// A copy someone made of it with kubectl.
+		Expect(k8s.Create(ctx, legacy("own-3"), client.FieldOwner("kubectl-create"))).To(Succeed())
+		copied := getWorkObject(Default, "own-3", "alive")
+
+		Expect(k8s.Create(ctx, cleanupPolicy("legacy-signal", v1alpha1.CleanupPolicySpec{DeletionSignal: signalSpec}))).To(Succeed())
+		Eventually(func(g Gomega) {
+			w := getWorkObject(g, "own-2", "alive")
+			g.Expect(w.GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
+			manifests, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
+			g.Expect(manifests).To(HaveLen(1))
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(status("legacy-signal")(g).Status.NotOwned).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+		Expect(getWorkObject(Default, "own-3", "alive").GetResourceVersion()).To(Equal(copied.GetResourceVersion()))
+	})
+
+	It("neither changes nor deletes another team's cleanup-decisions ConfigMap, and says why", func() {
+		fleetCluster("own-cm", nil, true)
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-policies"}})).To(Succeed())
+		theirs := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: controller.DecisionsConfigMap, Namespace: "team-policies",
+				Labels: map[string]string{v1alpha1.ManagedByLabel: "team-x"}},
+			Data: map[string]string{"owner": "team-x"},
+		}
+		Expect(k8s.Create(ctx, theirs)).To(Succeed())
+		rv := theirs.ResourceVersion
+		Expect(k8s.Create(ctx, cleanupPolicy("decide", v1alpha1.CleanupPolicySpec{Prune: &v1alpha1.Prune{Default: v1alpha1.PruneDeleteAll}}))).To(Succeed())
+		root := rootPolicy("team-policies", "baseline", []map[string]any{cpTemplate("cp", "enforce", nil, readsDecisions("cp"))}, "own-cm")
+
+		Eventually(func(g Gomega) {
+			g.Expect(status("decide")(g).Status.NotOwned).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+		Eventually(func() string { return strings.Join(events("baseline"), "\n") }).
+			Should(ContainSubstring(`NotOwned: ConfigMap team-policies/cleanup-decisions was not created by the operator (app.kubernetes.io/managed-by is "team-x")`))
+		cm := &corev1.ConfigMap{}
+		Consistently(func(g Gomega) string {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(theirs), cm)).To(Succeed())
+			return cm.ResourceVersion
+		}, "2s").Should(Equal(rv), "their ConfigMap was written")
+
+		By("not deleting it once no root Policy needs decisions")
+		Expect(k8s.Delete(ctx, root)).To(Succeed())
+		Consistently(func(g Gomega) string {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(theirs), cm)).To(Succeed())
+			return cm.ResourceVersion
+		}, "2s").Should(Equal(rv), "their ConfigMap was deleted or written")
+	})
+})
