@@ -48,6 +48,8 @@ type CleanupPolicyReconciler struct {
 	Tally      *Tally
 	// Optional says which optional kinds are off; the Ready message names them.
 	Optional *Optional
+	// Mapper says which resources the API server serves.
+	Mapper meta.RESTMapper
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
@@ -108,6 +110,10 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 // reports this policy's share: what it matches, governs, and shares.
 func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha1.CleanupPolicy, compiled *cel.Policy) (reconcile.Result, error) {
 	ranked, _, err := compileAll(ctx, r, r.Cache)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	unserved, err := policyUnserved(r.Mapper, compiled)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -203,6 +209,12 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 			"evaluated %d of %d clusters before the CEL cost budget ran out; continuing", evaluated, len(clusters.Items)))
 		logf.FromContext(ctx).Info("CEL cost budget exhausted, requeueing", "policy", p.Name)
 		return reconcile.Result{Requeue: true}, nil
+	case len(unserved) > 0:
+		// Not terminal: a CRD installed later serves the resource, and its
+		// events bring the policy back.
+		if msg := setNotServedCondition(p, unserved); readyMessage(prev) != msg {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.ResourceNotServedReason, "Evaluate", "%s", msg)
+		}
 	case len(evalErrors) > 0:
 		msg := fmt.Sprintf("the selector failed on %d cluster(s), which are held: %s",
 			len(evalErrors), strings.Join(evalErrors[:min(len(evalErrors), maxReported)], "; "))
@@ -388,6 +400,8 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 		// Another policy's change can change this one's overlaps.
 		Watches(newCleanupPolicy(), allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(newManagedCluster(), allPolicies).
+		// A CRD installed or removed can serve a resource a policy names.
+		Watches(crdMetadata(), allPolicies).
 		WatchesRawSource(r.Tally.source())
 	if r.Optional != nil {
 		// An optional kind turned on or off changes every Ready message.

@@ -59,7 +59,9 @@ type cleanup struct {
 	// works are the cluster's ManifestWorks whole, by UID: their
 	// manifests and status decide their orphaning.
 	works map[types.UID]*workv1.ManifestWork
-	plan  []string // dry run: what would happen, step by step
+	// unserved are the resources listed that the API server does not serve.
+	unserved map[schema.GroupVersionResource]bool
+	plan     []string // dry run: what would happen, step by step
 }
 
 // step is where a cleanup stands after one phase.
@@ -215,7 +217,7 @@ func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured
 		if _, done := c.objects[gvr]; done {
 			continue
 		}
-		items, err := a.watches.list(ctx, a.Client, gvr, mc.GetName())
+		items, err := a.listServed(ctx, c, gvr)
 		if err != nil {
 			return nil, err
 		}
@@ -301,6 +303,9 @@ func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup)
 
 // reconcileGate waits until no monitored object remains. It deletes none.
 func (a *ManagedClusterAdapter) reconcileGate(_ context.Context, c *cleanup) (step, error) {
+	if s, held := c.gateUnserved(); held && !s.done {
+		return s, nil
+	}
 	holding, err := policy.Gate(c.g.Policy, c.g.Activation, c.objects)
 	if err != nil {
 		return step{}, &celError{err}
@@ -333,6 +338,9 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 		return step{}, &celError{err}
 	}
 	for i, objs := range assigned {
+		if s, held := c.stageUnserved(i, len(stages), stages[i]); held && !s.done {
+			return s, nil
+		}
 		if len(objs) == 0 {
 			continue
 		}

@@ -296,7 +296,9 @@ func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		})).
 		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.allClusters),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A CRD installed can end a teardown's hold on a resource not served.
+		Watches(crdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters))
 }
 
 // workToCluster maps a ManifestWork's events to its cluster when they can

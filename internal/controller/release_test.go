@@ -51,7 +51,11 @@ func createWork(namespace, name string, dryRun bool) error {
 // removeFinalizerByHand removes a finalizer as an administrator would.
 func removeFinalizerByHand(obj client.Object, finalizer string) {
 	Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+			return
+		} else {
+			g.Expect(err).NotTo(HaveOccurred())
+		}
 		var keep []string
 		for _, f := range obj.GetFinalizers() {
 			if f != finalizer {
@@ -59,7 +63,7 @@ func removeFinalizerByHand(obj client.Object, finalizer string) {
 			}
 		}
 		obj.SetFinalizers(keep)
-		g.Expect(k8s.Update(ctx, obj)).To(Succeed())
+		g.Expect(client.IgnoreNotFound(k8s.Update(ctx, obj))).To(Succeed())
 	}).Should(Succeed())
 }
 

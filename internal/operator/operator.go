@@ -118,6 +118,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Governance: op.Governance,
 		Recorder:   recorder,
 		Optional:   optional,
+		Mapper:     mgr.GetRESTMapper(),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
