@@ -16,7 +16,6 @@ import (
 )
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=patch
-// +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies/finalizers,verbs=update
 
 // maxWaitingNamed bounds the clusters a terminating policy's status names.
 const maxWaitingNamed = 10

@@ -124,6 +124,7 @@ func TestPermissionsAreLeast(t *testing.T) {
 		"work.open-cluster-management.io/manifestworks":                  {"create", "delete", "patch"}, // signal work, stages, deleteOption
 		"addon.open-cluster-management.io/managedclusteraddons":          {"delete", "patch"},           // the addons stage
 		"policy.open-cluster-management.io/configurationpolicies":        {"patch"},                     // pruneObjectBehavior
+		"cleanup.fleetops.dev/cleanuppolicies":                           {"patch"},                     // the in-use finalizer
 		"cleanup.fleetops.dev/cleanuppolicies/status":                    {"patch"},
 		"events.k8s.io/events":                                           {"create", "patch"},
 		"admissionregistration.k8s.io/validatingadmissionpolicies":       {"create"},
