@@ -157,7 +157,9 @@ var _ = Describe("Cluster deletion", func() {
 		manifests, _, _ := unstructured.NestedSlice(signal.Object, "spec", "workload", "manifests")
 		Expect(manifests).To(HaveLen(1))
 		Expect(signal.GetLabels()).To(HaveKeyWithValue(v1alpha1.SignalWorkLabel, "true"))
-		rv := signal.GetResourceVersion()
+		Expect(signal.GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
+		// The test's work agent reports it applied: a status write.
+		rv := appliedWork("sig-1", "alive").GetResourceVersion()
 
 		By("not rewriting an unchanged signal work")
 		Consistently(func(g Gomega) string {

@@ -24,6 +24,18 @@ func getWorkObject(g Gomega, namespace, name string) *unstructured.Unstructured 
 	return w
 }
 
+// appliedWork waits until the test's work agent has reported the work's
+// generation applied (a status write), and returns the work.
+func appliedWork(namespace, name string) *unstructured.Unstructured {
+	var w *unstructured.Unstructured
+	Eventually(func(g Gomega) {
+		w = getWorkObject(g, namespace, name)
+		conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+		g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Applied"), HaveKeyWithValue("observedGeneration", w.GetGeneration()))))
+	}).Should(Succeed())
+	return w
+}
+
 // userWork creates a ManifestWork a user made, under a manager of their own.
 func userWork(namespace, name string, labels map[string]string, annotations map[string]string) *unstructured.Unstructured {
 	w := &unstructured.Unstructured{Object: map[string]any{
@@ -54,7 +66,7 @@ var _ = Describe("Objects the operator did not create", func() {
 		fleetCluster("own-1", nil, true)
 		// Even with the signal label: only the managed-by label says ours.
 		userWork("own-1", "alive", map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: "team-shop"}, nil)
-		mine := getWorkObject(Default, "own-1", "alive")
+		mine := appliedWork("own-1", "alive")
 		rv := mine.GetResourceVersion()
 		Expect(k8s.Create(ctx, cleanupPolicy("signal-own", v1alpha1.CleanupPolicySpec{DeletionSignal: signalSpec}))).To(Succeed())
 		governedBy("own-1", "signal-own")
@@ -109,7 +121,7 @@ var _ = Describe("Objects the operator did not create", func() {
 		Expect(k8s.Patch(ctx, legacy("own-2"), client.Apply, client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
 		// A copy someone made of it with kubectl.
 		Expect(k8s.Create(ctx, legacy("own-3"), client.FieldOwner("kubectl-create"))).To(Succeed())
-		copied := getWorkObject(Default, "own-3", "alive")
+		copied := appliedWork("own-3", "alive")
 
 		Expect(k8s.Create(ctx, cleanupPolicy("legacy-signal", v1alpha1.CleanupPolicySpec{DeletionSignal: signalSpec}))).To(Succeed())
 		Eventually(func(g Gomega) {
