@@ -15,7 +15,7 @@ import (
 
 // clusterAnnotations are the annotations the operator puts on a
 // ManagedCluster; a released cluster keeps none of them.
-var clusterAnnotations = []string{v1alpha1.GoverningPolicyAnnotation, ForcedObjectsAnnotation}
+var clusterAnnotations = []string{v1alpha1.GoverningPolicyAnnotation, ForcedObjectsAnnotation, ForcingAnnotation, UnconfirmedOrphansAnnotation}
 
 // releaseDeleting lets a cluster being deleted go without a cleanup, when no
 // policy governs it any more: it takes back the namespace label, the
