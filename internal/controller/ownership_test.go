@@ -63,51 +63,51 @@ var _ = Describe("Objects the operator did not create", func() {
 	AfterEach(deleteAll)
 
 	It("neither changes nor deletes a user's work named like the signal work, and holds the signal, saying why", func() {
-		fleetCluster("own-1", nil, true)
+		fleetCluster("nown-1", nil, true)
 		// Even with the signal label: only the managed-by label says ours.
-		userWork("own-1", "alive", map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: "team-shop"}, nil)
-		mine := appliedWork("own-1", "alive")
+		userWork("nown-1", "alive", map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: "team-shop"}, nil)
+		mine := appliedWork("nown-1", "alive")
 		rv := mine.GetResourceVersion()
 		Expect(k8s.Create(ctx, cleanupPolicy("signal-own", v1alpha1.CleanupPolicySpec{DeletionSignal: signalSpec}))).To(Succeed())
-		governedBy("own-1", "signal-own")
+		governedBy("nown-1", "signal-own")
 
 		Eventually(func(g Gomega) {
 			p := status("signal-own")(g)
 			g.Expect(p.Status.NotOwned).To(BeEquivalentTo(1))
-			g.Expect(condition(p, v1alpha1.ReadyCondition).Message).To(ContainSubstring("ManifestWork own-1/alive"))
+			g.Expect(condition(p, v1alpha1.ReadyCondition).Message).To(ContainSubstring("ManifestWork nown-1/alive"))
 		}).Should(Succeed())
-		Eventually(func() string { return strings.Join(events("own-1"), "\n") }).
-			Should(ContainSubstring(`NotOwned: ManifestWork own-1/alive was not created by the operator (app.kubernetes.io/managed-by is "team-shop")`))
-		Eventually(func() string { return strings.Join(events("signal-own"), "\n") }).Should(ContainSubstring("NotOwned: ManifestWork own-1/alive"))
-		Consistently(func(g Gomega) string { return getWorkObject(g, "own-1", "alive").GetResourceVersion() }, "2s").
+		Eventually(func() string { return strings.Join(events("nown-1"), "\n") }).
+			Should(ContainSubstring(`NotOwned: ManifestWork nown-1/alive was not created by the operator (app.kubernetes.io/managed-by is "team-shop")`))
+		Eventually(func() string { return strings.Join(events("signal-own"), "\n") }).Should(ContainSubstring("NotOwned: ManifestWork nown-1/alive"))
+		Consistently(func(g Gomega) string { return getWorkObject(g, "nown-1", "alive").GetResourceVersion() }, "2s").
 			Should(Equal(rv), "the user's work was written")
 
 		By("holding the teardown at the signal, deleting nothing")
-		work("own-1", "app", nil)
-		deleteCluster("own-1")
+		work("nown-1", "app", nil)
+		deleteCluster("nown-1")
 		Eventually(func(g Gomega) {
-			c := contentDelete(g, "own-1")
+			c := contentDelete(g, "nown-1")
 			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
-			g.Expect(c.Message).To(ContainSubstring("held at the signal: ManifestWork own-1/alive was not created by the operator"))
+			g.Expect(c.Message).To(ContainSubstring("held at the signal: ManifestWork nown-1/alive was not created by the operator"))
 		}).Should(Succeed())
 		Consistently(func(g Gomega) {
-			w := getWorkObject(g, "own-1", "alive")
+			w := getWorkObject(g, "nown-1", "alive")
 			g.Expect(w.GetDeletionTimestamp()).To(BeNil())
 			g.Expect(w.GetResourceVersion()).To(Equal(rv))
-			g.Expect(objectGone("ManifestWork", "own-1", "app")()).To(BeFalse())
+			g.Expect(objectGone("ManifestWork", "nown-1", "app")()).To(BeFalse())
 		}, "2s").Should(Succeed())
 
 		By("going on once the user removed their work")
 		Expect(k8s.Delete(ctx, mine)).To(Succeed())
-		clusterGone("own-1")
+		clusterGone("nown-1")
 		Eventually(func(g Gomega) {
 			g.Expect(status("signal-own")(g).Status.NotOwned).To(BeZero())
 		}).Should(Succeed())
 	})
 
 	It("adopts the signal work an earlier version applied, and no look-alike", func() {
-		fleetCluster("own-2", nil, true)
-		fleetCluster("own-3", nil, true)
+		fleetCluster("nown-2", nil, true)
+		fleetCluster("nown-3", nil, true)
 		legacy := func(namespace string) *unstructured.Unstructured {
 			return &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
@@ -118,14 +118,14 @@ var _ = Describe("Objects the operator did not create", func() {
 			}}
 		}
 		// What an earlier version applied, under the operator's field manager.
-		Expect(k8s.Patch(ctx, legacy("own-2"), client.Apply, client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
+		Expect(k8s.Patch(ctx, legacy("nown-2"), client.Apply, client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
 		// A copy someone made of it with kubectl.
-		Expect(k8s.Create(ctx, legacy("own-3"), client.FieldOwner("kubectl-create"))).To(Succeed())
-		copied := appliedWork("own-3", "alive")
+		Expect(k8s.Create(ctx, legacy("nown-3"), client.FieldOwner("kubectl-create"))).To(Succeed())
+		copied := appliedWork("nown-3", "alive")
 
 		Expect(k8s.Create(ctx, cleanupPolicy("legacy-signal", v1alpha1.CleanupPolicySpec{DeletionSignal: signalSpec}))).To(Succeed())
 		Eventually(func(g Gomega) {
-			w := getWorkObject(g, "own-2", "alive")
+			w := getWorkObject(g, "nown-2", "alive")
 			g.Expect(w.GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
 			manifests, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
 			g.Expect(manifests).To(HaveLen(1))
@@ -133,11 +133,11 @@ var _ = Describe("Objects the operator did not create", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(status("legacy-signal")(g).Status.NotOwned).To(BeEquivalentTo(1))
 		}).Should(Succeed())
-		Expect(getWorkObject(Default, "own-3", "alive").GetResourceVersion()).To(Equal(copied.GetResourceVersion()))
+		Expect(getWorkObject(Default, "nown-3", "alive").GetResourceVersion()).To(Equal(copied.GetResourceVersion()))
 	})
 
 	It("neither changes nor deletes another team's cleanup-decisions ConfigMap, and says why", func() {
-		fleetCluster("own-cm", nil, true)
+		fleetCluster("nown-cm", nil, true)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-policies"}})).To(Succeed())
 		theirs := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: controller.DecisionsConfigMap, Namespace: "team-policies",
@@ -147,7 +147,7 @@ var _ = Describe("Objects the operator did not create", func() {
 		Expect(k8s.Create(ctx, theirs)).To(Succeed())
 		rv := theirs.ResourceVersion
 		Expect(k8s.Create(ctx, cleanupPolicy("decide", v1alpha1.CleanupPolicySpec{Prune: &v1alpha1.Prune{Default: v1alpha1.PruneDeleteAll}}))).To(Succeed())
-		root := rootPolicy("team-policies", "baseline", []map[string]any{cpTemplate("cp", "enforce", nil, readsDecisions("cp"))}, "own-cm")
+		root := rootPolicy("team-policies", "baseline", []map[string]any{cpTemplate("cp", "enforce", nil, readsDecisions("cp"))}, "nown-cm")
 
 		Eventually(func(g Gomega) {
 			g.Expect(status("decide")(g).Status.NotOwned).To(BeEquivalentTo(1))
