@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -443,12 +445,13 @@ func operatorMarks(ctx context.Context, c client.Client) []string {
 					marks = append(marks, name+": finalizer "+f)
 				}
 			}
-			for k, v := range item.Labels {
-				if strings.Contains(k, "cleanup.fleetops.dev/") || (k == managedByLabel && v == v1alpha1.FieldManager) {
+			// In key order: two calls must list one object's marks alike.
+			for _, k := range slices.Sorted(maps.Keys(item.Labels)) {
+				if v := item.Labels[k]; strings.Contains(k, "cleanup.fleetops.dev/") || (k == managedByLabel && v == v1alpha1.FieldManager) {
 					marks = append(marks, name+": label "+k)
 				}
 			}
-			for k := range item.Annotations {
+			for _, k := range slices.Sorted(maps.Keys(item.Annotations)) {
 				if strings.Contains(k, "cleanup.fleetops.dev/") {
 					marks = append(marks, name+": annotation "+k)
 				}
