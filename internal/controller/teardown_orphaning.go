@@ -40,7 +40,7 @@ func teardownOrphaning(g *Governed, strategy v1alpha1.RemoveStrategyType, w *wor
 	if strategy == v1alpha1.RemoveStrategyNeedless {
 		return policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}, nil
 	}
-	if w.Labels[v1alpha1.SignalWorkLabel] == "true" {
+	if w.Labels[v1alpha1.SignalWorkLabel] == "true" && managedByOperator(w) {
 		if w.Name == policy.SignalWorkName(g.Policy) {
 			return policy.DeleteOption{}, nil
 		}
@@ -221,6 +221,9 @@ func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1
 	obj.SetGroupVersionKind(manifestWorkGVK)
 	obj.SetNamespace(w.Namespace)
 	obj.SetName(w.Name)
+	// A work with the signal label is the operator's signal work or a copy
+	// of one: its whole spec may be the operator's, so only deleteOption
+	// is patched.
 	if w.Labels[v1alpha1.SignalWorkLabel] == "true" {
 		patch, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"uid": w.UID},
