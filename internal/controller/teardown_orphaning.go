@@ -32,22 +32,17 @@ import (
 const UnconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
 
 // teardownOrphaning is the deleteOption a work must carry, and the work
-// agent must have applied, before the teardown deletes it: Orphan for every
-// work under Needless, whatever the orphaning rules say; otherwise what the
-// rules decide, and nothing for the operator's own signal work, whose
-// deletion is the signal. The operator and the preview both call it.
+// agent must have applied, before the teardown deletes it
+// (policy.TeardownOrphaning). The operator and the preview both call it.
 func teardownOrphaning(g *Governed, strategy v1alpha1.RemoveStrategyType, w *workv1.ManifestWork, mapper meta.RESTMapper) (policy.DeleteOption, error) {
-	if strategy == v1alpha1.RemoveStrategyNeedless {
-		return policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}, nil
-	}
+	role := policy.NotSignal
 	if w.Labels[v1alpha1.SignalWorkLabel] == "true" && managedByOperator(w) {
+		role = policy.RetiredSignal
 		if w.Name == policy.SignalWorkName(g.Policy) {
-			return policy.DeleteOption{}, nil
+			role = policy.CurrentSignal
 		}
-		// A signal work the policy retired: its deletion must not signal.
-		return policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}, nil
 	}
-	return decideOrphaning(g, w, mapper)
+	return policy.TeardownOrphaning(strategy, role, func() (policy.DeleteOption, error) { return decideOrphaning(g, w, mapper) })
 }
 
 // keepsAtLeast says whether a work carrying have leaves on the managed

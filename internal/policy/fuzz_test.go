@@ -30,30 +30,40 @@ import (
 // expressions wherever the choices put it.
 //
 // Properties, for every input:
+//
 //   - nothing panics, and a failing expression fails the whole decision
 //     (an error, no partial plan);
+//
 //   - the plan is of the cluster it was asked for, and a namespace not
 //     named after the cluster is never planned for deletion (the plan is
 //     refused);
+//
 //   - the strategy is a valid one, and OrphanAll (every work orphaned
 //     before anything is deleted) holds exactly under Needless;
+//
 //   - the deletion-signal work is in no stage;
+//
 //   - every staged object is one of the cluster's, of the stage's resource,
 //     in at most one stage, in OCM's cleanup-priority order;
+//
 //   - monitored objects are never deleted: whenever the gate holds nothing,
 //     no object that a monitoredResources entry matches is in a stage;
+//
 //   - an orphaning decision is Orphan when every manifest is orphaned,
 //     SelectivelyOrphan when some are, none when none are, each orphan
 //     named by a rule of the policy, and nothing when a rule fails;
+//
 //   - a prune decision is a valid behaviour, or none without a prune section.
 //
-// What the pure functions cannot say: that under Needless no work is
-// deleted before every work carries Orphan, applied by the work agent.
-// Orphaning decides a work's deleteOption from the rules alone, without the
-// strategy; replacing it by Orphan under Needless (teardownOrphaning) and
-// waiting for the agent before deleting (reconcileOrphaning) are controller
-// code, checked by the envtest suite. The fuzzer checks what the pure code
-// says: OrphanAll exactly under Needless, and the rules' decision per work.
+//   - the deleteOption a teardown requires before deleting a work
+//     (TeardownOrphaning) is Orphan for every work under Needless, whatever
+//     the rules say; nothing for the current signal work otherwise; the
+//     rules' decision for the rest.
+//
+// What the pure functions cannot say: that no work is deleted before the
+// work agent applied that deleteOption. Waiting for the agent is the
+// executor's (reconcileOrphaning), checked by the envtest suite, the
+// crash harness (test/crash, property orphan-first) and test/e2e.
 func FuzzTeardownPlan(f *testing.F) {
 	// The scenarios worth keeping (Needless with orphaning rules, the
 	// signal work among staged works, a monitored resource that is also a
@@ -385,6 +395,9 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 		work := map[string]any{"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
 			"metadata": map[string]any{"name": name, "namespace": in.cluster}}
 		checkOrphaning(t, p, a, work, manifests)
+		if strategyErr == nil {
+			checkTeardownOrphaning(t, p, a, strategy, work, manifests)
+		}
 	}
 	for _, cp := range in.configurationPolicies {
 		b, err := policy.PruneBehavior(p, a, cp)
@@ -546,6 +559,45 @@ func checkStages(t *testing.T, in *fleet, stages []policy.Stage, assigned [][]po
 }
 
 var errUnknownKind = errors.New("no resource known for this kind")
+
+// checkTeardownOrphaning: under Needless every work, signal works included,
+// must carry Orphan before it is deleted, whatever the rules decide (they
+// are not even asked); under the other strategies the current signal work
+// carries nothing and the rest what the rules decide.
+func checkTeardownOrphaning(t *testing.T, p *cel.Policy, a *cel.Activation, strategy v1alpha1.RemoveStrategyType, work map[string]any, manifests []map[string]any) {
+	t.Helper()
+	rules := func() (policy.DeleteOption, error) {
+		return policy.Orphaning(p, a, work, manifests, func(_ int, gvk schema.GroupVersionKind) (string, error) {
+			if gvk.Kind == "Unknown" || gvk.Kind == "" {
+				return "", errUnknownKind
+			}
+			return strings.ToLower(gvk.Kind) + "s", nil
+		})
+	}
+	for _, role := range []policy.SignalRole{policy.NotSignal, policy.CurrentSignal, policy.RetiredSignal} {
+		asked := false
+		d, err := policy.TeardownOrphaning(strategy, role, func() (policy.DeleteOption, error) { asked = true; return rules() })
+		switch {
+		case strategy == v1alpha1.RemoveStrategyNeedless:
+			if err != nil || d.PropagationPolicy != "Orphan" || len(d.Orphans) != 0 || asked {
+				t.Fatalf("Needless requires %+v (err %v, rules asked %v) of a work in role %d: every work must be Orphan", d, err, asked, role)
+			}
+		case role == policy.CurrentSignal:
+			if err != nil || d.PropagationPolicy != "" || asked {
+				t.Fatalf("the current signal work gets %+v under %s: its deletion is the signal", d, strategy)
+			}
+		case role == policy.RetiredSignal:
+			if err != nil || d.PropagationPolicy != "Orphan" {
+				t.Fatalf("a retired signal work gets %+v under %s: its deletion must not signal", d, strategy)
+			}
+		default:
+			want, wantErr := rules()
+			if (err == nil) != (wantErr == nil) || !d.Equal(want) {
+				t.Fatalf("under %s a work gets %+v (%v), the rules decide %+v (%v)", strategy, d, err, want, wantErr)
+			}
+		}
+	}
+}
 
 func checkOrphaning(t *testing.T, p *cel.Policy, a *cel.Activation, work map[string]any, manifests []map[string]any) {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
 
@@ -94,4 +95,34 @@ func manifestIdentity(m map[string]any) (gvk schema.GroupVersionKind, name, name
 	name, _ = md["name"].(string)
 	namespace, _ = md["namespace"].(string)
 	return gv.WithKind(kind), name, namespace
+}
+
+// SignalRole is what a ManifestWork is to the deletion signal.
+type SignalRole int
+
+const (
+	// NotSignal is any work but the operator's signal works.
+	NotSignal SignalRole = iota
+	// CurrentSignal is the operator's signal work the policy keeps: its
+	// deletion is the signal.
+	CurrentSignal
+	// RetiredSignal is an operator's signal work the policy no longer keeps:
+	// its deletion must not signal.
+	RetiredSignal
+)
+
+// TeardownOrphaning is the deleteOption a teardown requires of a work, and
+// the work agent must have applied, before the work is deleted: Orphan for
+// every work under Needless, whatever the orphaning rules say (rules is not
+// called); nothing for the current signal work and Orphan for a retired
+// one; otherwise what the rules decide. The operator and the preview both
+// decide through it.
+func TeardownOrphaning(strategy v1alpha1.RemoveStrategyType, role SignalRole, rules func() (DeleteOption, error)) (DeleteOption, error) {
+	switch {
+	case strategy == v1alpha1.RemoveStrategyNeedless, role == RetiredSignal:
+		return DeleteOption{PropagationPolicy: "Orphan"}, nil
+	case role == CurrentSignal:
+		return DeleteOption{}, nil
+	}
+	return rules()
 }
