@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,6 +104,14 @@ func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
 	}
 	samples, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "cleanup_*.yaml"))
 	if err != nil {
+		return err
+	}
+	// The sample policy monitors Hive's and the application lifecycle's
+	// resources: serve them first, as such a hub would.
+	if err := testenv.CreateFromFile(ctx, c, filepath.Join(testenv.RepoRoot(), "hack", "run-local", "apis.yaml")); err != nil {
+		return err
+	}
+	if err := waitServed(ctx, c, "clusterdeployments.hive.openshift.io", "subscriptions.apps.open-cluster-management.io"); err != nil {
 		return err
 	}
 	files := append(samples, filepath.Join(testenv.RepoRoot(), "hack", "run-local", "fleet.yaml"))
@@ -188,6 +197,32 @@ func deleteAndWait(ctx context.Context, out io.Writer, c client.Client, name str
 		}
 	}
 	fmt.Fprintf(out, "ManagedCluster %s and its namespace are gone.\n", name)
+	return nil
+}
+
+// waitServed waits until the named CRDs are established.
+func waitServed(ctx context.Context, c client.Client, names ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, name := range names {
+		for {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			established := slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			})
+			if established {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("CRD %s is not established: %w", name, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
 	return nil
 }
 
