@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -24,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -495,26 +493,16 @@ func patchMeta(ctx context.Context, c client.Client, gvk schema.GroupVersionKind
 // applyFile applies every object of a multi-document YAML file server-side,
 // field manager "gitops".
 func applyFile(ctx context.Context, c client.Client, file string) error {
-	raw, err := os.ReadFile(file)
+	objs, err := testenv.ObjectsFromFile(file)
 	if err != nil {
 		return err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("gitops")); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // createCluster creates a ManagedCluster with the given finalizers.

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -197,16 +198,19 @@ func createOptions(c badCase) []client.CreateOption {
 	return nil
 }
 
-// updateSpec replaces the policy's spec with the case's.
+// updateSpec replaces the policy's spec with the case's, again when the
+// operator changed the policy meanwhile (its in-use finalizer).
 func updateSpec(name string, c badCase) error {
-	p := cleanupPolicy(name)
-	Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, p)).To(Succeed())
-	p.Object["spec"] = spec(c.spec)
 	var opts []client.UpdateOption
 	if c.strict {
 		opts = append(opts, client.FieldValidation("Strict"))
 	}
-	return k8s.Update(ctx, p, opts...)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := cleanupPolicy(name)
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, p)).To(Succeed())
+		p.Object["spec"] = spec(c.spec)
+		return k8s.Update(ctx, p, opts...)
+	})
 }
 
 // expectReported waits until the policy reports the case's field, and

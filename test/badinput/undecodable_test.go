@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -149,16 +150,22 @@ removeStrategy: {default: BestEffort, timeout: 5m}`))).To(Succeed())
 	It("goes on with the held cluster once the policy is fixed, through the webhook", func() {
 		webhookOn()
 		By("changing a label: the spec is the same, the webhook lets it through")
-		p := cleanupPolicy(broken)
-		Expect(k8s.Get(ctx, client.ObjectKey{Name: broken}, p)).To(Succeed())
-		p.SetLabels(map[string]string{"owner": "platform"})
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		// Each update again if the operator changed the policy meanwhile
+		// (its in-use finalizer).
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := cleanupPolicy(broken)
+			Expect(k8s.Get(ctx, client.ObjectKey{Name: broken}, p)).To(Succeed())
+			p.SetLabels(map[string]string{"owner": "platform"})
+			return k8s.Update(ctx, p)
+		})).To(Succeed())
 
 		By("fixing the timeout: the webhook checks the new spec whole")
-		p = cleanupPolicy(broken)
-		Expect(k8s.Get(ctx, client.ObjectKey{Name: broken}, p)).To(Succeed())
-		Expect(unstructured.SetNestedField(p.Object, "5m", "spec", "removeStrategy", "timeout")).To(Succeed())
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := cleanupPolicy(broken)
+			Expect(k8s.Get(ctx, client.ObjectKey{Name: broken}, p)).To(Succeed())
+			Expect(unstructured.SetNestedField(p.Object, "5m", "spec", "removeStrategy", "timeout")).To(Succeed())
+			return k8s.Update(ctx, p)
+		})).To(Succeed())
 
 		Eventually(func(g Gomega) {
 			ready := policyCondition(broken, v1alpha1.ReadyCondition)
