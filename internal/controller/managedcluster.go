@@ -76,6 +76,12 @@ func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder
 // ForgetAddOns stops watching ManagedClusterAddOns: their CRD was removed.
 func (a *ManagedClusterAdapter) ForgetAddOns() { a.watches.forget(policy.ManagedClusterAddOns) }
 
+// AllowAddOns lets the cleanup watch ManagedClusterAddOns again, once their CRD is installed again.
+func (a *ManagedClusterAdapter) AllowAddOns(manager.Manager) error {
+	a.watches.allow(policy.ManagedClusterAddOns)
+	return nil
+}
+
 // Name implements Adapter.
 func (a *ManagedClusterAdapter) Name() string { return "managedcluster" }
 

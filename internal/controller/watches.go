@@ -41,6 +41,8 @@ type resourceWatches struct {
 	// full are the kinds another controller already caches whole: they are
 	// read from that informer, not from a second, metadata-only copy.
 	full map[schema.GroupVersionResource]bool
+	// off are the resources whose CRD is being removed or gone.
+	off map[schema.GroupVersionResource]bool
 }
 
 func newResourceWatches(c cache.Cache, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
@@ -81,6 +83,11 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 	if gvk, ok := w.watched[gvr]; ok {
 		return gvk, true, nil
 	}
+	if w.off[gvr] {
+		// Its CRD is being removed: still listed for a moment, but an
+		// informer started now would fail once it is gone.
+		return schema.GroupVersionKind{}, false, nil
+	}
 	gvk, err = w.mapper.KindFor(gvr)
 	if meta.IsNoMatchError(err) {
 		return schema.GroupVersionKind{}, false, nil
@@ -112,12 +119,16 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 	return gvk, true, nil
 }
 
-// forget stops watching a resource whose CRD was removed: its informer
-// would fail to list it forever. A later ensure watches it again if its
-// CRD is installed again.
+// forget stops watching a resource whose CRD is removed: its informer
+// would fail to list it forever. It stays unwatched, served or not, until
+// allow says its CRD is installed again.
 func (w *resourceWatches) forget(gvr schema.GroupVersionResource) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.off == nil {
+		w.off = map[schema.GroupVersionResource]bool{}
+	}
+	w.off[gvr] = true
 	gvk, ok := w.watched[gvr]
 	if !ok || w.full[gvr] {
 		return
@@ -126,6 +137,13 @@ func (w *resourceWatches) forget(gvr schema.GroupVersionResource) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	_ = w.cache.RemoveInformer(context.Background(), obj)
+}
+
+// allow lets ensure watch a resource forget stopped, once its CRD is back.
+func (w *resourceWatches) allow(gvr schema.GroupVersionResource) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.off, gvr)
 }
 
 // list returns the objects of a resource in a namespace, from the cache.

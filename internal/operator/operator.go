@@ -191,6 +191,7 @@ func optionalKinds(mgr manager.Manager, opts Options, fleet *controller.Fleet, t
 	addons := &controller.OptionalKind{
 		CRD:     controller.AddOnCRD,
 		Does:    "deleting ManagedClusterAddOns in cleanups",
+		Setup:   clusters.AllowAddOns,
 		Stopped: clusters.ForgetAddOns,
 	}
 	return controller.NewOptional(mgr, prune, decisions, addons)
