@@ -415,14 +415,7 @@ func (a *ManagedClusterAdapter) reconcileNamespace(ctx context.Context, c *clean
 		return step{done: true}, nil
 	}
 	if keep {
-		if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; labelled && ns.DeletionTimestamp == nil {
-			before := ns.DeepCopy()
-			delete(ns.Labels, v1alpha1.ClusterDeletingLabel)
-			if err := a.Client.Patch(ctx, ns, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
-				return step{}, err
-			}
-		}
-		return step{done: true}, nil
+		return step{done: true}, a.unlabel(ctx, ns)
 	}
 	if ns.DeletionTimestamp == nil {
 		if err := a.Client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); client.IgnoreNotFound(err) != nil {

@@ -62,14 +62,19 @@ func (a *ManagedClusterAdapter) unlabelNamespace(ctx context.Context, name strin
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled {
+	return a.unlabel(ctx, ns)
+}
+
+// unlabel removes the cluster-deleting label from a namespace in hand.
+func (a *ManagedClusterAdapter) unlabel(ctx context.Context, ns *corev1.Namespace) error {
+	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled || ns.DeletionTimestamp != nil {
 		return nil
 	}
 	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{%q:null}}}`, ns.UID, v1alpha1.ClusterDeletingLabel)
 	if err := a.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	logf.FromContext(ctx).Info("cluster namespace unlabelled", "namespace", name, "label", v1alpha1.ClusterDeletingLabel)
+	logf.FromContext(ctx).Info("cluster namespace unlabelled", "namespace", ns.Name, "label", v1alpha1.ClusterDeletingLabel)
 	return nil
 }
 
