@@ -81,7 +81,7 @@ FUZZTIME ?= 30s
 .PHONY: fuzz
 fuzz: crds ## Run each fuzz target for FUZZTIME (default 30s): policy compile, then the teardown decision.
 	go test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/cel
-	go test -run '^$$' -fuzz '^FuzzTeardownPlan$$' -fuzztime $(FUZZTIME) ./internal/policy
+	go test -run '^$$' -fuzz '^FuzzTeardownPlan$$' -fuzztime $(FUZZTIME) ./internal/decision
 
 ##@ Build
 

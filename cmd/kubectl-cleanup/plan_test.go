@@ -26,7 +26,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -70,33 +70,33 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 
 	out, err := kubectlCleanup(t, env.Kubeconfig, "plan", "c1", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	var plan policy.ClusterPlan
+	var plan decision.ClusterPlan
 	g.Expect(json.Unmarshal([]byte(out), &plan)).To(Succeed(), out)
 
 	g.Expect(plan.Policy).To(Equal("plan-test"))
 	g.Expect(plan.Held).To(BeEmpty())
 	g.Expect(plan.Strategy).To(Equal(v1alpha1.RemoveStrategyRequired))
 	g.Expect(plan.Timeout).To(Equal("10m0s"))
-	g.Expect(plan.Signal).To(Equal(&policy.SignalPlan{Work: "cleanup-signal", Present: true}))
-	g.Expect(plan.Gate).To(Equal(policy.GatePlan{Resources: []string{"configmaps"}, Holding: []string{"configmaps/hold"}}))
-	g.Expect(plan.Stages).To(Equal([]policy.StagePlan{
+	g.Expect(plan.Signal).To(Equal(&decision.SignalPlan{Work: "cleanup-signal", Present: true}))
+	g.Expect(plan.Gate).To(Equal(decision.GatePlan{Resources: []string{"configmaps"}, Holding: []string{"configmaps/hold"}}))
+	g.Expect(plan.Stages).To(Equal([]decision.StagePlan{
 		{Name: "addons", Resource: "managedclusteraddons.addon.open-cluster-management.io",
-			Groups: []policy.GroupPlan{{Priority: "unset", Objects: []string{"a1"}}}},
-		{Name: "workloads", Resource: "manifestworks.work.open-cluster-management.io", Groups: []policy.GroupPlan{
+			Groups: []decision.GroupPlan{{Priority: "unset", Objects: []string{"a1"}}}},
+		{Name: "workloads", Resource: "manifestworks.work.open-cluster-management.io", Groups: []decision.GroupPlan{
 			{Priority: "unset", Objects: []string{"app-1"}},
 			{Priority: "5", Objects: []string{"app-3"}},
 			{Priority: "10", Objects: []string{"app-2"}},
 		}},
 		{Name: "agent", Resource: "manifestworks.work.open-cluster-management.io",
-			Groups: []policy.GroupPlan{{Priority: "unset", Objects: []string{"c1-agent"}}}},
+			Groups: []decision.GroupPlan{{Priority: "unset", Objects: []string{"c1-agent"}}}},
 	}))
-	g.Expect(plan.Namespace).To(Equal(&policy.NamespacePlan{Name: "c1", Keep: false}))
-	g.Expect(plan.Works).To(Equal([]policy.WorkPlan{
-		{Name: "app-1", PropagationPolicy: "SelectivelyOrphan", Orphaned: []policy.OrphanPlan{
+	g.Expect(plan.Namespace).To(Equal(&decision.NamespacePlan{Name: "c1", Keep: false}))
+	g.Expect(plan.Works).To(Equal([]decision.WorkPlan{
+		{Name: "app-1", PropagationPolicy: "SelectivelyOrphan", Orphaned: []decision.OrphanPlan{
 			{Resource: "customresourcedefinitions", Name: "widgets.example.com", Rule: "keep-crds"}}},
 		{Name: "app-2"}, {Name: "app-3"}, {Name: "c1-agent"},
 	}))
-	g.Expect(plan.Prune).To(Equal([]policy.PrunePlan{
+	g.Expect(plan.Prune).To(Equal([]decision.PrunePlan{
 		{Object: "ConfigurationPolicy audit", Behavior: v1alpha1.PruneDeleteAll, Ineffective: true},
 		{Object: "ConfigurationPolicy enforce-team", Behavior: v1alpha1.PruneDeleteIfCreated},
 	}))
@@ -118,14 +118,14 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	g.Expect(os.WriteFile(viewerConfig, raw, 0o600)).To(Succeed())
 	out, err = kubectlCleanup(t, viewerConfig, "plan", "c1", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	var viewed policy.ClusterPlan
+	var viewed decision.ClusterPlan
 	g.Expect(json.Unmarshal([]byte(out), &viewed)).To(Succeed(), out)
 	g.Expect(viewed).To(Equal(plan))
 
 	// The same plan as YAML, and as text in the order of the steps.
 	out, err = kubectlCleanup(t, env.Kubeconfig, "plan", "c1", "-o", "yaml")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	var fromYAML policy.ClusterPlan
+	var fromYAML decision.ClusterPlan
 	g.Expect(yaml.Unmarshal([]byte(out), &fromYAML)).To(Succeed())
 	g.Expect(fromYAML).To(Equal(plan))
 	text, err := kubectlCleanup(t, env.Kubeconfig, "plan", "c1")

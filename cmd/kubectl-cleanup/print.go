@@ -12,12 +12,12 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // printPlan writes a plan as numbered steps, in the order the operator
 // takes them.
-func printPlan(w io.Writer, p *policy.ClusterPlan) {
+func printPlan(w io.Writer, p *decision.ClusterPlan) {
 	if p.Deleting {
 		fmt.Fprintf(w, "ManagedCluster %s is being deleted; the steps below are what remains.\n", p.Cluster)
 	}
@@ -116,7 +116,7 @@ func printPlan(w io.Writer, p *policy.ClusterPlan) {
 	}
 }
 
-func describeWork(wp policy.WorkPlan) string {
+func describeWork(wp decision.WorkPlan) string {
 	switch {
 	case wp.Error != "":
 		return "undecided (the work is not stamped): " + wp.Error
@@ -136,7 +136,7 @@ func describeWork(wp policy.WorkPlan) string {
 	return "SelectivelyOrphan: " + strings.Join(kept, ", ")
 }
 
-func describePrune(pp policy.PrunePlan) string {
+func describePrune(pp decision.PrunePlan) string {
 	switch {
 	case pp.Error != "":
 		return "undecided: " + pp.Error
@@ -185,7 +185,7 @@ func describeRemaining(r controller.Remaining) string {
 }
 
 // orphaning says whether a work's decided deleteOption keeps anything.
-func orphaning(works []policy.WorkPlan) bool {
+func orphaning(works []decision.WorkPlan) bool {
 	for _, w := range works {
 		if w.PropagationPolicy != "" {
 			return true

@@ -30,7 +30,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/admission"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 )
 
 // Names the operator writes that are defined next to the code writing them;
@@ -540,7 +540,7 @@ func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
 // the policies. An object of the same name that the operator did not
 // create (its label is missing) is left and reported.
 func (u *uninstaller) deleteAdmission(ctx context.Context) error {
-	objs := admission.Objects()
+	objs := admissionpolicy.Objects()
 	// Bindings first: a binding without its policy refuses nothing, but
 	// reads as a misconfiguration.
 	sort.SliceStable(objs, func(i, j int) bool {

@@ -32,7 +32,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/admission"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
@@ -135,8 +135,8 @@ func TestUninstall(t *testing.T) {
 		"Namespace c3: would remove label "+v1alpha1.ClusterDeletingLabel,
 		"ManifestWork c2/app: would remove annotation "+orphaningAnnotation,
 		"ConfigurationPolicy c2/team: would remove annotation "+pruneAnnotation,
-		"ValidatingAdmissionPolicyBinding "+admission.BindingName(admission.DeletingClusterPolicy)+": would delete",
-		"ValidatingAdmissionPolicy "+admission.DeletingClusterPolicy+": would delete",
+		"ValidatingAdmissionPolicyBinding "+admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)+": would delete",
+		"ValidatingAdmissionPolicy "+admissionpolicy.DeletingClusterPolicy+": would delete",
 		"ManifestWork c2/cleanup-signal: would set deleteOption Orphan",
 		"ManifestWork c2/cleanup-signal: would delete once the work agent has applied its Orphan",
 		"Left in place on purpose:",
@@ -205,8 +205,8 @@ func TestUninstall(t *testing.T) {
 		"Namespace c3: removed label "+v1alpha1.ClusterDeletingLabel,
 		"ManifestWork c2/app: removed annotation "+orphaningAnnotation,
 		"ConfigurationPolicy c2/team: removed annotation "+pruneAnnotation,
-		"ValidatingAdmissionPolicyBinding "+admission.BindingName(admission.DeletingWorkPolicy)+": deleted",
-		"ValidatingAdmissionPolicy "+admission.DeletingWorkPolicy+": deleted",
+		"ValidatingAdmissionPolicyBinding "+admissionpolicy.BindingName(admissionpolicy.DeletingWorkPolicy)+": deleted",
+		"ValidatingAdmissionPolicy "+admissionpolicy.DeletingWorkPolicy+": deleted",
 		"ManifestWork c2/cleanup-signal: set deleteOption Orphan",
 		"ManifestWork c2/cleanup-signal: waiting for the work agent to apply its Orphan",
 		"ManifestWork c2/cleanup-signal: deleted; the work agent had applied its Orphan",
@@ -215,7 +215,7 @@ func TestUninstall(t *testing.T) {
 
 	// Nothing of the operator's is left; users' settings are.
 	g.Expect(operatorMarks(ctx, c)).To(BeEmpty())
-	for _, obj := range admission.Objects() {
+	for _, obj := range admissionpolicy.Objects() {
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, metaObject(gvk, "", obj.GetName()))
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s: %v", gvk.Kind, obj.GetName(), err)
@@ -375,12 +375,12 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	userConfig := filepath.Join(t.TempDir(), "uninstaller.kubeconfig")
 	g.Expect(os.WriteFile(userConfig, raw, 0o600)).To(Succeed())
-	g.Expect(admission.Ensure(ctx, c)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, c)).To(Succeed())
 	out, err = kubectlCleanup(t, userConfig, "uninstall")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("Warning: cannot tell whether the operator still runs: cannot list Deployments"))
 	g.Expect(out).To(ContainSubstring("CleanupPolicy held: removed finalizer " + inUseFinalizer))
-	g.Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy " + admission.DeletingClusterPolicy + ": deleted"))
+	g.Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy " + admissionpolicy.DeletingClusterPolicy + ": deleted"))
 	// Only the work someone else labelled keeps the label.
 	g.Expect(operatorMarks(ctx, c)).To(ConsistOf("ManifestWork gone/lookalike: label " + v1alpha1.SignalWorkLabel))
 
@@ -456,7 +456,7 @@ func operatorMarks(ctx context.Context, c client.Client) []string {
 			}
 		}
 	}
-	for _, obj := range admission.Objects() {
+	for _, obj := range admissionpolicy.Objects() {
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		if err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, metaObject(gvk, "", obj.GetName())); err == nil {
 			marks = append(marks, gvk.Kind+" "+obj.GetName())

@@ -31,7 +31,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // maxReported bounds the clusters and errors a status or event names.
@@ -43,7 +43,7 @@ const maxReported = 3
 type CleanupPolicyReconciler struct {
 	client.Client
 	Cache      *cel.Cache
-	Governance *policy.Governance
+	Governance *decision.Governance
 	Recorder   events.EventRecorder
 	Tally      *Tally
 	// Optional says which optional kinds are off; the Ready message names them.
@@ -362,7 +362,7 @@ func (r *CleanupPolicyReconciler) reportOverlaps(p *v1alpha1.CleanupPolicy) {
 		"selects clusters that other policies of priority %d select too: %s", p.Spec.Priority, strings.Join(parts, "; "))
 }
 
-func errorOf(res policy.Resolution, p *cel.Policy) (error, bool) {
+func errorOf(res decision.Resolution, p *cel.Policy) (error, bool) {
 	for q, err := range res.Errors {
 		if q.UID == p.UID {
 			return err, true

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // ForcedObjectsAnnotation counts, on a ManagedCluster being cleaned up, the
@@ -55,7 +55,7 @@ type cleanup struct {
 	available bool
 	dryRun    bool
 	namespace *corev1.Namespace // whole, as keepNamespace reads it; nil: no cluster namespace
-	objects   map[schema.GroupVersionResource][]policy.Object
+	objects   map[schema.GroupVersionResource][]decision.Object
 	// works are the cluster's ManifestWorks whole, by UID: their
 	// manifests and status decide their orphaning.
 	works map[types.UID]*workv1.ManifestWork
@@ -93,11 +93,11 @@ func (c *cleanup) mayForce() bool {
 
 // waiting is the step of a phase that waits for objects to go: at the
 // deadline a requeue, after it CleanupFailed naming what remains.
-func (c *cleanup) waiting(reason, message string, remaining []policy.Object) step {
+func (c *cleanup) waiting(reason, message string, remaining []decision.Object) step {
 	if c.pastDeadline() && !c.mayForce() {
 		return step{reason: v1alpha1.CleanupFailedReason, event: v1alpha1.CleanupFailedReason, message: fmt.Sprintf(
 			"%s; the %s timeout passed and %d object(s) remain: %s", message, c.strategy,
-			len(remaining), policy.Names(remaining, maxNamed))}
+			len(remaining), decision.Names(remaining, maxNamed))}
 	}
 	s := step{reason: reason, message: message}
 	if !c.pastDeadline() {
@@ -176,16 +176,16 @@ func (e *celError) Unwrap() error { return e.err }
 
 func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (*cleanup, error) {
 	p := g.Policy
-	strategy, err := policy.Strategy(p, g.Activation)
+	strategy, err := decision.Strategy(p, g.Activation)
 	if err != nil {
 		return nil, &celError{err}
 	}
 	c := &cleanup{
 		mc: mc, g: g, strategy: strategy, now: time.Now(),
-		deadline:  mc.GetDeletionTimestamp().Add(policy.Timeout(p)),
+		deadline:  mc.GetDeletionTimestamp().Add(decision.Timeout(p)),
 		available: clusterAvailable(mc),
 		dryRun:    p.Spec.DryRun,
-		objects:   map[schema.GroupVersionResource][]policy.Object{},
+		objects:   map[schema.GroupVersionResource][]decision.Object{},
 	}
 	ns := &corev1.Namespace{}
 	switch err := a.Client.Get(ctx, client.ObjectKey{Name: mc.GetName()}, ns); {
@@ -210,10 +210,10 @@ func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured
 		metas[i].SetGroupVersionKind(manifestWorkGVK)
 		metas[i].ObjectMeta = works.Items[i].ObjectMeta
 	}
-	if c.objects[policy.ManifestWorks], err = policyObjects(policy.ManifestWorks, metas); err != nil {
+	if c.objects[decision.ManifestWorks], err = policyObjects(decision.ManifestWorks, metas); err != nil {
 		return nil, err
 	}
-	for _, gvr := range policy.Resources(p) {
+	for _, gvr := range decision.Resources(p) {
 		if _, done := c.objects[gvr]; done {
 			continue
 		}
@@ -230,14 +230,14 @@ func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured
 
 // policyObjects is what the decisions see of listed objects: their
 // metadata, and the metadata as CEL's `object`.
-func policyObjects(gvr schema.GroupVersionResource, items []metav1.PartialObjectMetadata) ([]policy.Object, error) {
-	objs := make([]policy.Object, 0, len(items))
+func policyObjects(gvr schema.GroupVersionResource, items []metav1.PartialObjectMetadata) ([]decision.Object, error) {
+	objs := make([]decision.Object, 0, len(items))
 	for i := range items {
 		value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
 		if err != nil {
 			return nil, err
 		}
-		objs = append(objs, policy.Object{GVR: gvr, Meta: &items[i], Value: value})
+		objs = append(objs, decision.Object{GVR: gvr, Meta: &items[i], Value: value})
 	}
 	return objs, nil
 }
@@ -245,11 +245,11 @@ func policyObjects(gvr schema.GroupVersionResource, items []metav1.PartialObject
 // reconcileSignal labels the cluster namespace and deletes the
 // deletion-signal work, then waits until the work agent has removed it.
 func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup) (step, error) {
-	name := policy.SignalWorkName(c.g.Policy)
-	var work *policy.Object
-	for i, w := range c.objects[policy.ManifestWorks] {
+	name := decision.SignalWorkName(c.g.Policy)
+	var work *decision.Object
+	for i, w := range c.objects[decision.ManifestWorks] {
 		if name != "" && w.Meta.Name == name {
-			work = &c.objects[policy.ManifestWorks][i]
+			work = &c.objects[decision.ManifestWorks][i]
 		}
 	}
 	notOwned, err := a.notOwnedSignal(ctx, c, work)
@@ -282,11 +282,11 @@ func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup)
 	if notOwned != nil {
 		return *notOwned, nil
 	}
-	deleted, err := a.deleteObjects(ctx, c, []policy.Object{*work})
+	deleted, err := a.deleteObjects(ctx, c, []decision.Object{*work})
 	if err != nil {
 		return step{}, err
 	}
-	forced, err := a.force(ctx, c, []policy.Object{*work})
+	forced, err := a.force(ctx, c, []decision.Object{*work})
 	if err != nil {
 		return step{}, err
 	}
@@ -294,7 +294,7 @@ func (a *ManagedClusterAdapter) reconcileSignal(ctx context.Context, c *cleanup)
 	if forced > 0 {
 		msg = fmt.Sprintf("removed the work agent's finalizer from the deletion-signal work %s", name)
 	}
-	s := c.waiting(v1alpha1.SignallingReason, msg, []policy.Object{*work})
+	s := c.waiting(v1alpha1.SignallingReason, msg, []decision.Object{*work})
 	if deleted > 0 {
 		s.event = v1alpha1.SignallingReason
 	}
@@ -306,7 +306,7 @@ func (a *ManagedClusterAdapter) reconcileGate(_ context.Context, c *cleanup) (st
 	if s, held := c.gateUnserved(); held && !s.done {
 		return s, nil
 	}
-	holding, err := policy.Gate(c.g.Policy, c.g.Activation, c.objects)
+	holding, err := decision.Gate(c.g.Policy, c.g.Activation, c.objects)
 	if err != nil {
 		return step{}, &celError{err}
 	}
@@ -314,7 +314,7 @@ func (a *ManagedClusterAdapter) reconcileGate(_ context.Context, c *cleanup) (st
 		return step{done: true}, nil
 	}
 	msg := fmt.Sprintf("waiting for %d monitored object(s) to be removed by their controllers: %s",
-		len(holding), policy.Names(holding, maxNamed))
+		len(holding), decision.Names(holding, maxNamed))
 	if c.dryRun {
 		c.plan = append(c.plan, "would wait: "+msg)
 		return step{done: true}, nil
@@ -329,10 +329,10 @@ func (a *ManagedClusterAdapter) reconcileGate(_ context.Context, c *cleanup) (st
 // reconcileStages deletes the first stage that still holds objects, lowest
 // cleanup-priority first, and waits until they are gone.
 func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup) (step, error) {
-	signal := policy.SignalWorkName(c.g.Policy)
-	stages := policy.Stages(c.g.Policy)
-	assigned, err := policy.AssignStages(c.g.Policy, c.g.Activation, stages, c.objects, func(o policy.Object) bool {
-		return o.GVR == policy.ManifestWorks && signal != "" && o.Meta.Name == signal
+	signal := decision.SignalWorkName(c.g.Policy)
+	stages := decision.Stages(c.g.Policy)
+	assigned, err := decision.AssignStages(c.g.Policy, c.g.Activation, stages, c.objects, func(o decision.Object) bool {
+		return o.GVR == decision.ManifestWorks && signal != "" && o.Meta.Name == signal
 	})
 	if err != nil {
 		return step{}, &celError{err}
@@ -345,10 +345,10 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 			continue
 		}
 		stage := stages[i]
-		group := policy.FirstGroup(objs)
+		group := decision.FirstGroup(objs)
 		if c.dryRun {
 			c.plan = append(c.plan, fmt.Sprintf("stage %s would delete %d %s: %s",
-				stage.Name, len(objs), stage.GVR.Resource, policy.Names(objs, maxNamed)))
+				stage.Name, len(objs), stage.GVR.Resource, decision.Names(objs, maxNamed)))
 			continue
 		}
 		deleted, err := a.deleteObjects(ctx, c, group)
@@ -362,15 +362,15 @@ func (a *ManagedClusterAdapter) reconcileStages(ctx context.Context, c *cleanup)
 		where := fmt.Sprintf("stage %s (%d of %d)", stage.Name, i+1, len(stages))
 		if deleted > 0 {
 			return step{reason: v1alpha1.DeletingStageReason, event: v1alpha1.DeletingStageReason,
-				action: fmt.Sprintf("Delete/%s/%s", stage.Name, policy.PriorityName(group[0].Meta)), message: fmt.Sprintf(
+				action: fmt.Sprintf("Delete/%s/%s", stage.Name, decision.PriorityName(group[0].Meta)), message: fmt.Sprintf(
 					"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
-					where, deleted, stage.GVR.Resource, policy.PriorityName(group[0].Meta), policy.Names(group, maxNamed), len(objs)),
+					where, deleted, stage.GVR.Resource, decision.PriorityName(group[0].Meta), decision.Names(group, maxNamed), len(objs)),
 				requeue: c.deadline.Sub(c.now)}, nil
 		}
 		// The group deleted first is what the stage waits for; the rest
 		// of the stage is not deleted before it is gone.
 		msg := fmt.Sprintf("%s: %d %s remain; waiting for the finalizers of those being deleted: %s",
-			where, len(objs), stage.GVR.Resource, policy.Names(group, maxNamed))
+			where, len(objs), stage.GVR.Resource, decision.Names(group, maxNamed))
 		if forced > 0 {
 			msg = fmt.Sprintf("%s: removed the work agent's finalizer from %d of the %d object(s) in the stage", where, forced, len(objs))
 		}
@@ -402,7 +402,7 @@ func (a *ManagedClusterAdapter) reconcileNamespace(ctx context.Context, c *clean
 	if err != nil {
 		return step{}, err
 	}
-	keep, err := policy.KeepNamespace(c.g.Policy, c.g.Activation, value)
+	keep, err := decision.KeepNamespace(c.g.Policy, c.g.Activation, value)
 	if err != nil {
 		return step{}, &celError{err}
 	}
@@ -530,7 +530,7 @@ const deleteParallelism = 8
 // each: an object already deleted by this process is not deleted again
 // while the cache catches up. A work is deleted only at the version whose
 // orphaning was checked: a work changed meanwhile is checked again first.
-func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, c *cleanup, objs []policy.Object) (int, error) {
+func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, c *cleanup, objs []decision.Object) (int, error) {
 	var n atomic.Int64
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.SetLimit(deleteParallelism)
@@ -568,11 +568,11 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, c *cleanup, o
 
 // force removes the work agent's finalizer from deleting objects, where the
 // strategy allows it now, and records every forced object.
-func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []policy.Object) (int, error) {
+func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []decision.Object) (int, error) {
 	if !c.mayForce() {
 		return 0, nil
 	}
-	var todo []policy.Object
+	var todo []decision.Object
 	for _, o := range objs {
 		_, has := removeFinalizerPatch(o.Meta, v1alpha1.WorkAgentFinalizer)
 		if o.Meta.DeletionTimestamp != nil && has && !a.inflight.has(forcedSet, o.Meta.UID) {
@@ -615,7 +615,7 @@ func (a *ManagedClusterAdapter) force(ctx context.Context, c *cleanup, objs []po
 // ends as Completed after a crash or a failed write, and an object of a
 // batch cut short is not counted twice when the next one forces it. It
 // writes on the cluster as read, so no record written meanwhile is lost.
-func (a *ManagedClusterAdapter) recordForcing(ctx context.Context, c *cleanup, batch []policy.Object) error {
+func (a *ManagedClusterAdapter) recordForcing(ctx context.Context, c *cleanup, batch []decision.Object) error {
 	counted := sets.New[string]()
 	if v := c.mc.GetAnnotations()[ForcingAnnotation]; v != "" {
 		counted.Insert(strings.Split(v, ",")...)

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=configurationpolicies,verbs=get;list;watch;patch
@@ -84,7 +84,7 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 	if g.Policy != nil {
 		name = g.Policy.Name
 		var err error
-		if desired, err = policy.PruneBehavior(g.Policy, g.Activation, cp.Object); err != nil {
+		if desired, err = decision.PruneBehavior(g.Policy, g.Activation, cp.Object); err != nil {
 			a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Prune",
 				"not stamped, the decision failed: %v", err)
 			return reconcile.Result{}, nil
@@ -99,7 +99,7 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 		return reconcile.Result{}, nil
 	}
 	wrote, err := a.settle(ctx, cp, name, st, cp.GetAnnotations()[PruneAnnotation] != "", actual == string(desired))
-	if wrote && policy.Ineffective(desired, cp.Object) {
+	if wrote && decision.Ineffective(desired, cp.Object) {
 		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Ineffective", "Prune",
 			"pruneObjectBehavior %s has no effect while remediationAction is inform: pruning needs enforce", desired)
 	}

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=policies,verbs=get;list;watch
@@ -194,14 +194,14 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 				keep()
 				continue
 			}
-			b, err := policy.PruneBehavior(g.Policy, g.Activation, t.definition)
+			b, err := decision.PruneBehavior(g.Policy, g.Activation, t.definition)
 			if err != nil {
 				keep()
 				problems = append(problems, fmt.Sprintf("%s: %v", key, err))
 				continue
 			}
 			data[key] = string(b)
-			if policy.Ineffective(b, t.definition) {
+			if decision.Ineffective(b, t.definition) {
 				problems = append(problems, fmt.Sprintf("%s: %s has no effect while remediationAction is inform", key, b))
 			}
 		}

@@ -28,7 +28,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch;patch
@@ -66,19 +66,19 @@ func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
-	a.watches.watched[policy.ManifestWorks] = manifestWorkGVK
-	a.watches.full[policy.ManifestWorks] = true
+	a.watches.watched[decision.ManifestWorks] = manifestWorkGVK
+	a.watches.full[decision.ManifestWorks] = true
 	// Add-ons, whose CRD a hub may lack, are watched at run time like
 	// any stage resource, once a cleanup lists them.
 	return a
 }
 
 // ForgetAddOns stops watching ManagedClusterAddOns: their CRD was removed.
-func (a *ManagedClusterAdapter) ForgetAddOns() { a.watches.forget(policy.ManagedClusterAddOns) }
+func (a *ManagedClusterAdapter) ForgetAddOns() { a.watches.forget(decision.ManagedClusterAddOns) }
 
 // AllowAddOns lets the cleanup watch ManagedClusterAddOns again, once their CRD is installed again.
 func (a *ManagedClusterAdapter) AllowAddOns(manager.Manager) error {
-	a.watches.allow(policy.ManagedClusterAddOns)
+	a.watches.allow(decision.ManagedClusterAddOns)
 	return nil
 }
 
@@ -159,7 +159,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 	if p.Spec.DryRun {
 		return nil
 	}
-	name := policy.SignalWorkName(p)
+	name := decision.SignalWorkName(p)
 	if err := a.retireSignalWorks(ctx, mc.GetName(), name); err != nil {
 		return err
 	}
@@ -268,7 +268,7 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 			continue // someone else's work that carries the label: not ours to retire
 		}
 		if !isOrphan(w) {
-			if _, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, policy.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {
+			if _, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {
 				return err
 			}
 			continue

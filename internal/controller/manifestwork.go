@@ -22,7 +22,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // OrphaningAnnotation records, on a ManifestWork, the deleteOption the
@@ -73,7 +73,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 		return reconcile.Result{}, nil
 	}
 
-	desired := policy.DeleteOption{}
+	desired := decision.DeleteOption{}
 	name := ""
 	if g.Policy != nil {
 		name = g.Policy.Name
@@ -97,26 +97,26 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 	return reconcile.Result{}, err
 }
 
-func (a *ManifestWorkAdapter) decide(g *Governed, w *workv1.ManifestWork) (policy.DeleteOption, error) {
+func (a *ManifestWorkAdapter) decide(g *Governed, w *workv1.ManifestWork) (decision.DeleteOption, error) {
 	return decideOrphaning(g, w, a.Mapper)
 }
 
 // decideOrphaning evaluates the governing policy's orphaning rules on a
 // work's manifests. The operator and the command-line preview both call it.
-func decideOrphaning(g *Governed, w *workv1.ManifestWork, mapper meta.RESTMapper) (policy.DeleteOption, error) {
+func decideOrphaning(g *Governed, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
 	// The cache keeps manifests as raw JSON; they become maps only here,
 	// where rules read them.
 	manifests := make([]map[string]any, 0, len(w.Spec.Workload.Manifests))
 	for i, m := range w.Spec.Workload.Manifests {
 		var obj map[string]any
 		if err := json.Unmarshal(m.Raw, &obj); err != nil || obj == nil {
-			return policy.DeleteOption{}, fmt.Errorf("manifest %d is not an object", i)
+			return decision.DeleteOption{}, fmt.Errorf("manifest %d is not an object", i)
 		}
 		manifests = append(manifests, obj)
 	}
 	work, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
 	if err != nil {
-		return policy.DeleteOption{}, err
+		return decision.DeleteOption{}, err
 	}
 	work["apiVersion"], work["kind"] = manifestWorkGVK.GroupVersion().String(), manifestWorkGVK.Kind
 	reported := map[int]workv1.ManifestResourceMeta{}
@@ -135,12 +135,12 @@ func decideOrphaning(g *Governed, w *workv1.ManifestWork, mapper meta.RESTMapper
 		}
 		return mapping.Resource.Resource, nil
 	}
-	return policy.Orphaning(g.Policy, g.Activation, work, manifests, resourceOf)
+	return decision.Orphaning(g.Policy, g.Activation, work, manifests, resourceOf)
 }
 
 // current reads the deleteOption a work carries.
-func current(w *workv1.ManifestWork) policy.DeleteOption {
-	var d policy.DeleteOption
+func current(w *workv1.ManifestWork) decision.DeleteOption {
+	var d decision.DeleteOption
 	if w.Spec.DeleteOption == nil {
 		return d
 	}
@@ -150,13 +150,13 @@ func current(w *workv1.ManifestWork) policy.DeleteOption {
 	}
 	if so := w.Spec.DeleteOption.SelectivelyOrphan; so != nil {
 		for _, r := range so.OrphaningRules {
-			d.Orphans = append(d.Orphans, policy.Orphan{Group: r.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name})
+			d.Orphans = append(d.Orphans, decision.Orphan{Group: r.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name})
 		}
 	}
 	return d
 }
 
-func describe(d policy.DeleteOption) string {
+func describe(d decision.DeleteOption) string {
 	switch d.PropagationPolicy {
 	case "":
 		return "unset (Foreground)"
@@ -175,7 +175,7 @@ func describe(d policy.DeleteOption) string {
 }
 
 // deleteOptionSpec is the deleteOption a decision stamps.
-func deleteOptionSpec(d policy.DeleteOption) map[string]any {
+func deleteOptionSpec(d decision.DeleteOption) map[string]any {
 	option := map[string]any{"propagationPolicy": d.PropagationPolicy}
 	if d.PropagationPolicy == "SelectivelyOrphan" {
 		rules := make([]any, len(d.Orphans))

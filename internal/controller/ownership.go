@@ -15,7 +15,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // The operator changes or deletes, by name, only objects it created: those
@@ -119,7 +119,7 @@ func policyRef(name string, uid types.UID) *v1alpha1.CleanupPolicy {
 // the work named like the deletion-signal work is not the operator's: it is
 // not deleted, and nothing after the signal happens, until it is renamed or
 // the policy names another work. nil when there is nothing to hold for.
-func (a *ManagedClusterAdapter) notOwnedSignal(ctx context.Context, c *cleanup, work *policy.Object) (*step, error) {
+func (a *ManagedClusterAdapter) notOwnedSignal(ctx context.Context, c *cleanup, work *decision.Object) (*step, error) {
 	if work == nil {
 		clearNotOwnedWorks(a.Tally, c.mc.GetName())
 		return nil, nil

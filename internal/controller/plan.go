@@ -18,7 +18,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // Planner computes, from a live API server, what the operator would do with
@@ -46,12 +46,12 @@ func NewPlanner(ctx context.Context, r client.Reader, mapper meta.RESTMapper) (*
 	if err != nil {
 		return nil, err
 	}
-	return &Planner{Reader: r, Mapper: mapper, Fleet: &Fleet{Reader: r, Cache: cel.NewCache(env), Governance: policy.NewGovernance()}}, nil
+	return &Planner{Reader: r, Mapper: mapper, Fleet: &Fleet{Reader: r, Cache: cel.NewCache(env), Governance: decision.NewGovernance()}}, nil
 }
 
 // Plan is the plan of one cluster. A cluster no policy governs, or one that
 // is held, has a plan that says so and decides nothing.
-func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, error) {
+func (p *Planner) Plan(ctx context.Context, name string) (*decision.ClusterPlan, error) {
 	g, err := p.Fleet.Govern(ctx, name)
 	if err != nil {
 		return nil, err
@@ -62,13 +62,13 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 	deleting := g.Cluster.GetDeletionTimestamp() != nil
 	switch {
 	case g.Held != nil:
-		return &policy.ClusterPlan{Cluster: name, Deleting: deleting, Held: "held, nothing would be deleted: " + g.Held.Error()}, nil
+		return &decision.ClusterPlan{Cluster: name, Deleting: deleting, Held: "held, nothing would be deleted: " + g.Held.Error()}, nil
 	case g.Policy == nil:
-		return &policy.ClusterPlan{Cluster: name, Deleting: deleting,
+		return &decision.ClusterPlan{Cluster: name, Deleting: deleting,
 			Held: "no CleanupPolicy governs the cluster: the operator would leave its content as it is"}, nil
 	}
 
-	in := policy.PlanInput{Cluster: name, Available: clusterAvailable(g.Cluster), Objects: map[schema.GroupVersionResource][]policy.Object{}}
+	in := decision.PlanInput{Cluster: name, Available: clusterAvailable(g.Cluster), Objects: map[schema.GroupVersionResource][]decision.Object{}}
 	ns := &corev1.Namespace{}
 	switch err := p.Reader.Get(ctx, client.ObjectKey{Name: name}, ns); {
 	case err == nil:
@@ -92,10 +92,10 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 			metas[i].SetGroupVersionKind(manifestWorkGVK)
 			metas[i].ObjectMeta = works[i].ObjectMeta
 		}
-		if in.Objects[policy.ManifestWorks], err = policyObjects(policy.ManifestWorks, metas); err != nil {
+		if in.Objects[decision.ManifestWorks], err = policyObjects(decision.ManifestWorks, metas); err != nil {
 			return nil, err
 		}
-		for _, gvr := range policy.Resources(g.Policy) {
+		for _, gvr := range decision.Resources(g.Policy) {
 			if _, done := in.Objects[gvr]; done {
 				continue
 			}
@@ -105,27 +105,27 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 		}
 	}
 
-	plan, err := policy.PlanCluster(g.Policy, g.Activation, in)
+	plan, err := decision.PlanCluster(g.Policy, g.Activation, in)
 	if err != nil {
-		return &policy.ClusterPlan{Cluster: name, Deleting: deleting, Policy: g.Policy.Name,
+		return &decision.ClusterPlan{Cluster: name, Deleting: deleting, Policy: g.Policy.Name,
 			Held: "held, nothing would be deleted: " + err.Error()}, nil
 	}
 	plan.Cluster, plan.Deleting = name, deleting
 
-	signal := policy.SignalWorkName(g.Policy)
+	signal := decision.SignalWorkName(g.Policy)
 	for i := range works {
 		w := &works[i]
 		if w.Labels[v1alpha1.SignalWorkLabel] == "true" || (signal != "" && w.Name == signal) {
 			continue
 		}
 		d, err := teardownOrphaning(g, plan.Strategy, w, p.Mapper)
-		wp := policy.WorkPlanOf(w.Name, d)
+		wp := decision.WorkPlanOf(w.Name, d)
 		if err != nil {
-			wp = policy.WorkPlan{Name: w.Name, Error: err.Error()}
+			wp = decision.WorkPlan{Name: w.Name, Error: err.Error()}
 		}
 		plan.Works = append(plan.Works, wp)
 	}
-	policy.SortWorks(plan.Works)
+	decision.SortWorks(plan.Works)
 
 	if g.Policy.Spec.Prune != nil && in.Namespace != nil {
 		if plan.Prune, err = p.prune(ctx, g, name); err != nil {
@@ -137,7 +137,7 @@ func (p *Planner) Plan(ctx context.Context, name string) (*policy.ClusterPlan, e
 
 // list lists the metadata of a resource's objects in a namespace; a
 // resource the API server does not serve has none.
-func (p *Planner) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]policy.Object, error) {
+func (p *Planner) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]decision.Object, error) {
 	gvk, err := p.Mapper.KindFor(gvr)
 	if meta.IsNoMatchError(err) {
 		return nil, nil
@@ -158,16 +158,16 @@ func (p *Planner) list(ctx context.Context, gvr schema.GroupVersionResource, nam
 // prune decides pruneObjectBehavior for the ConfigurationPolicies in the
 // cluster namespace and for the ConfigurationPolicy templates of the
 // Policies placed on the cluster (decided on the root Policy's template).
-func (p *Planner) prune(ctx context.Context, g *Governed, namespace string) ([]policy.PrunePlan, error) {
-	var out []policy.PrunePlan
-	decide := func(object string, definition map[string]any) policy.PrunePlan {
-		pp := policy.PrunePlan{Object: object}
-		b, err := policy.PruneBehavior(g.Policy, g.Activation, definition)
+func (p *Planner) prune(ctx context.Context, g *Governed, namespace string) ([]decision.PrunePlan, error) {
+	var out []decision.PrunePlan
+	decide := func(object string, definition map[string]any) decision.PrunePlan {
+		pp := decision.PrunePlan{Object: object}
+		b, err := decision.PruneBehavior(g.Policy, g.Activation, definition)
 		if err != nil {
 			pp.Error = err.Error()
 			return pp
 		}
-		pp.Behavior, pp.Ineffective = b, policy.Ineffective(b, definition)
+		pp.Behavior, pp.Ineffective = b, decision.Ineffective(b, definition)
 		return pp
 	}
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // Adapter is what the generic reconciler needs to know of one kind of
@@ -86,7 +86,7 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 type Fleet struct {
 	client.Reader
 	Cache      *cel.Cache
-	Governance *policy.Governance
+	Governance *decision.Governance
 }
 
 // GovernStandalone resolves the policy of an object in a namespace that
@@ -139,7 +139,7 @@ func compileAll(ctx context.Context, r client.Reader, cache *cel.Cache) ([]*cel.
 		}
 		valid = append(valid, compiled)
 	}
-	return policy.Ranked(valid), invalid, nil
+	return decision.Ranked(valid), invalid, nil
 }
 
 // Governed is the decision context of one reconcile.

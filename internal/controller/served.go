@@ -17,7 +17,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
@@ -42,7 +42,7 @@ type unservedField struct {
 }
 
 func (f unservedField) String() string {
-	return fmt.Sprintf("%s: resource %s/%s is not served by the API server", f.path, policy.ResourceName(f.gvr), f.gvr.Version)
+	return fmt.Sprintf("%s: resource %s/%s is not served by the API server", f.path, decision.ResourceName(f.gvr), f.gvr.Version)
 }
 
 // unservedFields returns the policy's monitored resources and stages that
@@ -154,7 +154,7 @@ func (c *cleanup) gateUnserved() (step, bool) {
 // stageUnserved holds the stage i of n on its resource not served. Only a
 // stage the policy declares holds: the default stages' kinds may be absent
 // from a hub, and then nothing of them can exist.
-func (c *cleanup) stageUnserved(i, n int, s policy.Stage) (step, bool) {
+func (c *cleanup) stageUnserved(i, n int, s decision.Stage) (step, bool) {
 	if len(c.g.Policy.Spec.DeletionStages) == 0 {
 		return step{}, false
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // UnconfirmedOrphansAnnotation lists, on a ManagedCluster being cleaned up,
@@ -33,21 +33,21 @@ const UnconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
 
 // teardownOrphaning is the deleteOption a work must carry, and the work
 // agent must have applied, before the teardown deletes it
-// (policy.TeardownOrphaning). The operator and the preview both call it.
-func teardownOrphaning(g *Governed, strategy v1alpha1.RemoveStrategyType, w *workv1.ManifestWork, mapper meta.RESTMapper) (policy.DeleteOption, error) {
-	role := policy.NotSignal
+// (decision.TeardownOrphaning). The operator and the preview both call it.
+func teardownOrphaning(g *Governed, strategy v1alpha1.RemoveStrategyType, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
+	role := decision.NotSignal
 	if w.Labels[v1alpha1.SignalWorkLabel] == "true" && managedByOperator(w) {
-		role = policy.RetiredSignal
-		if w.Name == policy.SignalWorkName(g.Policy) {
-			role = policy.CurrentSignal
+		role = decision.RetiredSignal
+		if w.Name == decision.SignalWorkName(g.Policy) {
+			role = decision.CurrentSignal
 		}
 	}
-	return policy.TeardownOrphaning(strategy, role, func() (policy.DeleteOption, error) { return decideOrphaning(g, w, mapper) })
+	return decision.TeardownOrphaning(strategy, role, func() (decision.DeleteOption, error) { return decideOrphaning(g, w, mapper) })
 }
 
 // keepsAtLeast says whether a work carrying have leaves on the managed
 // cluster everything want would leave: Orphan keeps everything.
-func keepsAtLeast(have, want policy.DeleteOption) bool {
+func keepsAtLeast(have, want decision.DeleteOption) bool {
 	return want.PropagationPolicy == "" || have.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) || have.Equal(want)
 }
 
@@ -62,9 +62,9 @@ func orphans(w *workv1.ManifestWork) bool { return current(w).PropagationPolicy 
 // goes first. A work whose decision cannot be made, or whose deleteOption
 // another manager owns, holds the cleanup.
 func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *cleanup) (step, error) {
-	var stamped, pending []policy.Object
+	var stamped, pending []decision.Object
 	var held []string
-	for _, o := range c.objects[policy.ManifestWorks] {
+	for _, o := range c.objects[decision.ManifestWorks] {
 		w := c.works[o.Meta.UID]
 		if w == nil || w.DeletionTimestamp != nil {
 			continue
@@ -132,10 +132,10 @@ func (a *ManagedClusterAdapter) reconcileOrphaning(ctx context.Context, c *clean
 // reported as CleanupFailed. An unavailable cluster's works wait until the
 // timeout; then Required keeps waiting, and BestEffort and Needless go on,
 // recording each work whose orphan the agent never confirmed.
-func (a *ManagedClusterAdapter) awaitOrphans(ctx context.Context, c *cleanup, stamped, pending []policy.Object) (step, error) {
+func (a *ManagedClusterAdapter) awaitOrphans(ctx context.Context, c *cleanup, stamped, pending []decision.Object) (step, error) {
 	waiting := append(slices.Clone(stamped), pending...)
 	msg := fmt.Sprintf("%s: waiting for the work agent to apply the orphaning deleteOption of %d ManifestWork(s) before they are deleted: %s",
-		c.strategy, len(waiting), policy.Names(waiting, maxNamed))
+		c.strategy, len(waiting), decision.Names(waiting, maxNamed))
 	switch {
 	case !c.pastDeadline():
 		s := step{reason: v1alpha1.OrphaningReason, message: msg, requeue: c.deadline.Sub(c.now)}
@@ -160,7 +160,7 @@ func (a *ManagedClusterAdapter) awaitOrphans(ctx context.Context, c *cleanup, st
 // recordUnconfirmed writes the works about to be deleted with an orphan
 // the agent never confirmed on the cluster, before they are deleted, and
 // reports each once (Event, metric).
-func (a *ManagedClusterAdapter) recordUnconfirmed(ctx context.Context, c *cleanup, works []policy.Object) error {
+func (a *ManagedClusterAdapter) recordUnconfirmed(ctx context.Context, c *cleanup, works []decision.Object) error {
 	recorded := unconfirmedOrphans(c.mc)
 	var added []string
 	for _, w := range works {
@@ -211,7 +211,7 @@ const (
 // default propagationPolicy, which it never wrote (see takeDefault); why
 // says who holds it otherwise. Both carry the UID: they never touch a work
 // recreated under the same name.
-func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want policy.DeleteOption) (result stampResult, why string, err error) {
+func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want decision.DeleteOption) (result stampResult, why string, err error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(manifestWorkGVK)
 	obj.SetNamespace(w.Namespace)

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // resourceWatches adds metadata-only watches, at run time, on the resources
@@ -66,7 +66,7 @@ type accessError struct {
 
 func (e *accessError) Error() string {
 	return fmt.Sprintf("the operator may not list %s (grant get, list and watch on it, as config/rbac/extra_resources_role.yaml does): %v",
-		policy.ResourceName(e.gvr), e.err)
+		decision.ResourceName(e.gvr), e.err)
 }
 
 func (e *accessError) Unwrap() error { return e.err }

@@ -23,10 +23,10 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/admission"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
 
@@ -74,7 +74,7 @@ const DefaultClusterConcurrency = 10
 // Operator is what Setup built, for tests and metrics to observe.
 type Operator struct {
 	Cache      *cel.Cache
-	Governance *policy.Governance
+	Governance *decision.Governance
 	Metrics    *controller.Metrics
 }
 
@@ -100,7 +100,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{Cache: cel.NewCache(env), Governance: policy.NewGovernance(), Metrics: sharedMetrics()}
+	op := &Operator{Cache: cel.NewCache(env), Governance: decision.NewGovernance(), Metrics: sharedMetrics()}
 	recorder := mgr.GetEventRecorder(v1alpha1.FieldManager)
 
 	tally := controller.NewTally()
@@ -147,7 +147,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err != nil {
 		return nil, err
 	}
-	if err := admission.Ensure(ctx, direct); err != nil {
+	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
 		return nil, fmt.Errorf("creating the admission policies: %w", err)
 	}
 	if opts.EnableWebhooks {

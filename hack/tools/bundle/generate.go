@@ -121,9 +121,9 @@ var leftOutKinds = map[string]string{
 	"cert-manager.io/Certificate": "OLM issues the webhook serving certificate and mounts it at " +
 		"/tmp/k8s-webhook-server/serving-certs (tls.crt, tls.key)",
 	"admissionregistration.k8s.io/ValidatingAdmissionPolicy": "a bundle cannot carry this kind; " +
-		"the operator creates it at start (internal/admission), as its cluster permissions allow",
+		"the operator creates it at start (internal/admissionpolicy), as its cluster permissions allow",
 	"admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding": "a bundle cannot carry this kind; " +
-		"the operator creates it at start (internal/admission), as its cluster permissions allow",
+		"the operator creates it at start (internal/admissionpolicy), as its cluster permissions allow",
 }
 
 // Generate renders the bundle from the kustomize build of config/manifests.

@@ -238,7 +238,7 @@ func TestAdmissionPoliciesAreLeftOut(t *testing.T) {
 	}
 	for _, kind := range []string{"ValidatingAdmissionPolicy ", "ValidatingAdmissionPolicyBinding "} {
 		if !slices.ContainsFunc(b.LeftOut, func(n Note) bool {
-			return strings.HasPrefix(n.Object, kind) && strings.Contains(n.Reason, "internal/admission")
+			return strings.HasPrefix(n.Object, kind) && strings.Contains(n.Reason, "internal/admissionpolicy")
 		}) {
 			t.Errorf("%s is not left out with its reason: %v", kind, b.LeftOut)
 		}

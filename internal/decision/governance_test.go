@@ -1,4 +1,4 @@
-package policy_test
+package decision_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 func compile(t *testing.T, env *cel.Env, name string, priority int32, selector string) *cel.Policy {
@@ -46,7 +46,7 @@ func TestResolve(t *testing.T) {
 	prod := compile(t, env, "prod", 10, "cluster.metadata.labels[?'env'].orValue('') == 'prod'")
 	prodToo := compile(t, env, "aprod", 10, "cluster.metadata.labels[?'env'].orValue('') == 'prod'")
 	strict := compile(t, env, "strict", 20, "cluster.metadata.labels['tier'] == 'gold'")
-	ranked := policy.Ranked([]*cel.Policy{all, prod, prodToo})
+	ranked := decision.Ranked([]*cel.Policy{all, prod, prodToo})
 	if names := []string{ranked[0].Name, ranked[1].Name, ranked[2].Name}; names[0] != "aprod" || names[1] != "prod" || names[2] != "all" {
 		t.Fatalf("ranked %v: want priority first, then name", names)
 	}
@@ -61,11 +61,11 @@ func TestResolve(t *testing.T) {
 	}{
 		{"the highest priority wins", ranked, cluster("c1", "1", map[string]string{"env": "prod"}), prodToo, 3, 0},
 		{"the fallback takes the rest", ranked, cluster("c2", "1", map[string]string{"env": "dev"}), all, 1, 0},
-		{"a failing higher policy holds the cluster", policy.Ranked([]*cel.Policy{strict, all}), cluster("c3", "1", nil), nil, 1, 1},
-		{"a failing lower policy does not", policy.Ranked([]*cel.Policy{strict, all}), cluster("c4", "1", map[string]string{"tier": "gold"}), strict, 2, 0},
+		{"a failing higher policy holds the cluster", decision.Ranked([]*cel.Policy{strict, all}), cluster("c3", "1", nil), nil, 1, 1},
+		{"a failing lower policy does not", decision.Ranked([]*cel.Policy{strict, all}), cluster("c4", "1", map[string]string{"tier": "gold"}), strict, 2, 0},
 		{"no policy", nil, cluster("c5", "1", nil), nil, 0, 0},
 	}
-	g := policy.NewGovernance()
+	g := decision.NewGovernance()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := g.Resolve(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), tc.policies, tc.cluster)
@@ -83,7 +83,7 @@ func TestMemoKeepsResultsUntilSomethingChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := compile(t, env, "prod", 0, "cluster.metadata.labels[?'env'].orValue('') == 'prod'")
-	g := policy.NewGovernance()
+	g := decision.NewGovernance()
 	budget := cel.NewBudget(cel.ReconcileCostBudget)
 	c := cluster("c", "1", map[string]string{"env": "prod"})
 	for range 100 {

@@ -1,4 +1,4 @@
-package policy_test
+package decision_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // FuzzTeardownPlan decides the teardown of a random cluster under a random
@@ -127,7 +127,7 @@ type fleet struct {
 	labels    map[string]any
 	available bool
 	namespace map[string]any // nil: no namespace
-	objects   map[schema.GroupVersionResource][]policy.Object
+	objects   map[schema.GroupVersionResource][]decision.Object
 	// manifests are the manifests of each work, by work name.
 	manifests map[string][]map[string]any
 	// configurationPolicies are ConfigurationPolicies of the namespace.
@@ -137,7 +137,7 @@ type fleet struct {
 var (
 	configMaps         = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	clusterDeployments = schema.GroupVersionResource{Group: "hive.openshift.io", Version: "v1", Resource: "clusterdeployments"}
-	resourcePool       = []schema.GroupVersionResource{policy.ManifestWorks, policy.ManagedClusterAddOns, configMaps, clusterDeployments}
+	resourcePool       = []schema.GroupVersionResource{decision.ManifestWorks, decision.ManagedClusterAddOns, configMaps, clusterDeployments}
 )
 
 // Expressions of each field, well formed; some fail at run time on some
@@ -200,7 +200,7 @@ func newFleet(r *rand.Rand, expr string) *fleet {
 		cluster:   pick(r, []string{"c1", "cluster-a", "prod-eu-1"}),
 		labels:    map[string]any{},
 		available: r.IntN(2) == 0,
-		objects:   map[schema.GroupVersionResource][]policy.Object{},
+		objects:   map[schema.GroupVersionResource][]decision.Object{},
 		manifests: map[string][]map[string]any{},
 	}
 	for range r.IntN(4) {
@@ -284,7 +284,7 @@ func newFleet(r *rand.Rand, expr string) *fleet {
 			in.objects[gvr] = append(in.objects[gvr], newObject(r, gvr, in.cluster, name))
 		}
 	}
-	for _, w := range in.objects[policy.ManifestWorks] {
+	for _, w := range in.objects[decision.ManifestWorks] {
 		var ms []map[string]any
 		for range r.IntN(4) {
 			m := map[string]any{"apiVersion": pick(r, []string{"v1", "apps/v1", "apiextensions.k8s.io/v1", "a/b/c", ""}), "kind": pick(r, kinds)}
@@ -316,7 +316,7 @@ func apiGVR(g schema.GroupVersionResource) v1alpha1.GroupVersionResource {
 }
 
 // newObject is an object as the operator's metadata-only reads give it.
-func newObject(r *rand.Rand, gvr schema.GroupVersionResource, namespace, name string) policy.Object {
+func newObject(r *rand.Rand, gvr schema.GroupVersionResource, namespace, name string) decision.Object {
 	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID(gvr.Resource + "/" + name)}}
 	if p := pick(r, priorities); p != "" {
 		m.Annotations = map[string]string{"open-cluster-management.io/cleanup-priority": p}
@@ -324,7 +324,7 @@ func newObject(r *rand.Rand, gvr schema.GroupVersionResource, namespace, name st
 	if r.IntN(3) == 0 {
 		m.Labels = map[string]string{pick(r, []string{"app", "legacy"}): pick(r, []string{"web", "true"})}
 	}
-	if gvr == policy.ManifestWorks && r.IntN(6) == 0 {
+	if gvr == decision.ManifestWorks && r.IntN(6) == 0 {
 		if m.Labels == nil {
 			m.Labels = map[string]string{}
 		}
@@ -338,7 +338,7 @@ func newObject(r *rand.Rand, gvr schema.GroupVersionResource, namespace, name st
 	if err != nil {
 		panic(err)
 	}
-	return policy.Object{GVR: gvr, Meta: m, Value: value}
+	return decision.Object{GVR: gvr, Meta: m, Value: value}
 }
 
 func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
@@ -354,13 +354,13 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 		"metadata": map[string]any{"name": in.cluster, "labels": in.labels}}
 	a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), cluster)
 
-	plan, planErr := policy.PlanCluster(p, a, policy.PlanInput{Cluster: in.cluster, Available: in.available, Namespace: in.namespace, Objects: in.objects})
-	strategy, strategyErr := policy.Strategy(p, a)
-	holding, gateErr := policy.Gate(p, a, in.objects)
-	stages := policy.Stages(p)
-	signal := policy.SignalWorkName(p)
-	assigned, stagesErr := policy.AssignStages(p, a, stages, in.objects, func(o policy.Object) bool {
-		return o.GVR == policy.ManifestWorks && signal != "" && o.Meta.Name == signal
+	plan, planErr := decision.PlanCluster(p, a, decision.PlanInput{Cluster: in.cluster, Available: in.available, Namespace: in.namespace, Objects: in.objects})
+	strategy, strategyErr := decision.Strategy(p, a)
+	holding, gateErr := decision.Gate(p, a, in.objects)
+	stages := decision.Stages(p)
+	signal := decision.SignalWorkName(p)
+	assigned, stagesErr := decision.AssignStages(p, a, stages, in.objects, func(o decision.Object) bool {
+		return o.GVR == decision.ManifestWorks && signal != "" && o.Meta.Name == signal
 	})
 
 	if planErr != nil {
@@ -400,7 +400,7 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 		}
 	}
 	for _, cp := range in.configurationPolicies {
-		b, err := policy.PruneBehavior(p, a, cp)
+		b, err := decision.PruneBehavior(p, a, cp)
 		switch {
 		case err != nil:
 			if b != "" {
@@ -413,13 +413,13 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 		case !slices.Contains(v1alpha1.PruneBehaviors, b):
 			t.Fatalf("prune behaviour %q is not a valid one", b)
 		}
-		if policy.Ineffective(b, cp) && (b == "" || b == v1alpha1.PruneNone) {
+		if decision.Ineffective(b, cp) && (b == "" || b == v1alpha1.PruneNone) {
 			t.Fatalf("%q reported as ineffective", b)
 		}
 	}
 }
 
-func checkPlan(t *testing.T, p *cel.Policy, in *fleet, plan *policy.ClusterPlan, strategy v1alpha1.RemoveStrategyType, holding []policy.Object) {
+func checkPlan(t *testing.T, p *cel.Policy, in *fleet, plan *decision.ClusterPlan, strategy v1alpha1.RemoveStrategyType, holding []decision.Object) {
 	t.Helper()
 	if plan.Cluster != in.cluster {
 		t.Fatalf("plan of cluster %q, want %q", plan.Cluster, in.cluster)
@@ -441,11 +441,11 @@ func checkPlan(t *testing.T, p *cel.Policy, in *fleet, plan *policy.ClusterPlan,
 		t.Fatalf("namespace %q planned (keep %v) for cluster %q: never a namespace not named after the cluster",
 			plan.Namespace.Name, plan.Namespace.Keep, in.cluster)
 	}
-	if len(plan.Stages) != len(policy.Stages(p)) {
-		t.Fatalf("%d stages planned, the policy has %d", len(plan.Stages), len(policy.Stages(p)))
+	if len(plan.Stages) != len(decision.Stages(p)) {
+		t.Fatalf("%d stages planned, the policy has %d", len(plan.Stages), len(decision.Stages(p)))
 	}
-	signal := policy.SignalWorkName(p)
-	works := policy.ResourceName(policy.ManifestWorks)
+	signal := decision.SignalWorkName(p)
+	works := decision.ResourceName(decision.ManifestWorks)
 	for _, s := range plan.Stages {
 		for _, g := range s.Groups {
 			for _, o := range g.Objects {
@@ -461,10 +461,10 @@ func checkPlan(t *testing.T, p *cel.Policy, in *fleet, plan *policy.ClusterPlan,
 }
 
 // checkGate: the gate holds exactly the objects a monitored entry matches.
-func checkGate(t *testing.T, p *cel.Policy, a *cel.Activation, in *fleet, holding []policy.Object) {
+func checkGate(t *testing.T, p *cel.Policy, a *cel.Activation, in *fleet, holding []decision.Object) {
 	t.Helper()
 	want := 0
-	for _, m := range policy.MonitoredResources(p) {
+	for _, m := range decision.MonitoredResources(p) {
 		for _, o := range in.objects[m.GVR] {
 			if monitored(t, m, a, o) {
 				want++
@@ -475,13 +475,13 @@ func checkGate(t *testing.T, p *cel.Policy, a *cel.Activation, in *fleet, holdin
 		t.Fatalf("the gate holds %d objects, %d are monitored", len(holding), want)
 	}
 	for _, o := range holding {
-		if !slices.ContainsFunc(policy.MonitoredResources(p), func(m policy.Monitored) bool { return m.GVR == o.GVR }) {
+		if !slices.ContainsFunc(decision.MonitoredResources(p), func(m decision.Monitored) bool { return m.GVR == o.GVR }) {
 			t.Fatalf("the gate holds %s, which no monitored resource names", o.Key())
 		}
 	}
 }
 
-func monitored(t *testing.T, m policy.Monitored, a *cel.Activation, o policy.Object) bool {
+func monitored(t *testing.T, m decision.Monitored, a *cel.Activation, o decision.Object) bool {
 	if o.GVR != m.GVR {
 		return false
 	}
@@ -497,11 +497,11 @@ func monitored(t *testing.T, m policy.Monitored, a *cel.Activation, o policy.Obj
 
 // checkNoMonitoredStaged: with the gate open, no stage holds an object that
 // a monitored entry matches; the stages would delete it.
-func checkNoMonitoredStaged(t *testing.T, p *cel.Policy, a *cel.Activation, assigned [][]policy.Object) {
+func checkNoMonitoredStaged(t *testing.T, p *cel.Policy, a *cel.Activation, assigned [][]decision.Object) {
 	t.Helper()
 	for _, objs := range assigned {
 		for _, o := range objs {
-			for _, m := range policy.MonitoredResources(p) {
+			for _, m := range decision.MonitoredResources(p) {
 				if monitored(t, m, a, o) {
 					t.Fatalf("monitored object %s would be deleted: the gate holds nothing", o.Key())
 				}
@@ -510,7 +510,7 @@ func checkNoMonitoredStaged(t *testing.T, p *cel.Policy, a *cel.Activation, assi
 	}
 }
 
-func checkStages(t *testing.T, in *fleet, stages []policy.Stage, assigned [][]policy.Object, signal string) {
+func checkStages(t *testing.T, in *fleet, stages []decision.Stage, assigned [][]decision.Object, signal string) {
 	t.Helper()
 	if len(assigned) != len(stages) {
 		t.Fatalf("%d stages assigned, %d declared", len(assigned), len(stages))
@@ -526,27 +526,27 @@ func checkStages(t *testing.T, in *fleet, stages []policy.Stage, assigned [][]po
 			if o.GVR != stages[i].GVR {
 				t.Fatalf("%s (%s) is in stage %s of %s", o.Key(), o.GVR, stages[i].Name, stages[i].GVR)
 			}
-			if !slices.ContainsFunc(in.objects[o.GVR], func(x policy.Object) bool { return x.Meta == o.Meta }) {
+			if !slices.ContainsFunc(in.objects[o.GVR], func(x decision.Object) bool { return x.Meta == o.Meta }) {
 				t.Fatalf("%s is not one of the cluster's objects", o.Key())
 			}
 			if o.Meta.Namespace != in.cluster {
 				t.Fatalf("%s of namespace %s is staged for cluster %s", o.Key(), o.Meta.Namespace, in.cluster)
 			}
-			if o.GVR == policy.ManifestWorks && signal != "" && o.Meta.Name == signal {
+			if o.GVR == decision.ManifestWorks && signal != "" && o.Meta.Name == signal {
 				t.Fatalf("the deletion-signal work %s is in stage %s", signal, stages[i].Name)
 			}
 			if j > 0 {
 				prev := objs[j-1]
-				if policy.DeletionOrder(prev.Meta) > policy.DeletionOrder(o.Meta) {
+				if decision.DeletionOrder(prev.Meta) > decision.DeletionOrder(o.Meta) {
 					t.Fatalf("stage %s deletes %s (priority %s) before %s (priority %s)", stages[i].Name,
-						prev.Key(), policy.PriorityName(prev.Meta), o.Key(), policy.PriorityName(o.Meta))
+						prev.Key(), decision.PriorityName(prev.Meta), o.Key(), decision.PriorityName(o.Meta))
 				}
 			}
 		}
 		n := 0
-		for _, g := range policy.Groups(objs) {
+		for _, g := range decision.Groups(objs) {
 			for _, o := range g {
-				if policy.DeletionOrder(o.Meta) != policy.DeletionOrder(g[0].Meta) {
+				if decision.DeletionOrder(o.Meta) != decision.DeletionOrder(g[0].Meta) {
 					t.Fatalf("group of %s holds %s of another priority", g[0].Key(), o.Key())
 				}
 			}
@@ -566,27 +566,27 @@ var errUnknownKind = errors.New("no resource known for this kind")
 // carries nothing and the rest what the rules decide.
 func checkTeardownOrphaning(t *testing.T, p *cel.Policy, a *cel.Activation, strategy v1alpha1.RemoveStrategyType, work map[string]any, manifests []map[string]any) {
 	t.Helper()
-	rules := func() (policy.DeleteOption, error) {
-		return policy.Orphaning(p, a, work, manifests, func(_ int, gvk schema.GroupVersionKind) (string, error) {
+	rules := func() (decision.DeleteOption, error) {
+		return decision.Orphaning(p, a, work, manifests, func(_ int, gvk schema.GroupVersionKind) (string, error) {
 			if gvk.Kind == "Unknown" || gvk.Kind == "" {
 				return "", errUnknownKind
 			}
 			return strings.ToLower(gvk.Kind) + "s", nil
 		})
 	}
-	for _, role := range []policy.SignalRole{policy.NotSignal, policy.CurrentSignal, policy.RetiredSignal} {
+	for _, role := range []decision.SignalRole{decision.NotSignal, decision.CurrentSignal, decision.RetiredSignal} {
 		asked := false
-		d, err := policy.TeardownOrphaning(strategy, role, func() (policy.DeleteOption, error) { asked = true; return rules() })
+		d, err := decision.TeardownOrphaning(strategy, role, func() (decision.DeleteOption, error) { asked = true; return rules() })
 		switch {
 		case strategy == v1alpha1.RemoveStrategyNeedless:
 			if err != nil || d.PropagationPolicy != "Orphan" || len(d.Orphans) != 0 || asked {
 				t.Fatalf("Needless requires %+v (err %v, rules asked %v) of a work in role %d: every work must be Orphan", d, err, asked, role)
 			}
-		case role == policy.CurrentSignal:
+		case role == decision.CurrentSignal:
 			if err != nil || d.PropagationPolicy != "" || asked {
 				t.Fatalf("the current signal work gets %+v under %s: its deletion is the signal", d, strategy)
 			}
-		case role == policy.RetiredSignal:
+		case role == decision.RetiredSignal:
 			if err != nil || d.PropagationPolicy != "Orphan" {
 				t.Fatalf("a retired signal work gets %+v under %s: its deletion must not signal", d, strategy)
 			}
@@ -601,7 +601,7 @@ func checkTeardownOrphaning(t *testing.T, p *cel.Policy, a *cel.Activation, stra
 
 func checkOrphaning(t *testing.T, p *cel.Policy, a *cel.Activation, work map[string]any, manifests []map[string]any) {
 	t.Helper()
-	d, err := policy.Orphaning(p, a, work, manifests, func(_ int, gvk schema.GroupVersionKind) (string, error) {
+	d, err := decision.Orphaning(p, a, work, manifests, func(_ int, gvk schema.GroupVersionKind) (string, error) {
 		if gvk.Kind == "Unknown" || gvk.Kind == "" {
 			return "", errUnknownKind
 		}

@@ -1,4 +1,4 @@
-package admission
+package admissionpolicy
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"

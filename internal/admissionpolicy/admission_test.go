@@ -1,4 +1,4 @@
-package admission_test
+package admissionpolicy_test
 
 import (
 	"bufio"
@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/admission"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -85,19 +85,19 @@ func TestEnsure(t *testing.T) {
 	ctx := testContext(t)
 
 	// Start from nothing, whichever tests ran before.
-	for _, obj := range admission.Objects() {
+	for _, obj := range admissionpolicy.Objects() {
 		g.Expect(client.IgnoreNotFound(k8s.Delete(ctx, obj))).To(Succeed())
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Satisfy(apierrors.IsNotFound), "%s was not deleted", obj.GetName())
 	}
 
-	g.Expect(admission.Ensure(ctx, k8s)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 	created := resourceVersions(ctx, g)
 	g.Expect(created).To(HaveLen(4))
-	g.Expect(created).To(HaveKey(admission.DeletingClusterPolicy))
-	g.Expect(created).To(HaveKey(admission.BindingName(admission.DeletingClusterPolicy)))
-	g.Expect(created).To(HaveKey(admission.DeletingWorkPolicy))
-	g.Expect(created).To(HaveKey(admission.BindingName(admission.DeletingWorkPolicy)))
-	for _, obj := range admission.Objects() {
+	g.Expect(created).To(HaveKey(admissionpolicy.DeletingClusterPolicy))
+	g.Expect(created).To(HaveKey(admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)))
+	g.Expect(created).To(HaveKey(admissionpolicy.DeletingWorkPolicy))
+	g.Expect(created).To(HaveKey(admissionpolicy.BindingName(admissionpolicy.DeletingWorkPolicy)))
+	for _, obj := range admissionpolicy.Objects() {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 		var managers []string
 		for _, f := range obj.GetManagedFields() {
@@ -106,43 +106,43 @@ func TestEnsure(t *testing.T) {
 		g.Expect(managers).To(ConsistOf(v1alpha1.FieldManager), "field managers of %s", obj.GetName())
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admission.BindingName(admission.DeletingWorkPolicy)}, binding)).To(Succeed())
-	g.Expect(binding.Spec.PolicyName).To(Equal(admission.DeletingWorkPolicy))
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.BindingName(admissionpolicy.DeletingWorkPolicy)}, binding)).To(Succeed())
+	g.Expect(binding.Spec.PolicyName).To(Equal(admissionpolicy.DeletingWorkPolicy))
 	g.Expect(binding.Spec.ValidationActions).To(Equal([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}))
 
 	// A second call is a no-op.
-	g.Expect(admission.Ensure(ctx, k8s)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 	g.Expect(resourceVersions(ctx, g)).To(Equal(created))
 
 	// An administrator's edit stays.
 	edited := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admission.DeletingWorkPolicy}, edited)).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.DeletingWorkPolicy}, edited)).To(Succeed())
 	original := edited.Spec.Validations[0].Message
 	edited.Spec.Validations[0].Message = "edited by an administrator"
 	g.Expect(k8s.Update(ctx, edited)).To(Succeed())
 	t.Cleanup(func() {
 		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		if err := k8s.Get(context.Background(), client.ObjectKey{Name: admission.DeletingWorkPolicy}, p); err != nil {
-			t.Errorf("restoring policy %s: %v", admission.DeletingWorkPolicy, err)
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: admissionpolicy.DeletingWorkPolicy}, p); err != nil {
+			t.Errorf("restoring policy %s: %v", admissionpolicy.DeletingWorkPolicy, err)
 			return
 		}
 		p.Spec.Validations[0].Message = original
 		if err := k8s.Update(context.Background(), p); err != nil {
-			t.Errorf("restoring policy %s: %v", admission.DeletingWorkPolicy, err)
+			t.Errorf("restoring policy %s: %v", admissionpolicy.DeletingWorkPolicy, err)
 		}
 	})
 	afterEdit := resourceVersions(ctx, g)
-	g.Expect(admission.Ensure(ctx, k8s)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 	g.Expect(resourceVersions(ctx, g)).To(Equal(afterEdit))
 	got := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admission.DeletingWorkPolicy}, got)).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.DeletingWorkPolicy}, got)).To(Succeed())
 	g.Expect(got.Spec.Validations[0].Message).To(Equal("edited by an administrator"))
 
 	// A deleted object comes back; the others are left alone.
 	gone := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	gone.Name = admission.BindingName(admission.DeletingClusterPolicy)
+	gone.Name = admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)
 	g.Expect(k8s.Delete(ctx, gone)).To(Succeed())
-	g.Expect(admission.Ensure(ctx, k8s)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 	after := resourceVersions(ctx, g)
 	g.Expect(after).To(HaveKey(gone.Name))
 	g.Expect(after[gone.Name]).NotTo(Equal(afterEdit[gone.Name]))
@@ -156,7 +156,7 @@ func TestEnsure(t *testing.T) {
 func TestEnsureErrors(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
-	g.Expect(admission.Ensure(ctx, k8s)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 
 	// Another replica created the objects between Get and Create.
 	raced := interceptor.NewClient(k8s, interceptor.Funcs{
@@ -164,20 +164,20 @@ func TestEnsureErrors(t *testing.T) {
 			return apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io"}, key.Name)
 		},
 	})
-	g.Expect(admission.Ensure(ctx, raced)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, raced)).To(Succeed())
 
 	forbidden := interceptor.NewClient(k8s, interceptor.Funcs{
 		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
 			return apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io"}, key.Name, errors.New("no RBAC"))
 		},
 	})
-	g.Expect(admission.Ensure(ctx, forbidden)).To(MatchError(And(
-		ContainSubstring("ValidatingAdmissionPolicy "+admission.DeletingClusterPolicy+":"),
+	g.Expect(admissionpolicy.Ensure(ctx, forbidden)).To(MatchError(And(
+		ContainSubstring("ValidatingAdmissionPolicy "+admissionpolicy.DeletingClusterPolicy+":"),
 		ContainSubstring("no RBAC"))))
 
 	failing := interceptor.NewClient(k8s, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if key.Name == admission.BindingName(admission.DeletingWorkPolicy) {
+			if key.Name == admissionpolicy.BindingName(admissionpolicy.DeletingWorkPolicy) {
 				return apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io"}, key.Name)
 			}
 			return c.Get(ctx, key, obj, opts...)
@@ -186,8 +186,8 @@ func TestEnsureErrors(t *testing.T) {
 			return errors.New("etcd is down")
 		},
 	})
-	g.Expect(admission.Ensure(ctx, failing)).To(MatchError(And(
-		ContainSubstring("creating ValidatingAdmissionPolicyBinding "+admission.BindingName(admission.DeletingWorkPolicy)+":"),
+	g.Expect(admissionpolicy.Ensure(ctx, failing)).To(MatchError(And(
+		ContainSubstring("creating ValidatingAdmissionPolicyBinding "+admissionpolicy.BindingName(admissionpolicy.DeletingWorkPolicy)+":"),
 		ContainSubstring("etcd is down"))))
 }
 
@@ -196,7 +196,7 @@ func TestEnsureErrors(t *testing.T) {
 func TestDeletingCluster(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
-	g.Expect(admission.Ensure(ctx, k8s)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 
 	deleting := newNamespace(ctx, t, map[string]string{v1alpha1.ClusterDeletingLabel: "true"})
 	want := fmt.Sprintf("cluster %s is being deleted: new ManifestWorks and "+
@@ -225,7 +225,7 @@ func TestDeletingCluster(t *testing.T) {
 func TestDeletingWork(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
-	g.Expect(admission.Ensure(ctx, k8s)).To(Succeed())
+	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 	ns := newNamespace(ctx, t, nil)
 	const finalizer = "test.fleetops.dev/hold"
 
@@ -308,13 +308,13 @@ func TestConfigMatchesObjects(t *testing.T) {
 
 	want := map[string]map[string]any{}
 	var rendered []string
-	for _, obj := range admission.Objects() {
+	for _, obj := range admissionpolicy.Objects() {
 		want[objectKey(obj)] = normalize(t, obj)
 		out, err := yaml.Marshal(withoutStatus(normalize(t, obj)))
 		g.Expect(err).NotTo(HaveOccurred())
 		rendered = append(rendered, string(out))
 	}
-	hint := "config/admission must hold what internal/admission renders:\n---\n" + strings.Join(rendered, "---\n")
+	hint := "config/admission must hold what internal/admissionpolicy renders:\n---\n" + strings.Join(rendered, "---\n")
 
 	got := map[string]map[string]any{}
 	for _, file := range kustomization.Resources {
@@ -345,18 +345,18 @@ func TestConfigMatchesObjects(t *testing.T) {
 	}
 	for key := range got {
 		if _, ok := want[key]; !ok {
-			diffs = append(diffs, key+": in config/admission but not in admission.Objects()")
+			diffs = append(diffs, key+": in config/admission but not in admissionpolicy.Objects()")
 		}
 	}
 	if len(diffs) > 0 {
 		sort.Strings(diffs)
-		t.Errorf("config/admission drifted from admission.Objects():\n  %s\n\n%s", strings.Join(diffs, "\n  "), hint)
+		t.Errorf("config/admission drifted from admissionpolicy.Objects():\n  %s\n\n%s", strings.Join(diffs, "\n  "), hint)
 	}
 }
 
 func resourceVersions(ctx context.Context, g *WithT) map[string]string {
 	versions := map[string]string{}
-	for _, obj := range admission.Objects() {
+	for _, obj := range admissionpolicy.Objects() {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed(), "getting %s", obj.GetName())
 		versions[obj.GetName()] = obj.GetResourceVersion()
 	}

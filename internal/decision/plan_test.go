@@ -1,4 +1,4 @@
-package policy_test
+package decision_test
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-func object(gvr schema.GroupVersionResource, name, priority string, deleting bool) policy.Object {
+func object(gvr schema.GroupVersionResource, name, priority string, deleting bool) decision.Object {
 	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "c1", UID: types.UID(name)}}
 	if priority != "" {
 		m.Annotations = map[string]string{"open-cluster-management.io/cleanup-priority": priority}
@@ -25,7 +25,7 @@ func object(gvr schema.GroupVersionResource, name, priority string, deleting boo
 		m.DeletionTimestamp = &now
 	}
 	value, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
-	return policy.Object{GVR: gvr, Meta: m, Value: value}
+	return decision.Object{GVR: gvr, Meta: m, Value: value}
 }
 
 func TestPlanCluster(t *testing.T) {
@@ -48,14 +48,14 @@ func TestPlanCluster(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	objects := map[schema.GroupVersionResource][]policy.Object{
+	objects := map[schema.GroupVersionResource][]decision.Object{
 		addons: {object(addons, "a1", "", false)},
-		policy.ManifestWorks: {
-			object(policy.ManifestWorks, "w-late", "90", false),
-			object(policy.ManifestWorks, "w-bad", "high", false),
-			object(policy.ManifestWorks, "w-early", "1", true),
-			object(policy.ManifestWorks, "w-b", "", false),
-			object(policy.ManifestWorks, "w-a", "", false),
+		decision.ManifestWorks: {
+			object(decision.ManifestWorks, "w-late", "90", false),
+			object(decision.ManifestWorks, "w-bad", "high", false),
+			object(decision.ManifestWorks, "w-early", "1", true),
+			object(decision.ManifestWorks, "w-b", "", false),
+			object(decision.ManifestWorks, "w-a", "", false),
 		},
 		configmaps: {object(configmaps, "hold-1", "", false), object(configmaps, "other", "", false)},
 	}
@@ -77,7 +77,7 @@ func TestPlanCluster(t *testing.T) {
 			a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), map[string]any{
 				"metadata": map[string]any{"name": "c1", "labels": tc.labels}})
 			ns := map[string]any{"metadata": map[string]any{"name": "c1", "labels": tc.nsLabels}}
-			plan, err := policy.PlanCluster(p, a, policy.PlanInput{Cluster: "c1", Available: true, Namespace: ns, Objects: objects})
+			plan, err := decision.PlanCluster(p, a, decision.PlanInput{Cluster: "c1", Available: true, Namespace: ns, Objects: objects})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(plan.Cluster).To(Equal("c1"))
 			g.Expect(plan.Policy).To(Equal("p"))
@@ -86,19 +86,19 @@ func TestPlanCluster(t *testing.T) {
 			g.Expect(plan.OrphanAll).To(Equal(tc.orphanAll))
 			g.Expect(plan.Timeout).To(Equal("30m0s")) // the default
 			g.Expect(plan.Signal).To(BeNil())
-			g.Expect(plan.Gate).To(Equal(policy.GatePlan{Resources: []string{"configmaps"}, Holding: []string{"configmaps/hold-1"}}))
+			g.Expect(plan.Gate).To(Equal(decision.GatePlan{Resources: []string{"configmaps"}, Holding: []string{"configmaps/hold-1"}}))
 			// The default stages; OCM's order: unset, invalid, then by value.
-			g.Expect(plan.Stages).To(Equal([]policy.StagePlan{
+			g.Expect(plan.Stages).To(Equal([]decision.StagePlan{
 				{Name: "addons", Resource: "managedclusteraddons.addon.open-cluster-management.io",
-					Groups: []policy.GroupPlan{{Priority: "unset", Objects: []string{"a1"}}}},
-				{Name: "manifestworks", Resource: "manifestworks.work.open-cluster-management.io", Groups: []policy.GroupPlan{
+					Groups: []decision.GroupPlan{{Priority: "unset", Objects: []string{"a1"}}}},
+				{Name: "manifestworks", Resource: "manifestworks.work.open-cluster-management.io", Groups: []decision.GroupPlan{
 					{Priority: "unset", Objects: []string{"w-a", "w-b"}},
 					{Priority: "invalid", Objects: []string{"w-bad"}},
 					{Priority: "1", Objects: []string{"w-early (deleting)"}},
 					{Priority: "90", Objects: []string{"w-late"}},
 				}},
 			}))
-			g.Expect(plan.Namespace).To(Equal(&policy.NamespacePlan{Name: "c1", Keep: tc.keep}))
+			g.Expect(plan.Namespace).To(Equal(&decision.NamespacePlan{Name: "c1", Keep: tc.keep}))
 		})
 	}
 
@@ -109,7 +109,7 @@ func TestPlanCluster(t *testing.T) {
 		p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad", UID: "bad"}, Spec: bad})
 		g.Expect(errs).To(BeEmpty())
 		a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), map[string]any{"metadata": map[string]any{"name": "c1"}})
-		_, err := policy.PlanCluster(p, a, policy.PlanInput{Cluster: "c1", Namespace: map[string]any{"metadata": map[string]any{"name": "c1"}}, Objects: objects})
+		_, err := decision.PlanCluster(p, a, decision.PlanInput{Cluster: "c1", Namespace: map[string]any{"metadata": map[string]any{"name": "c1"}}, Objects: objects})
 		g.Expect(err).To(MatchError(ContainSubstring("keepNamespace")))
 	})
 
@@ -122,7 +122,7 @@ func TestPlanCluster(t *testing.T) {
 		} {
 			g := NewWithT(t)
 			a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), map[string]any{"metadata": map[string]any{"name": "c1"}})
-			plan, err := policy.PlanCluster(p, a, policy.PlanInput{Cluster: "c1", Namespace: ns, Objects: objects})
+			plan, err := decision.PlanCluster(p, a, decision.PlanInput{Cluster: "c1", Namespace: ns, Objects: objects})
 			g.Expect(err).To(MatchError(ContainSubstring(`is not the namespace of cluster "c1"`)))
 			g.Expect(plan).To(BeNil())
 		}

@@ -1,2 +1,0 @@
-// Package admission creates the ValidatingAdmissionPolicies the operator relies on, when they are absent.
-package admission

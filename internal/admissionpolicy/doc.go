@@ -1,0 +1,2 @@
+// Package admissionpolicy creates the ValidatingAdmissionPolicies the operator relies on, when they are absent.
+package admissionpolicy
