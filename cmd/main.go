@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 )
 
@@ -105,7 +106,7 @@ func main() {
 	mgrOpts.WebhookServer = webhook.NewServer(webhookOpts)
 	mgrOpts.HealthProbeBindAddress = probeAddr
 	mgrOpts.LeaderElection = enableLeaderElection
-	mgrOpts.LeaderElectionID = "cleanup-operator.fleetops.dev"
+	mgrOpts.LeaderElectionID = v1alpha1.LeaderElectionID
 	mgrOpts.LeaderElectionNamespace = leaderElectionNamespace
 	mgrOpts.LeaseDuration = &leaseDuration
 	mgrOpts.RenewDeadline = &renewDeadline

@@ -30,6 +30,19 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedBy is the value of ManagedByLabel on the operator's objects.
 	ManagedBy = "cleanup-operator"
+	// OrphaningAnnotation records, on a ManifestWork, the deleteOption the
+	// operator stamped ("Orphan" or "SelectivelyOrphan"); it is written in
+	// the same apply, so the operator knows which works carry its decision.
+	OrphaningAnnotation = "cleanup.fleetops.dev/orphaning"
+	// PruneAnnotation records, on a standalone ConfigurationPolicy, the
+	// pruneObjectBehavior the operator stamped; it is written in the same apply.
+	PruneAnnotation = "cleanup.fleetops.dev/prune"
+	// DecisionsConfigMap names the ConfigMaps of prune decisions the operator
+	// publishes, in every namespace holding a root Policy with
+	// ConfigurationPolicy templates, for OCM hub templates to read.
+	DecisionsConfigMap = "cleanup-decisions"
+	// LeaderElectionID names the Lease the manager holds with --leader-elect.
+	LeaderElectionID = "cleanup-operator.fleetops.dev"
 )
 
 // ContentDeleteSuccessCondition is on a governed ManagedCluster being

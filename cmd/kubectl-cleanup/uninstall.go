@@ -27,18 +27,17 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 )
 
-// Names the operator writes that are defined next to the code writing them;
-// the plugin names them here so that it needs none of that code. A test
-// checks that they agree.
+// Names the teardown writes on a ManagedCluster, defined next to the code
+// writing them; the plugin names them here so that it needs none of that
+// code. A test checks that they agree.
 const (
-	// inUseFinalizer is on a CleanupPolicy while teardowns it started run.
-	inUseFinalizer = "cleanup.fleetops.dev/in-use"
 	// forcedObjectsAnnotation counts forced objects on a ManagedCluster.
 	forcedObjectsAnnotation = "cleanup.fleetops.dev/forced-objects"
 	// unconfirmedOrphansAnnotation lists, on a ManagedCluster, the works
@@ -47,20 +46,6 @@ const (
 	// forcingAnnotation lists, on a ManagedCluster, the last batch of
 	// objects the operator set out to force.
 	forcingAnnotation = "cleanup.fleetops.dev/forcing"
-	// orphaningAnnotation records the deleteOption stamped on a ManifestWork.
-	orphaningAnnotation = "cleanup.fleetops.dev/orphaning"
-	// pruneAnnotation records the pruneObjectBehavior stamped on a
-	// standalone ConfigurationPolicy.
-	pruneAnnotation = "cleanup.fleetops.dev/prune"
-	// leaderElectionID is the Lease the manager holds with --leader-elect.
-	leaderElectionID = "cleanup-operator.fleetops.dev"
-	// managedByLabel and decisionsConfigMap name the ConfigMaps of prune
-	// decisions the operator publishes for OCM hub templates.
-	managedByLabel     = "app.kubernetes.io/managed-by"
-	decisionsConfigMap = "cleanup-decisions"
-	// availableCondition is a ManagedCluster's condition of its agent
-	// reaching the hub.
-	availableCondition = "ManagedClusterConditionAvailable"
 )
 
 // Signal-work modes of --signal-works.
@@ -321,7 +306,7 @@ func (u *uninstaller) operatorSigns(ctx context.Context) (signs, warnings []stri
 		}
 	}
 	var leases coordinationv1.LeaseList
-	if err := u.c.List(ctx, &leases, client.MatchingFields{"metadata.name": leaderElectionID}); err != nil {
+	if err := u.c.List(ctx, &leases, client.MatchingFields{"metadata.name": v1alpha1.LeaderElectionID}); err != nil {
 		warnings = append(warnings, fmt.Sprintf("cannot list Leases (%v)", err))
 	}
 	for _, l := range leases.Items {
@@ -509,7 +494,7 @@ func (u *uninstaller) releaseClusters(ctx context.Context) error {
 // policies themselves stay: they are the users'; deleting the CRD removes
 // them.
 func (u *uninstaller) releasePolicies(ctx context.Context) error {
-	return u.stripAll(ctx, cleanupPolicyGVK, nil, nil, []string{inUseFinalizer}, nil, nil)
+	return u.stripAll(ctx, cleanupPolicyGVK, nil, nil, []string{v1alpha1.InUseFinalizer}, nil, nil)
 }
 
 // unlabelNamespaces removes the label that makes admission refuse new
@@ -523,13 +508,13 @@ func (u *uninstaller) unlabelNamespaces(ctx context.Context) error {
 // from ManifestWorks; the deleteOption itself stays. Signal works are
 // retired whole, later.
 func (u *uninstaller) unannotateWorks(ctx context.Context) error {
-	return u.stripAll(ctx, manifestWorkGVK, nil, isSignalWork, nil, nil, []string{orphaningAnnotation})
+	return u.stripAll(ctx, manifestWorkGVK, nil, isSignalWork, nil, nil, []string{v1alpha1.OrphaningAnnotation})
 }
 
 // unannotateConfigurationPolicies removes the record of the operator's
 // prune decision; pruneObjectBehavior itself stays.
 func (u *uninstaller) unannotateConfigurationPolicies(ctx context.Context) error {
-	return u.stripAll(ctx, configurationPolicyGVK, nil, nil, nil, nil, []string{pruneAnnotation})
+	return u.stripAll(ctx, configurationPolicyGVK, nil, nil, nil, nil, []string{v1alpha1.PruneAnnotation})
 }
 
 func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
@@ -600,7 +585,7 @@ func (u *uninstaller) retireSignalWorks(ctx context.Context, deadline time.Time)
 		if !writtenByOperator(w) {
 			u.printf("ManifestWork %s: left in place: it has the label %s=true, but the operator did not write it "+
 				"(neither the annotation %s nor the label %s=%s)\n",
-				name, v1alpha1.SignalWorkLabel, v1alpha1.SpecHashAnnotation, managedByLabel, v1alpha1.FieldManager)
+				name, v1alpha1.SignalWorkLabel, v1alpha1.SpecHashAnnotation, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy)
 			continue
 		}
 		if u.signalWorks == signalWorksKeep {
@@ -726,7 +711,7 @@ func sortedValues(m map[types.UID]string) []string {
 // applied. A work that someone else labelled is theirs.
 func writtenByOperator(w *workv1.ManifestWork) bool {
 	_, hashed := w.Annotations[v1alpha1.SpecHashAnnotation]
-	return hashed || w.Labels[managedByLabel] == v1alpha1.FieldManager
+	return hashed || w.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedBy
 }
 
 func isOrphanWork(w *workv1.ManifestWork) bool {
@@ -754,7 +739,7 @@ func (u *uninstaller) clusterAvailable(ctx context.Context, name string) (bool, 
 		}
 		return false, err
 	}
-	cond := findCondition(mc, availableCondition)
+	cond := findCondition(mc, clusterv1.ManagedClusterConditionAvailable)
 	return cond != nil && cond["status"] == string(metav1.ConditionTrue), nil
 }
 
@@ -762,9 +747,9 @@ func (u *uninstaller) clusterAvailable(ctx context.Context, name string) (bool, 
 func (u *uninstaller) reportKept(ctx context.Context) error {
 	cms := &metav1.PartialObjectMetadataList{}
 	cms.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMapList"})
-	if err := u.c.List(ctx, cms, client.MatchingLabels{managedByLabel: v1alpha1.FieldManager},
-		client.MatchingFields{"metadata.name": decisionsConfigMap}); err != nil {
-		return fmt.Errorf("listing the %s ConfigMaps: %w", decisionsConfigMap, err)
+	if err := u.c.List(ctx, cms, client.MatchingLabels{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy},
+		client.MatchingFields{"metadata.name": v1alpha1.DecisionsConfigMap}); err != nil {
+		return fmt.Errorf("listing the %s ConfigMaps: %w", v1alpha1.DecisionsConfigMap, err)
 	}
 	u.printf("Left in place on purpose:\n")
 	u.printf("  the deleteOption of ManifestWorks and the pruneObjectBehavior of ConfigurationPolicies: real settings, " +

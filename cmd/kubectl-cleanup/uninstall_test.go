@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -38,17 +39,13 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
-// TestUninstallNamesAgreeWithTheOperator: the plugin spells the names the
-// operator writes without importing the code that writes them.
+// TestUninstallNamesAgreeWithTheOperator: the plugin spells the teardown's
+// annotations without importing the code that writes them.
 func TestUninstallNamesAgreeWithTheOperator(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(forcedObjectsAnnotation).To(Equal(controller.ForcedObjectsAnnotation))
 	g.Expect(unconfirmedOrphansAnnotation).To(Equal(controller.UnconfirmedOrphansAnnotation))
 	g.Expect(forcingAnnotation).To(Equal(controller.ForcingAnnotation))
-	g.Expect(orphaningAnnotation).To(Equal(controller.OrphaningAnnotation))
-	g.Expect(pruneAnnotation).To(Equal(controller.PruneAnnotation))
-	g.Expect(managedByLabel).To(Equal(controller.ManagedByLabel))
-	g.Expect(decisionsConfigMap).To(Equal(controller.DecisionsConfigMap))
 }
 
 // TestUninstall runs the operator with leader election, as a Deployment
@@ -80,7 +77,7 @@ func TestUninstall(t *testing.T) {
 	// What a CleanupPolicy carries while teardowns it started run (the
 	// operator puts it there; here it stays until uninstall removes it).
 	g.Expect(patchMeta(ctx, c, cleanupPolicyGVK, client.ObjectKey{Name: "uninstall-test"},
-		`{"metadata":{"finalizers":["`+inUseFinalizer+`"]}}`)).To(Succeed())
+		`{"metadata":{"finalizers":["`+v1alpha1.InUseFinalizer+`"]}}`)).To(Succeed())
 	// A namespace left labelled, as a cleanup released mid-way once left it.
 	g.Expect(patchMeta(ctx, c, namespaceGVK, client.ObjectKey{Name: "c3"},
 		`{"metadata":{"labels":{"`+v1alpha1.ClusterDeletingLabel+`":"true"}}}`)).To(Succeed())
@@ -101,9 +98,9 @@ func TestUninstall(t *testing.T) {
 			g.Expect(mc.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "uninstall-test"))
 		}
 		work := get(ctx, g, c, manifestWorkGVK, client.ObjectKey{Namespace: "c2", Name: "app"})
-		g.Expect(work.GetAnnotations()).To(HaveKeyWithValue(orphaningAnnotation, "SelectivelyOrphan"))
+		g.Expect(work.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.OrphaningAnnotation, "SelectivelyOrphan"))
 		cp := get(ctx, g, c, configurationPolicyGVK, client.ObjectKey{Namespace: "c2", Name: "team"})
-		g.Expect(cp.GetAnnotations()).To(HaveKeyWithValue(pruneAnnotation, "DeleteIfCreated"))
+		g.Expect(cp.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.PruneAnnotation, "DeleteIfCreated"))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(operatorMarks(ctx, c)).NotTo(BeEmpty())
 
@@ -129,12 +126,12 @@ func TestUninstall(t *testing.T) {
 	g.Expect(inOrder(out,
 		"Dry run: nothing is changed.",
 		"Would refuse now: 1 teardown(s) in progress: c1",
-		"Would refuse now: the operator still seems to run (Lease default/"+leaderElectionID+" is held by",
+		"Would refuse now: the operator still seems to run (Lease default/"+v1alpha1.LeaderElectionID+" is held by",
 		"ManagedCluster c2: would remove finalizer "+v1alpha1.ClusterCleanupFinalizer+", annotation "+v1alpha1.GoverningPolicyAnnotation,
-		"CleanupPolicy uninstall-test: would remove finalizer "+inUseFinalizer,
+		"CleanupPolicy uninstall-test: would remove finalizer "+v1alpha1.InUseFinalizer,
 		"Namespace c3: would remove label "+v1alpha1.ClusterDeletingLabel,
-		"ManifestWork c2/app: would remove annotation "+orphaningAnnotation,
-		"ConfigurationPolicy c2/team: would remove annotation "+pruneAnnotation,
+		"ManifestWork c2/app: would remove annotation "+v1alpha1.OrphaningAnnotation,
+		"ConfigurationPolicy c2/team: would remove annotation "+v1alpha1.PruneAnnotation,
 		"ValidatingAdmissionPolicyBinding "+admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)+": would delete",
 		"ValidatingAdmissionPolicy "+admissionpolicy.DeletingClusterPolicy+": would delete",
 		"ManifestWork c2/cleanup-signal: would set deleteOption Orphan",
@@ -156,7 +153,7 @@ func TestUninstall(t *testing.T) {
 		ContainSubstring("Waiting for 1 teardown(s) to end:\n  c1: WaitingForMonitoredResources: "))
 	g.Expect(c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "hold"}})).To(Succeed())
 	g.Eventually(out2.String).WithTimeout(30 * time.Second).Should(
-		ContainSubstring("Every teardown has ended.\nWaiting for the operator to stop: Lease default/" + leaderElectionID))
+		ContainSubstring("Every teardown has ended.\nWaiting for the operator to stop: Lease default/" + v1alpha1.LeaderElectionID))
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "c1"}, metaObject(managedClusterGVK, "", "c1")))).To(BeTrue())
 	// Nothing changed while the operator runs.
 	g.Consistently(func() []string { return operatorMarks(ctx, c) }).WithTimeout(3 * time.Second).Should(Equal(operatorMarks(ctx, c)))
@@ -201,10 +198,10 @@ func TestUninstall(t *testing.T) {
 	g.Expect(inOrder(text,
 		"Waiting for the operator to stop",
 		"ManagedCluster c2: removed finalizer "+v1alpha1.ClusterCleanupFinalizer+", annotation "+v1alpha1.GoverningPolicyAnnotation,
-		"CleanupPolicy uninstall-test: removed finalizer "+inUseFinalizer,
+		"CleanupPolicy uninstall-test: removed finalizer "+v1alpha1.InUseFinalizer,
 		"Namespace c3: removed label "+v1alpha1.ClusterDeletingLabel,
-		"ManifestWork c2/app: removed annotation "+orphaningAnnotation,
-		"ConfigurationPolicy c2/team: removed annotation "+pruneAnnotation,
+		"ManifestWork c2/app: removed annotation "+v1alpha1.OrphaningAnnotation,
+		"ConfigurationPolicy c2/team: removed annotation "+v1alpha1.PruneAnnotation,
 		"ValidatingAdmissionPolicyBinding "+admissionpolicy.BindingName(admissionpolicy.DeletingWorkPolicy)+": deleted",
 		"ValidatingAdmissionPolicy "+admissionpolicy.DeletingWorkPolicy+": deleted",
 		"ManifestWork c2/cleanup-signal: set deleteOption Orphan",
@@ -339,7 +336,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(c.List(ctx, &hooks)).To(Succeed())
 	g.Expect(hooks.Items).NotTo(BeEmpty())
 	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
-	g.Expect(c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{inUseFinalizer}},
+	g.Expect(c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{v1alpha1.InUseFinalizer}},
 		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired}}})).To(Succeed())
 	for _, h := range hooks.Items {
 		h.ResourceVersion, h.UID = "", ""
@@ -379,7 +376,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	out, err = kubectlCleanup(t, userConfig, "uninstall")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("Warning: cannot tell whether the operator still runs: cannot list Deployments"))
-	g.Expect(out).To(ContainSubstring("CleanupPolicy held: removed finalizer " + inUseFinalizer))
+	g.Expect(out).To(ContainSubstring("CleanupPolicy held: removed finalizer " + v1alpha1.InUseFinalizer))
 	g.Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy " + admissionpolicy.DeletingClusterPolicy + ": deleted"))
 	// Only the work someone else labelled keeps the label.
 	g.Expect(operatorMarks(ctx, c)).To(ConsistOf("ManifestWork gone/lookalike: label " + v1alpha1.SignalWorkLabel))
@@ -399,7 +396,7 @@ func startLeaderElectedOperator(ctx context.Context, env *testenv.Env) (stop fun
 	opts := env.ManagerOptions(operator.ManagerOptions())
 	opts.Controller.SkipNameValidation = ptr.To(true)
 	opts.LeaderElection = true
-	opts.LeaderElectionID = leaderElectionID
+	opts.LeaderElectionID = v1alpha1.LeaderElectionID
 	opts.LeaderElectionNamespace = "default"
 	opts.LeaderElectionReleaseOnCancel = true
 	mgr, err := ctrl.NewManager(env.Config, opts)
@@ -445,7 +442,7 @@ func operatorMarks(ctx context.Context, c client.Client) []string {
 			}
 			// In key order: two calls must list one object's marks alike.
 			for _, k := range slices.Sorted(maps.Keys(item.Labels)) {
-				if v := item.Labels[k]; strings.Contains(k, "cleanup.fleetops.dev/") || (k == managedByLabel && v == v1alpha1.FieldManager) {
+				if v := item.Labels[k]; strings.Contains(k, "cleanup.fleetops.dev/") || (k == v1alpha1.ManagedByLabel && v == v1alpha1.ManagedBy) {
 					marks = append(marks, name+": label "+k)
 				}
 			}
@@ -531,7 +528,7 @@ func setCondition(ctx context.Context, c client.Client, name, condType, status, 
 
 // setAvailable reports the cluster's agent as reaching the hub.
 func setAvailable(ctx context.Context, c client.Client, name string) error {
-	return setCondition(ctx, c, name, availableCondition, "True", "ManagedClusterAvailable")
+	return setCondition(ctx, c, name, clusterv1.ManagedClusterConditionAvailable, "True", "ManagedClusterAvailable")
 }
 
 // setApplied reports the work's current generation as applied by the agent.

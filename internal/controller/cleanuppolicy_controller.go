@@ -273,7 +273,7 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 	}
 	p.Status.WorksStamped = 0
 	for i := range works.Items {
-		if w := &works.Items[i]; w.Annotations[OrphaningAnnotation] != "" && governed.Has(w.Namespace) {
+		if w := &works.Items[i]; w.Annotations[v1alpha1.OrphaningAnnotation] != "" && governed.Has(w.Namespace) {
 			p.Status.WorksStamped++
 		}
 	}
@@ -281,7 +281,7 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 	// whose CRD is gone would wait for an informer that never syncs.
 	p.Status.PoliciesStamped = 0
 	if err := r.Optional.whileOn(ConfigurationPolicyCRD, func() (err error) {
-		p.Status.PoliciesStamped, err = count(configurationPolicyGVK, PruneAnnotation, standalone)
+		p.Status.PoliciesStamped, err = count(configurationPolicyGVK, v1alpha1.PruneAnnotation, standalone)
 		return err
 	}); err != nil {
 		return err

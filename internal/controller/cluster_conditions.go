@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
@@ -56,5 +58,5 @@ func setContentDeleteCondition(mc *unstructured.Unstructured, status metav1.Cond
 
 // clusterAvailable reports whether the cluster's ManagedClusterConditionAvailable is True.
 func clusterAvailable(mc *unstructured.Unstructured) bool {
-	return meta.IsStatusConditionTrue(clusterConditions(mc), "ManagedClusterConditionAvailable")
+	return meta.IsStatusConditionTrue(clusterConditions(mc), clusterv1.ManagedClusterConditionAvailable)
 }

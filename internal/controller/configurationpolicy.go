@@ -20,10 +20,6 @@ import (
 
 // +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=configurationpolicies,verbs=get;list;watch;patch
 
-// PruneAnnotation records, on a ConfigurationPolicy, the pruneObjectBehavior
-// the operator stamped; it is written in the same apply.
-const PruneAnnotation = "cleanup.fleetops.dev/prune"
-
 var (
 	configurationPolicyGVK = schema.GroupVersionKind{Group: "policy.open-cluster-management.io", Version: "v1", Kind: "ConfigurationPolicy"}
 	policyGVK              = schema.GroupVersionKind{Group: "policy.open-cluster-management.io", Version: "v1", Kind: "Policy"}
@@ -91,14 +87,14 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 		}
 	}
 	actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
-	st := stamp{gvk: configurationPolicyGVK, kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior", annotation: PruneAnnotation,
+	st := stamp{gvk: configurationPolicyGVK, kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior", annotation: v1alpha1.PruneAnnotation,
 		value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)}, describe: string(desired),
 		defaulted: []string{"spec", "pruneObjectBehavior"}}
 	if g.Policy != nil && g.Policy.Spec.DryRun {
 		a.preview(cp, name, st, desired != "" && string(desired) != actual)
 		return reconcile.Result{}, nil
 	}
-	wrote, err := a.settle(ctx, cp, name, st, cp.GetAnnotations()[PruneAnnotation] != "", actual == string(desired))
+	wrote, err := a.settle(ctx, cp, name, st, cp.GetAnnotations()[v1alpha1.PruneAnnotation] != "", actual == string(desired))
 	if wrote && decision.Ineffective(desired, cp.Object) {
 		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Ineffective", "Prune",
 			"pruneObjectBehavior %s has no effect while remediationAction is inform: pruning needs enforce", desired)

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // configurationPolicy creates a ConfigurationPolicy as fieldManager.
@@ -129,7 +128,7 @@ var _ = Describe("Prune behaviour on ConfigurationPolicies", func() {
 		Eventually(func(g Gomega) {
 			u := getConfigurationPolicy(g, "cp-prod", "cp")
 			g.Expect(ownedByOperator(u)).To(BeFalse())
-			g.Expect(u.GetAnnotations()).NotTo(HaveKey(controller.PruneAnnotation))
+			g.Expect(u.GetAnnotations()).NotTo(HaveKey(v1alpha1.PruneAnnotation))
 			g.Expect(pruneOf(g, "cp-prod", "cp")).To(Equal("None"))
 		}).Should(Succeed())
 	})

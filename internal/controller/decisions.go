@@ -30,13 +30,8 @@ import (
 // +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=policies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 
-// Names of the decisions ConfigMap and of the OCM policy framework's labels.
+// Labels of the OCM policy framework.
 const (
-	// DecisionsConfigMap is published in every namespace holding a root
-	// Policy with ConfigurationPolicy templates.
-	DecisionsConfigMap = "cleanup-decisions"
-	// ManagedByLabel marks the ConfigMaps the operator owns.
-	ManagedByLabel = v1alpha1.ManagedByLabel
 	// RootPolicyLabel names, on a replicated Policy, its root: <namespace>.<name>.
 	RootPolicyLabel = "policy.open-cluster-management.io/root-policy"
 	// ClusterNameLabel names, on a replicated Policy, its cluster.
@@ -66,7 +61,7 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, err
 	}
 	cm := &corev1.ConfigMap{}
-	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: DecisionsConfigMap}, cm)
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.DecisionsConfigMap}, cm)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
@@ -98,13 +93,13 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	}
 	desired := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: DecisionsConfigMap, Namespace: ns,
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DecisionsConfigMap, Namespace: ns,
 			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}},
 		Data: data,
 	}
 	// The ConfigMap is the operator's own: it owns every field.
 	if err := r.Patch(ctx, desired, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
-		return reconcile.Result{}, fmt.Errorf("publishing %s/%s: %w", ns, DecisionsConfigMap, err)
+		return reconcile.Result{}, fmt.Errorf("publishing %s/%s: %w", ns, v1alpha1.DecisionsConfigMap, err)
 	}
 	logf.FromContext(ctx).Info("prune decisions published", "namespace", ns, "keys", len(data))
 	return reconcile.Result{}, nil
@@ -209,7 +204,7 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 	if len(unread) > 0 {
 		r.Recorder.Eventf(root, nil, corev1.EventTypeWarning, "DecisionNotRead", "Prune",
 			"ConfigurationPolicy template(s) %s do not read pruneObjectBehavior from the %s ConfigMap; put this line in their spec: %s",
-			strings.Join(unread, ", "), DecisionsConfigMap, DecisionHubTemplate("<name>"))
+			strings.Join(unread, ", "), v1alpha1.DecisionsConfigMap, DecisionHubTemplate("<name>"))
 	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
@@ -248,14 +243,14 @@ func newPolicyList() *unstructured.UnstructuredList {
 // template the policy propagator resolves for each cluster.
 func DecisionHubTemplate(template string) string {
 	return fmt.Sprintf(`pruneObjectBehavior: '{{hub fromConfigMap .PolicyMetadata.namespace "%s" (printf "%%s.%%s" .ManagedClusterName "%s") | default "None" hub}}'`,
-		DecisionsConfigMap, template)
+		v1alpha1.DecisionsConfigMap, template)
 }
 
 // readsDecisions reports whether a template takes its pruneObjectBehavior
 // from the decisions ConfigMap.
 func readsDecisions(definition map[string]any) bool {
 	v, _, _ := unstructured.NestedString(definition, "spec", "pruneObjectBehavior")
-	return strings.Contains(v, DecisionsConfigMap)
+	return strings.Contains(v, v1alpha1.DecisionsConfigMap)
 }
 
 // SetupWithManager watches Policies (root and replicated), ManagedClusters
@@ -269,7 +264,7 @@ func (r *DecisionsReconciler) SetupWithManager(mgr manager.Manager) error {
 		Named("decisions").
 		Watches(pol, handler.EnqueueRequestsFromMapFunc(rootNamespaceOf)).
 		Watches(cm, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if o.GetName() != DecisionsConfigMap {
+			if o.GetName() != v1alpha1.DecisionsConfigMap {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
@@ -318,7 +313,7 @@ func (r *DecisionsReconciler) rootNamespaces(ctx context.Context, _ client.Objec
 // notOwnedDecisionsKey names a namespace's decisions ConfigMap in the
 // tally, under one policy; with policy "" it is the prefix of them all.
 func notOwnedDecisionsKey(namespace, policy string) string {
-	key := "ConfigMap " + namespace + "/" + DecisionsConfigMap
+	key := "ConfigMap " + namespace + "/" + v1alpha1.DecisionsConfigMap
 	if policy != "" {
 		key += " (decisions of " + policy + ")"
 	}

@@ -62,7 +62,7 @@ func rootPolicy(namespace, name string, templates []map[string]any, clusters ...
 
 func decisions(g Gomega, namespace string) map[string]string {
 	cm := &corev1.ConfigMap{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: controller.DecisionsConfigMap}, cm)).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: v1alpha1.DecisionsConfigMap}, cm)).To(Succeed())
 	return cm.Data
 }
 
@@ -149,7 +149,7 @@ var _ = Describe("Prune decisions for Policy templates", func() {
 			Should(Equal(map[string]string{"tpl-c.reads": "DeleteAll"}))
 
 		By("recreating it if someone deletes it")
-		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "policies-2", Name: controller.DecisionsConfigMap}})).To(Succeed())
+		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "policies-2", Name: v1alpha1.DecisionsConfigMap}})).To(Succeed())
 		Eventually(func(g Gomega) map[string]string { return decisions(g, "policies-2") }).
 			Should(Equal(map[string]string{"tpl-c.reads": "DeleteAll"}))
 	})

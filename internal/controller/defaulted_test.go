@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -141,7 +140,7 @@ var _ = Describe("Schema defaults nobody wrote", func() {
 		// Client-side applied with the operator's annotation written: the
 		// conflict is not on the defaulted field alone.
 		annotated := cp("cp-csa-annotated", "")
-		annotated.SetAnnotations(map[string]string{controller.PruneAnnotation: "DeleteAll"})
+		annotated.SetAnnotations(map[string]string{v1alpha1.PruneAnnotation: "DeleteAll"})
 		clientSideApply.create(annotated)
 
 		Expect(k8s.Create(ctx, cleanupPolicy("defaults", v1alpha1.CleanupPolicySpec{
@@ -157,8 +156,8 @@ var _ = Describe("Schema defaults nobody wrote", func() {
 				live := getConfigurationPolicy(g, ns, c.name)
 				g.Expect(pruneOf(g, ns, c.name)).To(Equal("DeleteIfCreated"))
 				g.Expect(fieldOwners(live, "spec", "pruneObjectBehavior")).To(Equal([]string{v1alpha1.FieldManager}))
-				g.Expect(live.GetAnnotations()).To(HaveKeyWithValue(controller.PruneAnnotation, "DeleteIfCreated"))
-				g.Expect(fieldOwners(live, "metadata", "annotations", controller.PruneAnnotation)).To(Equal([]string{v1alpha1.FieldManager}))
+				g.Expect(live.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.PruneAnnotation, "DeleteIfCreated"))
+				g.Expect(fieldOwners(live, "metadata", "annotations", v1alpha1.PruneAnnotation)).To(Equal([]string{v1alpha1.FieldManager}))
 			}).Should(Succeed())
 		}
 		conflicts := map[string]string{
@@ -183,7 +182,7 @@ var _ = Describe("Schema defaults nobody wrote", func() {
 		for name := range conflicts {
 			live := getConfigurationPolicy(Default, ns, name)
 			Expect(ownedByOperator(live)).To(BeFalse(), "%s: the operator owns a field", name)
-			Expect(live.GetAnnotations()[controller.PruneAnnotation]).To(Or(BeEmpty(), Equal("DeleteAll")))
+			Expect(live.GetAnnotations()[v1alpha1.PruneAnnotation]).To(Or(BeEmpty(), Equal("DeleteAll")))
 		}
 		Expect(pruneOf(Default, ns, "cp-csa-annotated")).To(Equal("None"))
 		Expect(pruneOf(Default, ns, "cp-csa-written")).To(Equal("None"))
@@ -259,7 +258,7 @@ var _ = Describe("Schema defaults nobody wrote, on ManifestWorks", func() {
 				live := getWork(g, ns, c.name)
 				g.Expect(deleteOption(g, ns, c.name)).To(Equal(map[string]any{"propagationPolicy": "Orphan"}))
 				g.Expect(fieldOwners(live, "spec", "deleteOption", "propagationPolicy")).To(Equal([]string{v1alpha1.FieldManager}))
-				g.Expect(live.GetAnnotations()).To(HaveKeyWithValue(controller.OrphaningAnnotation, "Orphan"))
+				g.Expect(live.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.OrphaningAnnotation, "Orphan"))
 			}).Should(Succeed())
 		}
 		conflicts := map[string]string{
@@ -291,7 +290,7 @@ var _ = Describe("Schema defaults nobody wrote, on ManifestWorks", func() {
 			}
 			Eventually(func(g Gomega) {
 				live := getWork(g, ns, c.name)
-				g.Expect(live.GetAnnotations()).NotTo(HaveKey(controller.OrphaningAnnotation))
+				g.Expect(live.GetAnnotations()).NotTo(HaveKey(v1alpha1.OrphaningAnnotation))
 				if c.written == nil {
 					g.Expect(deleteOption(g, ns, c.name)).To(BeNil())
 					g.Expect(ownedByOperator(live)).To(BeFalse())

@@ -25,11 +25,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// OrphaningAnnotation records, on a ManifestWork, the deleteOption the
-// operator stamped ("Orphan" or "SelectivelyOrphan"); it is written in the
-// same apply, so the operator knows which works carry its decision.
-const OrphaningAnnotation = "cleanup.fleetops.dev/orphaning"
-
 // ManifestWorkAdapter stamps each governed ManifestWork with the
 // deleteOption its policy's orphaning rules decide.
 type ManifestWorkAdapter struct {
@@ -85,7 +80,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 			return reconcile.Result{}, nil
 		}
 	}
-	st := stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: OrphaningAnnotation,
+	st := stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation,
 		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired),
 		defaulted: defaultedPropagationPolicy, released: map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}}
 	current := desired.Equal(current(w))
@@ -93,7 +88,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 		a.preview(w, name, st, !current)
 		return reconcile.Result{}, nil
 	}
-	_, err := a.settle(ctx, w, name, st, w.GetAnnotations()[OrphaningAnnotation] != "", current)
+	_, err := a.settle(ctx, w, name, st, w.GetAnnotations()[v1alpha1.OrphaningAnnotation] != "", current)
 	return reconcile.Result{}, err
 }
 

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -124,7 +123,7 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(deleteOption(g, "orph-3", "work")).To(BeNil())
-			g.Expect(getWork(g, "orph-3", "work").GetAnnotations()).NotTo(HaveKey(controller.OrphaningAnnotation))
+			g.Expect(getWork(g, "orph-3", "work").GetAnnotations()).NotTo(HaveKey(v1alpha1.OrphaningAnnotation))
 		}).Should(Succeed())
 	})
 

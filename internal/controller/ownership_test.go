@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 func getWorkObject(g Gomega, namespace, name string) *unstructured.Unstructured {
@@ -140,7 +139,7 @@ var _ = Describe("Objects the operator did not create", func() {
 		fleetCluster("nown-cm", nil, true)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-policies"}})).To(Succeed())
 		theirs := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: controller.DecisionsConfigMap, Namespace: "team-policies",
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DecisionsConfigMap, Namespace: "team-policies",
 				Labels: map[string]string{v1alpha1.ManagedByLabel: "team-x"}},
 			Data: map[string]string{"owner": "team-x"},
 		}

@@ -227,7 +227,7 @@ func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1
 		err = a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	} else {
 		obj.Object["metadata"] = map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID),
-			"annotations": map[string]any{OrphaningAnnotation: want.PropagationPolicy}}
+			"annotations": map[string]any{v1alpha1.OrphaningAnnotation: want.PropagationPolicy}}
 		obj.Object["spec"] = map[string]any{"deleteOption": deleteOptionSpec(want)}
 		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 		if apierrors.IsConflict(err) && fieldManagerConflict(err) {

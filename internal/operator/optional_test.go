@@ -102,13 +102,13 @@ func TestOptionalKinds(t *testing.T) {
 		cp := h.get(g, "ConfigurationPolicy", "during", "cp")
 		behavior, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
 		g.Expect(behavior).To(Equal(string(v1alpha1.PruneDeleteAll)))
-		g.Expect(cp.GetAnnotations()).To(HaveKeyWithValue(controller.PruneAnnotation, string(v1alpha1.PruneDeleteAll)))
+		g.Expect(cp.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.PruneAnnotation, string(v1alpha1.PruneDeleteAll)))
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(h.policy(g).Status.PoliciesStamped).To(BeEquivalentTo(1)) }).Should(Succeed())
 	h.rootPolicy("during", "root", "cp-template")
 	g.Eventually(func(g Gomega) {
 		cm := &corev1.ConfigMap{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: controller.DecisionsConfigMap}, cm)).To(Succeed())
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: v1alpha1.DecisionsConfigMap}, cm)).To(Succeed())
 		g.Expect(cm.Data).To(HaveKeyWithValue("during.cp-template", string(v1alpha1.PruneDeleteAll)))
 	}).Should(Succeed())
 	h.create("ManagedClusterAddOn", "during", "search", map[string]any{})
@@ -146,7 +146,7 @@ func TestOptionalKinds(t *testing.T) {
 	h.configurationPolicy("again", "cp")
 	g.Eventually(func(g Gomega) {
 		cp := h.get(g, "ConfigurationPolicy", "again", "cp")
-		g.Expect(cp.GetAnnotations()).To(HaveKeyWithValue(controller.PruneAnnotation, string(v1alpha1.PruneDeleteAll)))
+		g.Expect(cp.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.PruneAnnotation, string(v1alpha1.PruneDeleteAll)))
 	}).Should(Succeed())
 
 	g.Consistently(op.Exited(), 2*time.Second).ShouldNot(Receive(), "the manager exited")

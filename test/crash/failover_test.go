@@ -16,7 +16,7 @@ import (
 
 const (
 	leaseNamespace = "cleanup-operator-system"
-	leaseName      = "cleanup-operator.fleetops.dev" // cmd/main.go's LeaderElectionID
+	leaseName      = v1alpha1.LeaderElectionID
 )
 
 // leaseWrite is a successful write of the leader-election Lease: who
