@@ -18,9 +18,6 @@ const (
 	// SucceededReason surfaces when the policy compiled and was evaluated
 	// against every ManagedCluster without error.
 	SucceededReason = "Succeeded"
-	// ProgressingReason surfaces when the operator has seen a new generation
-	// and has not finished evaluating it.
-	ProgressingReason = "Progressing"
 	// InvalidCELExpressionReason surfaces when an expression does not parse,
 	// names an unbound variable, returns the wrong type or may cost too much.
 	// The message names the field path. The policy governs nothing new and

@@ -32,9 +32,6 @@ func NewCache(env *Env) *Cache {
 	return &Cache{env: env, entries: map[types.UID]*cacheEntry{}}
 }
 
-// Env is the environment the cache compiles with.
-func (c *Cache) Env() *Env { return c.env }
-
 // Get returns the compiled policy for p's UID and generation, compiling it
 // if the cache holds another generation or none.
 func (c *Cache) Get(p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {

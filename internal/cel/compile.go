@@ -18,9 +18,7 @@ import (
 // Expression is one compiled expression of a policy.
 type Expression struct {
 	// Path is the field the expression came from, such as spec.orphaning[1].when.
-	Path *field.Path
-	// Source is the expression as written.
-	Source  string
+	Path    *field.Path
 	program cel.Program
 	output  *cel.Type
 }
@@ -196,7 +194,7 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 		c.errs = append(c.errs, field.InternalError(path, err))
 		return nil
 	}
-	return &Expression{Path: path, Source: src, program: prog, output: ast.OutputType()}
+	return &Expression{Path: path, program: prog, output: ast.OutputType()}
 }
 
 func (c *compiler) scopeEnv(scope Scope) (*cel.Env, error) {

@@ -8,15 +8,15 @@ import (
 // EvalCost evaluates e as the decisions do and returns its actual cost.
 func (e *Expression) EvalCost(a *Activation) (ref.Val, uint64, error) { return e.evalCost(a) }
 
-// EstimatedCost checks e, an expression of scope in p, again as Compile did
+// EstimatedCost checks src, an expression of scope in p, again as Compile did
 // and returns the cost estimate Compile bounded.
-func EstimatedCost(p *Policy, scope Scope, e *Expression) (checker.CostEstimate, error) {
+func EstimatedCost(p *Policy, scope Scope, src string) (checker.CostEstimate, error) {
 	c := &compiler{env: p.env, vars: p.vars}
 	env, err := c.scopeEnv(scope)
 	if err != nil {
 		return checker.CostEstimate{}, err
 	}
-	ast, issues := env.Compile(renameNamespace(e.Source))
+	ast, issues := env.Compile(renameNamespace(src))
 	if issues.Err() != nil {
 		return checker.CostEstimate{}, issues.Err()
 	}

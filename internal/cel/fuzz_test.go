@@ -84,6 +84,7 @@ func checkRename(t *testing.T, s string) {
 // to bind its variables.
 type scoped struct {
 	expr  *cel.Expression
+	src   string // the expression as written
 	scope cel.Scope
 	bind  func(a *cel.Activation) *cel.Activation
 }
@@ -106,36 +107,36 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 
 	object := func(a *cel.Activation) *cel.Activation { return a.With(cel.VarObject, g.object()) }
 	var all []scoped
-	add := func(e *cel.Expression, scope cel.Scope, bind func(a *cel.Activation) *cel.Activation) {
+	add := func(e *cel.Expression, src string, scope cel.Scope, bind func(a *cel.Activation) *cel.Activation) {
 		if e != nil {
-			all = append(all, scoped{e, scope, bind})
+			all = append(all, scoped{e, src, scope, bind})
 		}
 	}
-	add(p.ClusterSelector, cel.ScopeSelector, nil)
-	for _, e := range p.Variables {
-		add(e, cel.ScopeVariable, nil)
+	add(p.ClusterSelector, s.ClusterSelector, cel.ScopeSelector, nil)
+	for i, e := range p.Variables {
+		add(e, s.Variables[i].Expression, cel.ScopeVariable, nil)
 	}
-	for _, e := range p.StrategyRules {
-		add(e, cel.ScopeStrategy, nil)
+	for i, e := range p.StrategyRules {
+		add(e, s.RemoveStrategy.Rules[i].When, cel.ScopeStrategy, nil)
 	}
-	for _, e := range p.MonitoredWhen {
-		add(e, cel.ScopeObject, object)
+	for i, e := range p.MonitoredWhen {
+		add(e, s.MonitoredResources[i].When, cel.ScopeObject, object)
 	}
-	for _, e := range p.StageWhen {
-		add(e, cel.ScopeObject, object)
+	for i, e := range p.StageWhen {
+		add(e, s.DeletionStages[i].When, cel.ScopeObject, object)
 	}
-	add(p.KeepNamespace, cel.ScopeNamespace, func(a *cel.Activation) *cel.Activation { return a.With(cel.VarNamespace, g.namespace()) })
-	for _, e := range p.Orphaning {
-		add(e, cel.ScopeManifest, func(a *cel.Activation) *cel.Activation {
+	add(p.KeepNamespace, s.KeepNamespace, cel.ScopeNamespace, func(a *cel.Activation) *cel.Activation { return a.With(cel.VarNamespace, g.namespace()) })
+	for i, e := range p.Orphaning {
+		add(e, s.Orphaning[i].When, cel.ScopeManifest, func(a *cel.Activation) *cel.Activation {
 			return a.With(cel.VarWork, g.work()).With(cel.VarManifest, g.manifest())
 		})
 	}
-	for _, e := range p.PruneRules {
-		add(e, cel.ScopePrune, func(a *cel.Activation) *cel.Activation { return a.With(cel.VarPolicy, g.configurationPolicy()) })
+	for i, e := range p.PruneRules {
+		add(e, s.Prune.Rules[i].When, cel.ScopePrune, func(a *cel.Activation) *cel.Activation { return a.With(cel.VarPolicy, g.configurationPolicy()) })
 	}
 
 	for _, x := range all {
-		est, err := cel.EstimatedCost(p, x.scope, x.expr)
+		est, err := cel.EstimatedCost(p, x.scope, x.src)
 		if err != nil {
 			t.Fatalf("%s: accepted, yet it does not check again: %v", x.expr.Path, err)
 		}
@@ -150,7 +151,7 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 		if x.bind != nil {
 			a = x.bind(a)
 		}
-		cost, err := evalReturns(t, x.expr, a)
+		cost, err := evalReturns(t, x, a)
 		if err != nil {
 			var evalErr *cel.EvalError
 			if !errors.As(err, &evalErr) {
@@ -169,21 +170,21 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 const hangAfter = 60 * cel.PerCallTimeout
 
 // evalReturns evaluates e and fails the test if it does not return.
-func evalReturns(t *testing.T, e *cel.Expression, a *cel.Activation) (uint64, error) {
+func evalReturns(t *testing.T, x scoped, a *cel.Activation) (uint64, error) {
 	type result struct {
 		cost uint64
 		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, cost, err := e.EvalCost(a)
+		_, cost, err := x.expr.EvalCost(a)
 		done <- result{cost, err}
 	}()
 	select {
 	case r := <-done:
 		return r.cost, r.err
 	case <-time.After(hangAfter):
-		t.Fatalf("%s: the evaluation did not return:\n%s", e.Path, e.Source)
+		t.Fatalf("%s: the evaluation did not return:\n%s", x.expr.Path, x.src)
 		return 0, nil
 	}
 }

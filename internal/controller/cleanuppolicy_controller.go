@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -36,6 +37,10 @@ import (
 
 // maxReported bounds the clusters and errors a status or event names.
 const maxReported = 3
+
+// budgetPause is how soon a policy whose evaluation spent its CEL cost
+// budget goes on with the clusters it did not reach.
+const budgetPause = time.Second
 
 // CleanupPolicyReconciler compiles each CleanupPolicy, evaluates its
 // selector against the fleet and reports what it matches and governs, and
@@ -208,7 +213,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, fmt.Sprintf(
 			"evaluated %d of %d clusters before the CEL cost budget ran out; continuing", evaluated, len(clusters.Items)))
 		logf.FromContext(ctx).Info("CEL cost budget exhausted, requeueing", "policy", p.Name)
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{RequeueAfter: budgetPause}, nil
 	case len(unserved) > 0:
 		// Not terminal: a CRD installed later serves the resource, and its
 		// events bring the policy back.

@@ -40,6 +40,10 @@ const (
 	AddOnCRD               = "managedclusteraddons.addon.open-cluster-management.io"
 )
 
+// discoveryPoll is how soon a CRD that is established but not yet in
+// discovery is looked at again: discovery has no watch.
+const discoveryPoll = 250 * time.Millisecond
+
 // OptionalKind is a kind the operator runs without: what it does with the
 // kind runs only while the kind's CRD is established.
 type OptionalKind struct {
@@ -163,8 +167,8 @@ func (o *Optional) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	if served && !o.discovered(crd) {
 		// Established, but not yet in discovery: an informer started now
-		// would fail. Discovery has no watch; retry with backoff.
-		return reconcile.Result{Requeue: true}, nil
+		// would fail. Discovery has no watch; look again shortly.
+		return reconcile.Result{RequeueAfter: discoveryPoll}, nil
 	}
 	log := logf.FromContext(ctx).WithValues("crd", k.CRD)
 	switch {

@@ -131,30 +131,6 @@ func (t *Tally) touch(policy string) {
 	}
 }
 
-func mark(m map[string]sets.Set[string], policy, key string, on bool) bool {
-	changed := false
-	for p, s := range m {
-		if p != policy && s.Has(key) {
-			s.Delete(key)
-			changed = true
-		}
-	}
-	s := m[policy]
-	if s == nil {
-		s = sets.New[string]()
-		m[policy] = s
-	}
-	if on != s.Has(key) {
-		changed = true
-		if on {
-			s.Insert(key)
-		} else {
-			s.Delete(key)
-		}
-	}
-	return changed
-}
-
 // source wakes the policy reconciler when a policy's tally changes.
 func (t *Tally) source() source.Source {
 	return source.Channel(t.changed, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
