@@ -66,9 +66,31 @@ func Compile(env *Env, p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
 
 	// Variables first: each one is typed by its expression and visible to the
 	// expressions after it.
-	varsPath := specPath.Child("variables")
+	out.Variables = c.compileVariables(specPath.Child("variables"), s.Variables)
+	out.ClusterSelector = c.compileOptional(ScopeSelector, specPath.Child("clusterSelector"), s.ClusterSelector)
+	out.StrategyRules = c.compileStrategy(specPath.Child("removeStrategy"), s.RemoveStrategy)
+	out.MonitoredWhen, out.StageWhen = c.compileResources(specPath, s.MonitoredResources, s.DeletionStages)
+	out.KeepNamespace = c.compileOptional(ScopeNamespace, specPath.Child("keepNamespace"), s.KeepNamespace)
+	if sig := s.DeletionSignal; sig != nil {
+		c.checkManifests(specPath.Child("deletionSignal", "manifests"), sig.Manifests)
+	}
+	out.Orphaning = c.compileOrphaning(specPath.Child("orphaning"), s.Orphaning)
+	if pr := s.Prune; pr != nil {
+		out.PruneRules = c.compilePrune(specPath.Child("prune"), pr)
+	}
+
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return out, nil
+}
+
+// compileVariables compiles the variables in order, declaring each one's
+// result type for the expressions after it.
+func (c *compiler) compileVariables(varsPath *field.Path, vars []v1alpha1.Variable) []*Expression {
+	var out []*Expression
 	seen := map[string]bool{}
-	for i, v := range s.Variables {
+	for i, v := range vars {
 		path := varsPath.Index(i)
 		if seen[v.Name] {
 			c.errs = append(c.errs, field.Duplicate(path.Child("name"), v.Name))
@@ -76,68 +98,71 @@ func Compile(env *Env, p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
 		}
 		seen[v.Name] = true
 		expr := c.compile(ScopeVariable, path.Child("expression"), v.Expression, nil)
-		out.Variables = append(out.Variables, expr)
+		out = append(out, expr)
 		if expr != nil {
 			c.vars.Fields[v.Name] = apiservercel.NewDeclField(v.Name, declTypeOf(expr.output), true, nil, nil)
 		}
 	}
+	return out
+}
 
-	out.ClusterSelector = c.compileOptional(ScopeSelector, specPath.Child("clusterSelector"), s.ClusterSelector)
-
-	rsPath := specPath.Child("removeStrategy")
-	c.checkStrategy(rsPath.Child("default"), s.RemoveStrategy.Default)
-	for i, r := range s.RemoveStrategy.Rules {
+// compileStrategy checks the strategies and the timeout and compiles the rules.
+func (c *compiler) compileStrategy(rsPath *field.Path, rs v1alpha1.RemoveStrategy) []*Expression {
+	var out []*Expression
+	c.checkStrategy(rsPath.Child("default"), rs.Default)
+	for i, r := range rs.Rules {
 		path := rsPath.Child("rules").Index(i)
 		c.checkStrategy(path.Child("strategy"), r.Strategy)
-		out.StrategyRules = append(out.StrategyRules, c.compile(ScopeStrategy, path.Child("when"), r.When, cel.BoolType))
+		out = append(out, c.compile(ScopeStrategy, path.Child("when"), r.When, cel.BoolType))
 	}
-	if t := s.RemoveStrategy.Timeout; t != nil && t.Duration <= 0 {
+	if t := rs.Timeout; t != nil && t.Duration <= 0 {
 		c.errs = append(c.errs, field.Invalid(rsPath.Child("timeout"), t.Duration.String(), "must be positive"))
 	}
+	return out
+}
 
-	for i, m := range s.MonitoredResources {
+// compileResources checks the monitored resources and the deletion stages
+// and compiles their when expressions.
+func (c *compiler) compileResources(specPath *field.Path, monitored []v1alpha1.MonitoredResource, stages []v1alpha1.DeletionStage) (monitoredWhen, stageWhen []*Expression) {
+	for i, m := range monitored {
 		path := specPath.Child("monitoredResources").Index(i)
 		c.checkGVR(path, m.GroupVersionResource)
-		out.MonitoredWhen = append(out.MonitoredWhen, c.compileOptional(ScopeObject, path.Child("when"), m.When))
+		monitoredWhen = append(monitoredWhen, c.compileOptional(ScopeObject, path.Child("when"), m.When))
 	}
-
 	stageNames := map[string]bool{}
-	for i, st := range s.DeletionStages {
+	for i, st := range stages {
 		path := specPath.Child("deletionStages").Index(i)
 		c.checkName(path.Child("name"), st.Name, stageNames)
 		c.checkGVR(path, st.GroupVersionResource)
-		out.StageWhen = append(out.StageWhen, c.compileOptional(ScopeObject, path.Child("when"), st.When))
+		stageWhen = append(stageWhen, c.compileOptional(ScopeObject, path.Child("when"), st.When))
 	}
+	return monitoredWhen, stageWhen
+}
 
-	out.KeepNamespace = c.compileOptional(ScopeNamespace, specPath.Child("keepNamespace"), s.KeepNamespace)
-
-	if sig := s.DeletionSignal; sig != nil {
-		c.checkManifests(specPath.Child("deletionSignal", "manifests"), sig.Manifests)
-	}
-
+// compileOrphaning checks the rules' names and compiles their conditions.
+func (c *compiler) compileOrphaning(rulesPath *field.Path, rules []v1alpha1.OrphaningRule) []*Expression {
+	var out []*Expression
 	ruleNames := map[string]bool{}
-	for i, r := range s.Orphaning {
-		path := specPath.Child("orphaning").Index(i)
+	for i, r := range rules {
+		path := rulesPath.Index(i)
 		c.checkName(path.Child("name"), r.Name, ruleNames)
-		out.Orphaning = append(out.Orphaning, c.compile(ScopeManifest, path.Child("when"), r.When, cel.BoolType))
+		out = append(out, c.compile(ScopeManifest, path.Child("when"), r.When, cel.BoolType))
 	}
+	return out
+}
 
-	if pr := s.Prune; pr != nil {
-		prunePath := specPath.Child("prune")
-		if pr.Default != "" {
-			c.checkPrune(prunePath.Child("default"), pr.Default)
-		}
-		for i, r := range pr.Rules {
-			path := prunePath.Child("rules").Index(i)
-			c.checkPrune(path.Child("behavior"), r.Behavior)
-			out.PruneRules = append(out.PruneRules, c.compile(ScopePrune, path.Child("when"), r.When, cel.BoolType))
-		}
+// compilePrune checks the prune behaviours and compiles the rules.
+func (c *compiler) compilePrune(prunePath *field.Path, pr *v1alpha1.Prune) []*Expression {
+	var out []*Expression
+	if pr.Default != "" {
+		c.checkPrune(prunePath.Child("default"), pr.Default)
 	}
-
-	if len(c.errs) > 0 {
-		return nil, c.errs
+	for i, r := range pr.Rules {
+		path := prunePath.Child("rules").Index(i)
+		c.checkPrune(path.Child("behavior"), r.Behavior)
+		out = append(out, c.compile(ScopePrune, path.Child("when"), r.When, cel.BoolType))
 	}
-	return out, nil
+	return out
 }
 
 func (c *compiler) compileOptional(scope Scope, path *field.Path, src string) *Expression {
