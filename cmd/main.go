@@ -1,19 +1,25 @@
-// Command manager runs cleanup-operator: the CleanupPolicy controller and its
-// validating webhook.
+// Command manager runs cleanup-operator: the reconcilers of CleanupPolicies,
+// ManagedClusters (their governance and teardown), ManifestWorks,
+// ConfigurationPolicies and the prune decisions, the CleanupPolicy
+// validating webhook, and the metrics and health endpoints, in one manager
+// that internal/operator wires.
 package main
 
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -22,128 +28,160 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 )
 
+// flags are the manager's command-line flags.
+type flags struct {
+	metricsAddr, probeAddr              string
+	webhookCertPath, webhookCertName    string
+	webhookCertKey                      string
+	enableLeaderElection, secureMetrics bool
+	enableHTTP2                         bool
+	kubeAPIQPS                          float64
+	kubeAPIBurst, clusterConcurrency    int
+	leaderElectionNamespace             string
+	leaseDuration, renewDeadline        time.Duration
+	retryPeriod                         time.Duration
+}
+
 func main() {
-	var (
-		metricsAddr, probeAddr              string
-		webhookCertPath, webhookCertName    string
-		webhookCertKey                      string
-		enableLeaderElection, secureMetrics bool
-		enableHTTP2                         bool
-		kubeAPIQPS                          float64
-		kubeAPIBurst, clusterConcurrency    int
-		leaderElectionNamespace             string
-		leaseDuration, renewDeadline        time.Duration
-		retryPeriod                         time.Duration
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
-		"The address the metrics endpoint binds to, :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to; 0 disables it.")
-	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
-		"Enable leader election, so that only one manager of several is active.")
-	flag.StringVar(&leaderElectionNamespace, "leader-elect-namespace", "",
-		"The namespace of the leader-election Lease; empty: the manager's own namespace, when it runs in a cluster.")
-	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second,
-		"How long the other managers wait before taking over a Lease the leader stopped renewing.")
-	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
-		"How long the leader retries renewing its Lease before it gives up leading (and exits).")
-	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second,
-		"How often the managers try to acquire or renew the Lease.")
-	flag.BoolVar(&secureMetrics, "metrics-secure", true,
-		"Serve metrics over HTTPS, with authentication and authorization; false serves plain HTTP.")
-	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The folder of the webhook certificate; empty uses the manager's default.")
-	flag.StringVar(&webhookCertName, "webhook-cert-name", "tls.crt", "The webhook certificate file name.")
-	flag.StringVar(&webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
-	flag.BoolVar(&enableHTTP2, "enable-http2", false,
-		"Serve HTTP/2 on the metrics and webhook servers; off by default against HTTP/2 stream attacks.")
-	flag.Float64Var(&kubeAPIQPS, "kube-api-qps", 50, "Queries per second to the API server.")
-	flag.IntVar(&kubeAPIBurst, "kube-api-burst", 100, "Burst of queries to the API server.")
-	flag.IntVar(&clusterConcurrency, "cluster-concurrency", operator.DefaultClusterConcurrency,
-		"How many ManagedClusters are reconciled, and so torn down, at once.")
+	var f flags
+	f.bind(flag.CommandLine)
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
-
-	// ENABLE_WEBHOOKS=false runs without the webhook server, as outside a cluster.
-	enableWebhooks := true
-	if v, ok := os.LookupEnv("ENABLE_WEBHOOKS"); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			log.Error(err, "ENABLE_WEBHOOKS must be true or false")
-			os.Exit(1)
-		}
-		enableWebhooks = b
+	if err := run(f, log); err != nil {
+		log.Error(err, "exiting")
+		os.Exit(1)
 	}
+}
 
+func (f *flags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0",
+		"The address the metrics endpoint binds to, :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to; 0 disables it.")
+	fs.BoolVar(&f.enableLeaderElection, "leader-elect", false,
+		"Enable leader election, so that only one manager of several is active.")
+	fs.StringVar(&f.leaderElectionNamespace, "leader-elect-namespace", "",
+		"The namespace of the leader-election Lease; empty: the manager's own namespace, when it runs in a cluster.")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"How long the other managers wait before taking over a Lease the leader stopped renewing.")
+	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"How long the leader retries renewing its Lease before it gives up leading (and exits).")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"How often the managers try to acquire or renew the Lease.")
+	fs.BoolVar(&f.secureMetrics, "metrics-secure", true,
+		"Serve metrics over HTTPS, with authentication and authorization; false serves plain HTTP.")
+	fs.StringVar(&f.webhookCertPath, "webhook-cert-path", "", "The folder of the webhook certificate; empty uses the manager's default.")
+	fs.StringVar(&f.webhookCertName, "webhook-cert-name", "tls.crt", "The webhook certificate file name.")
+	fs.StringVar(&f.webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
+	fs.BoolVar(&f.enableHTTP2, "enable-http2", false,
+		"Serve HTTP/2 on the metrics and webhook servers; off by default against HTTP/2 stream attacks.")
+	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 50, "Queries per second to the API server.")
+	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	fs.IntVar(&f.clusterConcurrency, "cluster-concurrency", operator.DefaultClusterConcurrency,
+		"How many ManagedClusters are reconciled, and so torn down, at once.")
+}
+
+// run builds the manager, sets the operator up in it and runs it until a
+// termination signal.
+func run(f flags, log logr.Logger) error {
+	enableWebhooks, err := webhooksEnabled()
+	if err != nil {
+		return err
+	}
+	mgr, err := newManager(f)
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency}
+	if _, err := operator.Setup(ctx, mgr, opts); err != nil {
+		return fmt.Errorf("setting up the operator: %w", err)
+	}
+	if err := addChecks(mgr, enableWebhooks); err != nil {
+		return err
+	}
+	log.Info("starting the manager", "webhooks", enableWebhooks)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	return nil
+}
+
+// webhooksEnabled reads ENABLE_WEBHOOKS: false runs without the webhook
+// server, as outside a cluster; unset means true.
+func webhooksEnabled() (bool, error) {
+	v, ok := os.LookupEnv("ENABLE_WEBHOOKS")
+	if !ok {
+		return true, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("ENABLE_WEBHOOKS must be true or false: %w", err)
+	}
+	return b, nil
+}
+
+// newManager creates the manager with the flags' API client limits, leader
+// election, metrics and webhook servers.
+func newManager(f flags) (manager.Manager, error) {
 	var tlsOpts []func(*tls.Config)
-	if !enableHTTP2 {
+	if !f.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-
 	webhookOpts := webhook.Options{TLSOpts: tlsOpts}
 	var certWatcher *certwatcher.CertWatcher
-	if webhookCertPath != "" {
+	if f.webhookCertPath != "" {
 		var err error
-		certWatcher, err = certwatcher.New(filepath.Join(webhookCertPath, webhookCertName), filepath.Join(webhookCertPath, webhookCertKey))
+		certWatcher, err = certwatcher.New(filepath.Join(f.webhookCertPath, f.webhookCertName), filepath.Join(f.webhookCertPath, f.webhookCertKey))
 		if err != nil {
-			log.Error(err, "loading the webhook certificate")
-			os.Exit(1)
+			return nil, fmt.Errorf("loading the webhook certificate: %w", err)
 		}
 		webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, func(c *tls.Config) { c.GetCertificate = certWatcher.GetCertificate })
 	}
-
-	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
-	if secureMetrics {
+	metricsOpts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics, TLSOpts: tlsOpts}
+	if f.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
 	cfg := ctrl.GetConfigOrDie()
-	cfg.QPS = float32(kubeAPIQPS)
-	cfg.Burst = kubeAPIBurst
+	cfg.QPS = float32(f.kubeAPIQPS)
+	cfg.Burst = f.kubeAPIBurst
 	mgrOpts := operator.ManagerOptions()
 	mgrOpts.Metrics = metricsOpts
 	mgrOpts.WebhookServer = webhook.NewServer(webhookOpts)
-	mgrOpts.HealthProbeBindAddress = probeAddr
-	mgrOpts.LeaderElection = enableLeaderElection
+	mgrOpts.HealthProbeBindAddress = f.probeAddr
+	mgrOpts.LeaderElection = f.enableLeaderElection
 	mgrOpts.LeaderElectionID = v1alpha1.LeaderElectionID
-	mgrOpts.LeaderElectionNamespace = leaderElectionNamespace
-	mgrOpts.LeaseDuration = &leaseDuration
-	mgrOpts.RenewDeadline = &renewDeadline
-	mgrOpts.RetryPeriod = &retryPeriod
+	mgrOpts.LeaderElectionNamespace = f.leaderElectionNamespace
+	mgrOpts.LeaseDuration = &f.leaseDuration
+	mgrOpts.RenewDeadline = &f.renewDeadline
+	mgrOpts.RetryPeriod = &f.retryPeriod
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
-		log.Error(err, "creating the manager")
-		os.Exit(1)
+		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	if certWatcher != nil {
 		if err := mgr.Add(certWatcher); err != nil {
-			log.Error(err, "adding the certificate watcher")
-			os.Exit(1)
+			return nil, fmt.Errorf("adding the certificate watcher: %w", err)
 		}
 	}
+	return mgr, nil
+}
 
-	ctx := ctrl.SetupSignalHandler()
-	if _, err := operator.Setup(ctx, mgr, operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: clusterConcurrency}); err != nil {
-		log.Error(err, "setting up the operator")
-		os.Exit(1)
-	}
+// addChecks adds the health check and the ready check: ready once the
+// webhook server has started, when it runs.
+func addChecks(mgr manager.Manager, enableWebhooks bool) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "adding the health check")
-		os.Exit(1)
+		return fmt.Errorf("adding the health check: %w", err)
 	}
 	readyCheck := healthz.Ping
 	if enableWebhooks {
 		readyCheck = mgr.GetWebhookServer().StartedChecker()
 	}
 	if err := mgr.AddReadyzCheck("readyz", readyCheck); err != nil {
-		log.Error(err, "adding the ready check")
-		os.Exit(1)
+		return fmt.Errorf("adding the ready check: %w", err)
 	}
-
-	log.Info("starting the manager", "webhooks", enableWebhooks)
-	if err := mgr.Start(ctx); err != nil {
-		log.Error(err, "running the manager")
-		os.Exit(1)
-	}
+	return nil
 }
