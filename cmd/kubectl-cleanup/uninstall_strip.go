@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+)
+
+// stripMeta removes the given finalizers, labels and annotations from an
+// object, as a merge patch that carries the resourceVersion read: a
+// concurrent change makes it fail with a conflict, and it is read and
+// computed again. It says what it removed (or would remove).
+func (u *uninstaller) stripMeta(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey,
+	finalizers, labels, annotations []string) ([]string, error) {
+	var removed []string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		if err := u.c.Get(ctx, key, obj); err != nil {
+			return err
+		}
+		orig := obj.DeepCopy()
+		removed = nil
+		keptFinalizers := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool {
+			if slices.Contains(finalizers, f) {
+				removed = append(removed, "finalizer "+f)
+				return true
+			}
+			return false
+		})
+		obj.SetFinalizers(keptFinalizers)
+		for _, l := range labels {
+			if _, ok := obj.Labels[l]; ok {
+				delete(obj.Labels, l)
+				removed = append(removed, "label "+l)
+			}
+		}
+		for _, a := range annotations {
+			if _, ok := obj.Annotations[a]; ok {
+				delete(obj.Annotations, a)
+				removed = append(removed, "annotation "+a)
+			}
+		}
+		if len(removed) == 0 || u.dryRun {
+			return nil
+		}
+		return u.c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return removed, err
+}
+
+// stripAll lists the objects of gvk and strips each, printing one line per
+// object changed.
+func (u *uninstaller) stripAll(ctx context.Context, gvk schema.GroupVersionKind, opts []client.ListOption,
+	skip func(*metav1.PartialObjectMetadata) bool, finalizers, labels, annotations []string) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := u.c.List(ctx, list, opts...); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			u.printf("%s: not served on this hub; nothing to remove.\n", gvk.Kind)
+			return nil
+		}
+		return fmt.Errorf("listing %ss: %w", gvk.Kind, err)
+	}
+	var errs []error
+	for i := range list.Items {
+		item := &list.Items[i]
+		if !carriesAny(item, finalizers, labels, annotations) || (skip != nil && skip(item)) {
+			continue
+		}
+		removed, err := u.stripMeta(ctx, gvk, client.ObjectKeyFromObject(item), finalizers, labels, annotations)
+		name := displayName(item)
+		if err != nil {
+			if strings.Contains(err.Error(), "failed calling webhook") {
+				err = fmt.Errorf("%w (a webhook that no longer answers refuses the change: if it is the operator's, "+
+					"its ValidatingWebhookConfiguration outlived it; delete that)", err)
+			}
+			errs = append(errs, fmt.Errorf("%s %s: %w", gvk.Kind, name, err))
+			continue
+		}
+		if len(removed) > 0 {
+			u.printf("%s %s: %s %s\n", gvk.Kind, name, u.verb("removed", "would remove"), strings.Join(removed, ", "))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func carriesAny(obj metav1.Object, finalizers, labels, annotations []string) bool {
+	for _, f := range finalizers {
+		if slices.Contains(obj.GetFinalizers(), f) {
+			return true
+		}
+	}
+	for _, l := range labels {
+		if _, ok := obj.GetLabels()[l]; ok {
+			return true
+		}
+	}
+	for _, a := range annotations {
+		if _, ok := obj.GetAnnotations()[a]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func displayName(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+func (u *uninstaller) verb(done, dry string) string {
+	if u.dryRun {
+		return dry
+	}
+	return done
+}
+
+// releaseClusters removes the operator's finalizer and annotations from
+// every ManagedCluster. The ContentDeleteSuccess condition of a cluster
+// that was cleaned up stays: it is status, and its history.
+func (u *uninstaller) releaseClusters(ctx context.Context) error {
+	return u.stripAll(ctx, managedClusterGVK, nil, nil,
+		[]string{v1alpha1.ClusterCleanupFinalizer}, nil,
+		[]string{v1alpha1.GoverningPolicyAnnotation, forcedObjectsAnnotation, forcingAnnotation, unconfirmedOrphansAnnotation})
+}
+
+// releasePolicies removes the in-use finalizer from CleanupPolicies. The
+// policies themselves stay: they are the users'; deleting the CRD removes
+// them.
+func (u *uninstaller) releasePolicies(ctx context.Context) error {
+	return u.stripAll(ctx, cleanupPolicyGVK, nil, nil, []string{v1alpha1.InUseFinalizer}, nil, nil)
+}
+
+// unlabelNamespaces removes the label that makes admission refuse new
+// works and add-ons in a cluster namespace.
+func (u *uninstaller) unlabelNamespaces(ctx context.Context) error {
+	return u.stripAll(ctx, namespaceGVK, []client.ListOption{client.HasLabels{v1alpha1.ClusterDeletingLabel}}, nil,
+		nil, []string{v1alpha1.ClusterDeletingLabel}, nil)
+}
+
+// unannotateWorks removes the record of the operator's orphaning decision
+// from ManifestWorks; the deleteOption itself stays. Signal works are
+// retired whole, later.
+func (u *uninstaller) unannotateWorks(ctx context.Context) error {
+	return u.stripAll(ctx, manifestWorkGVK, nil, isSignalWork, nil, nil, []string{v1alpha1.OrphaningAnnotation})
+}
+
+// unannotateConfigurationPolicies removes the record of the operator's
+// prune decision; pruneObjectBehavior itself stays.
+func (u *uninstaller) unannotateConfigurationPolicies(ctx context.Context) error {
+	return u.stripAll(ctx, configurationPolicyGVK, nil, nil, nil, nil, []string{v1alpha1.PruneAnnotation})
+}
+
+func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
+	return obj.Labels[v1alpha1.SignalWorkLabel] == "true"
+}
+
+// deleteAdmission deletes the operator's admission policy bindings, then
+// the policies. An object of the same name that the operator did not
+// create (its label is missing) is left and reported.
+func (u *uninstaller) deleteAdmission(ctx context.Context) error {
+	objs := admissionpolicy.Objects()
+	// Bindings first: a binding without its policy refuses nothing, but
+	// reads as a misconfiguration.
+	sort.SliceStable(objs, func(i, j int) bool {
+		return strings.HasSuffix(objs[i].GetName(), "-binding") && !strings.HasSuffix(objs[j].GetName(), "-binding")
+	})
+	var errs []error
+	for _, want := range objs {
+		kind := want.GetObjectKind().GroupVersionKind().Kind
+		got := &metav1.PartialObjectMetadata{}
+		got.SetGroupVersionKind(want.GetObjectKind().GroupVersionKind())
+		if err := u.c.Get(ctx, client.ObjectKey{Name: want.GetName()}, got); err != nil {
+			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s %s: %w", kind, want.GetName(), err))
+			continue
+		}
+		if got.Labels["app.kubernetes.io/name"] != want.GetLabels()["app.kubernetes.io/name"] {
+			u.printf("%s %s: left in place: it lacks the label app.kubernetes.io/name=cleanup-operator, so the operator did not create it.\n",
+				kind, want.GetName())
+			continue
+		}
+		u.printf("%s %s: %s\n", kind, want.GetName(), u.verb("deleted", "would delete"))
+		if u.dryRun {
+			continue
+		}
+		uid := got.UID
+		if err := u.c.Delete(ctx, got, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting %s %s: %w", kind, want.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
