@@ -2,10 +2,8 @@ package cel_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -16,11 +14,12 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/fuzzrand"
 )
 
 // FuzzCompile compiles random CleanupPolicies, typed by the real OCM and
 // policy CRDs, and evaluates what compiles on random objects. The bytes
-// drive the choices (see newChooser): which fields are set, and expressions
+// drive the choices (see fuzzrand.New): which fields are set, and expressions
 // built from the variables of each field, nested and combined, up to and
 // past the length limit. e1, e2 and e3 are used whole as expressions, as
 // string literals, as label keys and values, and spliced into expressions.
@@ -49,7 +48,7 @@ func FuzzCompile(f *testing.F) {
 		for _, s := range []string{e1, e2, e3} {
 			checkRename(t, s)
 		}
-		g := &exprGen{r: newChooser(data), extra: []string{e1, e2, e3}}
+		g := &exprGen{r: fuzzrand.New(data), extra: []string{e1, e2, e3}}
 		p := g.policy()
 		compiled, errs := cel.Compile(env, p)
 		if len(errs) > 0 {
@@ -187,30 +186,6 @@ func evalReturns(t *testing.T, x scoped, a *cel.Activation) (uint64, error) {
 		t.Fatalf("%s: the evaluation did not return:\n%s", x.expr.Path, x.src)
 		return 0, nil
 	}
-}
-
-// chooser turns the fuzzer's bytes into choices: each draw reads the next
-// eight bytes, so that a change in the bytes changes the choices near it;
-// past the end, a generator seeded by the bytes goes on.
-type chooser struct {
-	data []byte
-	rest *rand.Rand
-}
-
-func newChooser(data []byte) *rand.Rand {
-	h := fnv.New64a()
-	h.Write(data)
-	return rand.New(&chooser{data: data, rest: rand.New(rand.NewPCG(h.Sum64(), uint64(len(data))))})
-}
-
-func (c *chooser) Uint64() uint64 {
-	if len(c.data) == 0 {
-		return c.rest.Uint64()
-	}
-	var b [8]byte
-	n := copy(b[:], c.data)
-	c.data = c.data[n:]
-	return binary.LittleEndian.Uint64(b[:])
 }
 
 // exprGen builds policies, expressions and objects from the choices.

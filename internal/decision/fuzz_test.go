@@ -2,10 +2,8 @@ package decision_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -21,12 +19,13 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/fuzzrand"
 )
 
 // FuzzTeardownPlan decides the teardown of a random cluster under a random
 // policy: strategy, signal, gate, stages, namespace, and each work's
 // orphaning and each ConfigurationPolicy's prune decision. The bytes drive
-// the choices (see newChooser); expr is used as one of the policy's
+// the choices (see fuzzrand.New); expr is used as one of the policy's
 // expressions wherever the choices put it.
 //
 // Properties, for every input:
@@ -73,7 +72,7 @@ func FuzzTeardownPlan(f *testing.F) {
 	}
 	env := untypedEnv(f)
 	f.Fuzz(func(t *testing.T, data []byte, expr string) {
-		in := newFleet(newChooser(data), expr)
+		in := newFleet(fuzzrand.New(data), expr)
 		checkTeardown(t, env, in)
 	})
 }
@@ -92,31 +91,6 @@ func untypedEnv(tb testing.TB) *cel.Env {
 		tb.Fatal(envErr)
 	}
 	return env
-}
-
-// chooser turns the fuzzer's bytes into choices: each draw reads the next
-// eight bytes, so that a change in the bytes changes the choices near it;
-// past the end, a generator seeded by the bytes goes on.
-type chooser struct {
-	data []byte
-	rest *rand.Rand
-}
-
-func newChooser(data []byte) *rand.Rand {
-	h := fnv.New64a()
-	h.Write(data)
-	sum := h.Sum64()
-	return rand.New(&chooser{data: data, rest: rand.New(rand.NewPCG(sum, uint64(len(data))))})
-}
-
-func (c *chooser) Uint64() uint64 {
-	if len(c.data) == 0 {
-		return c.rest.Uint64()
-	}
-	var b [8]byte
-	n := copy(b[:], c.data)
-	c.data = c.data[n:]
-	return binary.LittleEndian.Uint64(b[:])
 }
 
 // fleet is one generated input: a policy, a cluster and what its namespace
