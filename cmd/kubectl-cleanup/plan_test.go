@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -102,20 +100,10 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	}))
 
 	// A user who may only read the fleet, not CRDs, gets the same plan.
-	viewer := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fleet-viewer"}, Rules: []rbacv1.PolicyRule{{
+	viewerConfig := userKubeconfig(ctx, t, g, c, env, "viewer", "fleet-viewer", []rbacv1.PolicyRule{{
 		APIGroups: []string{"", "cluster.open-cluster-management.io", "work.open-cluster-management.io",
 			"addon.open-cluster-management.io", "policy.open-cluster-management.io", "cleanup.fleetops.dev"},
-		Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}}}
-	g.Expect(c.Create(ctx, viewer)).To(Succeed())
-	g.Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleet-viewer"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleet-viewer"},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "viewer"}}})).To(Succeed())
-	user, err := env.AddUser(envtest.User{Name: "viewer"}, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	raw, err := user.KubeConfig()
-	g.Expect(err).NotTo(HaveOccurred())
-	viewerConfig := filepath.Join(t.TempDir(), "viewer.kubeconfig")
-	g.Expect(os.WriteFile(viewerConfig, raw, 0o600)).To(Succeed())
+		Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}})
 	out, err = kubectlCleanup(t, viewerConfig, "plan", "c1", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	var viewed decision.ClusterPlan

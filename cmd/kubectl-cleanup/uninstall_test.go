@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,7 +26,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -352,7 +350,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	// read Deployments and Leases: uninstall warns that it cannot tell
 	// whether the operator runs, and does its work.
 	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
-	uninstaller := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "uninstaller"}, Rules: []rbacv1.PolicyRule{
+	userConfig := userKubeconfig(ctx, t, g, c, env, "uninstaller", "uninstaller", []rbacv1.PolicyRule{
 		{APIGroups: []string{"", "cluster.open-cluster-management.io", "cleanup.fleetops.dev", "policy.open-cluster-management.io"},
 			Resources: []string{"managedclusters", "cleanuppolicies", "namespaces", "configurationpolicies"},
 			Verbs:     []string{"get", "list", "patch"}},
@@ -361,17 +359,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 		{APIGroups: []string{"admissionregistration.k8s.io"},
 			Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}},
-	}}
-	g.Expect(c.Create(ctx, uninstaller)).To(Succeed())
-	g.Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "uninstaller"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "uninstaller"},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "uninstaller"}}})).To(Succeed())
-	user, err := env.AddUser(envtest.User{Name: "uninstaller"}, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	raw, err := user.KubeConfig()
-	g.Expect(err).NotTo(HaveOccurred())
-	userConfig := filepath.Join(t.TempDir(), "uninstaller.kubeconfig")
-	g.Expect(os.WriteFile(userConfig, raw, 0o600)).To(Succeed())
+	})
 	g.Expect(admissionpolicy.Ensure(ctx, c)).To(Succeed())
 	out, err = kubectlCleanup(t, userConfig, "uninstall")
 	g.Expect(err).NotTo(HaveOccurred(), out)
