@@ -1,3 +1,8 @@
 // Package controller holds the operator's reconcilers: the CleanupPolicy
-// reconciler, which compiles policies and reports what they govern.
+// reconciler, which compiles policies and reports what they govern; one
+// generic reconciler with an adapter per governed kind (ManagedCluster,
+// ManifestWork, ConfigurationPolicy) that stamps what the governing policy
+// decides, and the teardown of a deleted ManagedCluster; the publisher of
+// the prune decisions for OCM hub templates; and the switch that turns the
+// kinds a hub may not serve on and off as their CRDs come and go.
 package controller
