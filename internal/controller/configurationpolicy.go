@@ -56,9 +56,9 @@ func (a *ConfigurationPolicyAdapter) ClusterName(cp *unstructured.Unstructured) 
 	return cp.GetNamespace()
 }
 
-// Standalone implements standaloneAdapter: a ConfigurationPolicy whose
-// namespace names no ManagedCluster is governed by the highest-priority
-// policy that selects every cluster.
+// Standalone tells the Reconciler that a ConfigurationPolicy whose
+// namespace names no ManagedCluster is governed on its own: by the
+// highest-priority policy whose clusterSelector is empty (Fleet.GovernStandalone).
 func (a *ConfigurationPolicyAdapter) Standalone() bool { return true }
 
 // Reconcile implements Adapter.
