@@ -39,11 +39,22 @@ import (
 func main() {
 	check := flag.Bool("check", false, "set everything up, wait until the sample policies are Ready, delete cluster dev-1, wait until it is cleaned up, and exit")
 	flag.Parse()
-	logf.SetLogger(zap.New(zap.UseDevMode(false)))
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C, kill and a closed terminal stop everything in order; a second
+	// one stops the command at once (its processes die with it).
+	signalled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if err := run(ctx, os.Stdout, *check); err != nil {
+	go func() { <-signalled.Done(); stop() }()
+	// A write to a pipe whose reader is gone returns EPIPE instead of
+	// killing the command, and stops it (stopOnBrokenPipe).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, cancel := context.WithCancel(signalled)
+	defer cancel()
+	out := stopOnBrokenPipe{w: os.Stdout, stop: cancel}
+
+	logf.SetLogger(zap.New(zap.UseDevMode(false), zap.WriteTo(stopOnBrokenPipe{w: os.Stderr, stop: cancel})))
+
+	if err := run(ctx, out, *check); err != nil {
 		fmt.Fprintln(os.Stderr, "run-local:", err)
 		os.Exit(1)
 	}
@@ -152,7 +163,7 @@ Ctrl-C stops the operator and the control plane.
 	}
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(out, "\nstopping ...")
+		fmt.Fprintln(out, "\nstopping ... (Ctrl-C again to quit at once)")
 		return nil
 	case err := <-running.Exited():
 		exited = true

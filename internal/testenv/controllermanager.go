@@ -45,8 +45,10 @@ func (e *Env) StartControllerManager(ctx context.Context, out io.Writer) (*Contr
 	)
 	cmd.Stdout, cmd.Stderr = out, out
 	// The process dies with its parent even if the parent is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	setParentDeath(cmd)
+	var err error
+	onParentThread(func() { err = cmd.Start() })
+	if err != nil {
 		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
 	cm := &ControllerManager{cmd: cmd, done: make(chan error, 1)}

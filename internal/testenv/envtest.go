@@ -26,6 +26,9 @@ type Env struct {
 	Config *rest.Config
 	// Kubeconfig is a file for kubectl, as an administrator.
 	Kubeconfig string
+	// links holds the links that start etcd and kube-apiserver so that
+	// they die with this process (see parentdeath_linux.go).
+	links string
 }
 
 // BinDir is where `make envtest-bins` built kube-apiserver, etcd and kubectl.
@@ -78,28 +81,38 @@ func StartWith(opts Options) (*Env, error) {
 			Paths: []string{filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")},
 		},
 	}
-	cfg, err := e.Start()
+	links, err := linkParentDeath(bin)
 	if err != nil {
+		return nil, err
+	}
+	if links != "" {
+		e.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(links, "etcd")}
+		e.ControlPlane.GetAPIServer().Path = filepath.Join(links, "kube-apiserver")
+	}
+	var cfg *rest.Config
+	onParentThread(func() { cfg, err = e.Start() })
+	if err != nil {
+		_ = os.RemoveAll(links)
 		return nil, fmt.Errorf("starting the test API server: %w", err)
 	}
-	env := &Env{Environment: e, Config: cfg}
+	env := &Env{Environment: e, Config: cfg, links: links}
 	user, err := e.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		_ = e.Stop()
+		_ = env.Stop()
 		return nil, err
 	}
 	kubeconfig, err := user.KubeConfig()
 	if err != nil {
-		_ = e.Stop()
+		_ = env.Stop()
 		return nil, err
 	}
 	f, err := os.CreateTemp("", "cleanup-envtest-kubeconfig-*")
 	if err != nil {
-		_ = e.Stop()
+		_ = env.Stop()
 		return nil, err
 	}
 	if _, err := f.Write(kubeconfig); err != nil {
-		_ = e.Stop()
+		_ = env.Stop()
 		return nil, err
 	}
 	_ = f.Close()
@@ -109,8 +122,14 @@ func StartWith(opts Options) (*Env, error) {
 
 // Stop stops the control plane and removes the kubeconfig.
 func (e *Env) Stop() error {
-	_ = os.Remove(e.Kubeconfig)
-	return e.Environment.Stop()
+	if e.Kubeconfig != "" {
+		_ = os.Remove(e.Kubeconfig)
+	}
+	err := e.Environment.Stop()
+	if e.links != "" {
+		_ = os.RemoveAll(e.links)
+	}
+	return err
 }
 
 // ManagerOptions fills in what a manager needs to run on this control plane:
