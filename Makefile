@@ -175,7 +175,10 @@ test-e2e: build envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the operator
 
 ##@ Local control plane
 
+# RUN_LOCAL_FLAGS are run-local's flags, e.g. -log-format=json.
+RUN_LOCAL_FLAGS ?=
+
 .PHONY: run-local
 run-local: manifests generate envtest-bins crds plugin ## Run the operator on a local control plane with the samples and a sample fleet.
 	go build -o $(LOCALBIN)/run-local ./hack/run-local
-	$(LOCALBIN)/run-local
+	$(LOCALBIN)/run-local $(RUN_LOCAL_FLAGS)

@@ -29,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
@@ -37,7 +36,8 @@ import (
 )
 
 func main() {
-	check := flag.Bool("check", false, "set everything up, wait until the sample policies are Ready, delete cluster dev-1, wait until it is cleaned up, and exit")
+	check := flag.Bool("check", false, "set everything up, wait until the sample policies are Ready, delete cluster prod-eu, wait until it is cleaned up, and exit")
+	logFormat := flag.String("log-format", "console", "the operator's log: console (lines for people) or json (one object a line)")
 	flag.Parse()
 
 	// Ctrl-C, kill and a closed terminal stop everything in order; a second
@@ -52,7 +52,12 @@ func main() {
 	defer cancel()
 	out := stopOnBrokenPipe{w: os.Stdout, stop: cancel}
 
-	logf.SetLogger(zap.New(zap.UseDevMode(false), zap.WriteTo(stopOnBrokenPipe{w: os.Stderr, stop: cancel})))
+	log, err := newLogger(*logFormat, stopOnBrokenPipe{w: os.Stderr, stop: cancel})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "run-local:", err)
+		os.Exit(2)
+	}
+	logf.SetLogger(log)
 
 	if err := run(ctx, out, *check); err != nil {
 		fmt.Fprintln(os.Stderr, "run-local:", err)
