@@ -59,15 +59,22 @@ func main() {
 	}
 	logf.SetLogger(log)
 
-	if err := run(ctx, out, *check); err != nil {
+	if err := run(ctx, out, options{check: *check}); err != nil {
 		fmt.Fprintln(os.Stderr, "run-local:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, check bool) (retErr error) {
+// options are run's: check is the -check flag; env, how the control plane
+// starts (tests audit it).
+type options struct {
+	check bool
+	env   testenv.Options
+}
+
+func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
 	fmt.Fprintln(out, "starting kube-apiserver and etcd ...")
-	env, err := testenv.Start()
+	env, err := testenv.StartWith(opts.env)
 	if err != nil {
 		return err
 	}
@@ -163,7 +170,7 @@ with a simulated work agent that applies their ManifestWorks and lets deleted on
 
 Ctrl-C stops the operator and the control plane.
 `, kubeconfig, testenv.BinDir())
-	if check {
+	if opts.check {
 		return deleteAndWait(ctx, out, c, "prod-eu")
 	}
 	select {

@@ -44,6 +44,10 @@ type Options struct {
 	// WithoutCRDs names OCM and policy CRDs not to install, as on a hub
 	// that lacks them.
 	WithoutCRDs []string
+	// AuditLog, if set, is the file where the API server writes the
+	// writes to ManifestWorks and the deletions of ManagedClusters, one
+	// JSON audit event a line (ReadAuditLog); the directory must exist.
+	AuditLog string
 }
 
 // Start starts the control plane with every CRD.
@@ -88,6 +92,17 @@ func StartWith(opts Options) (*Env, error) {
 	if links != "" {
 		e.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(links, "etcd")}
 		e.ControlPlane.GetAPIServer().Path = filepath.Join(links, "kube-apiserver")
+	}
+	if opts.AuditLog != "" {
+		policy, err := writeAuditPolicy(opts.AuditLog)
+		if err != nil {
+			_ = os.RemoveAll(links)
+			return nil, err
+		}
+		e.ControlPlane.GetAPIServer().Configure().
+			Set("audit-policy-file", policy).
+			Set("audit-log-path", opts.AuditLog).
+			Set("audit-log-mode", "blocking")
 	}
 	var cfg *rest.Config
 	onParentThread(func() { cfg, err = e.Start() })

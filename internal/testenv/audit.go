@@ -1,0 +1,68 @@
+package testenv
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+)
+
+// auditPolicy records the writes to ManifestWorks, at the Metadata level.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources:
+  - group: work.open-cluster-management.io
+    resources: [manifestworks]
+- level: Metadata
+  verbs: [delete]
+  resources:
+  - group: cluster.open-cluster-management.io
+    resources: [managedclusters]
+- level: None
+`
+
+// AuditEvent is what a test reads of an audit log line.
+type AuditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// ReadAuditLog reads an audit log that Options.AuditLog named.
+func ReadAuditLog(file string) ([]AuditEvent, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var events []AuditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		var ev AuditEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, err
+		}
+		events = append(events, ev)
+	}
+	return events, sc.Err()
+}
+
+// writeAuditPolicy writes auditPolicy next to the log file.
+func writeAuditPolicy(logFile string) (string, error) {
+	policy := filepath.Join(filepath.Dir(logFile), "audit-policy.yaml")
+	return policy, os.WriteFile(policy, []byte(auditPolicy), 0o600)
+}
