@@ -201,6 +201,12 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 
 	current := &workv1.ManifestWork{}
 	err = a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
+	if apierrors.IsNotFound(err) {
+		// The cache may not show yet the work the previous reconcile
+		// applied (the cluster's own update brings it back first): ask the
+		// API server before applying it again.
+		err = a.apiReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
+	}
 	key := "ManifestWork " + namespace + "/" + name
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
