@@ -13,17 +13,16 @@ import (
 // ("15:04:05.000  INFO  managedcluster  cluster governed  {"cluster": ...}")
 // or, with format "json", one JSON object a line for tools.
 func newLogger(format string, w io.Writer) (logr.Logger, error) {
-	var enc zap.Opts
+	opts := []zap.Opts{zap.WriteTo(w), zap.UseDevMode(false)} // JSON, as the operator logs in a cluster
 	switch format {
 	case "console":
-		enc = zap.ConsoleEncoder(func(c *zapcore.EncoderConfig) {
+		opts = append(opts, zap.ConsoleEncoder(func(c *zapcore.EncoderConfig) {
 			c.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
 			c.EncodeLevel = zapcore.CapitalLevelEncoder
-		})
+		}))
 	case "json":
-		enc = zap.JSONEncoder()
 	default:
 		return logr.Logger{}, fmt.Errorf("-log-format: %q is neither console nor json", format)
 	}
-	return zap.New(zap.WriteTo(w), enc, zap.UseDevMode(false)), nil
+	return zap.New(opts...), nil
 }

@@ -36,7 +36,7 @@ func TestNewLogger(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &obj); err != nil {
 		t.Fatalf("json line %q: %v", js.String(), err)
 	}
-	if obj["msg"] != "cluster governed" || obj["cluster"] != "prod-eu" {
+	if _, isString := obj["ts"].(string); obj["msg"] != "cluster governed" || obj["cluster"] != "prod-eu" || !isString {
 		t.Errorf("json line %v", obj)
 	}
 
