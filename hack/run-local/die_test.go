@@ -84,7 +84,8 @@ func childrenOf(pid int) []proc {
 // checks that etcd, kube-apiserver and kube-controller-manager it started
 // are gone: when it is killed outright (SIGKILL), and when Ctrl-C reaches it
 // after the reader of its output is gone (tee ended by the same Ctrl-C),
-// where it must stop them itself and exit cleanly.
+// where it must stop them itself and exit cleanly, as when its terminal
+// closes (SIGHUP).
 func TestProcessesDieWithRunLocal(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
@@ -97,6 +98,7 @@ func TestProcessesDieWithRunLocal(t *testing.T) {
 	}{
 		{name: "SIGKILL", sig: syscall.SIGKILL},
 		{name: "Ctrl-C with the pipe's reader gone", closePipe: true, sig: syscall.SIGINT, exitsClean: true},
+		{name: "terminal closed (SIGHUP)", sig: syscall.SIGHUP, exitsClean: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
