@@ -105,7 +105,9 @@ func TestProcessesDieWithRunLocal(t *testing.T) {
 			r, w, err := os.Pipe()
 			g.Expect(err).NotTo(HaveOccurred())
 			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), asChild+"=1")
+			// What a killed run-local cannot remove (etcd's data, the
+			// certificates) goes where the test removes it.
+			cmd.Env = append(os.Environ(), asChild+"=1", "TMPDIR="+t.TempDir())
 			cmd.Stdout, cmd.Stderr = w, w
 			// Its own process group, as a shell's job: Ctrl-C signals the group.
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
