@@ -33,6 +33,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // maxReported bounds the clusters and errors a status or event names.
@@ -77,7 +78,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	// A policy stored with a field the operator cannot decode is reported
 	// as one that does not compile: it has its metadata and status only.
-	p, decodeErrs := decodePolicy(u)
+	p, decodeErrs := snapshot.DecodePolicy(u)
 	orig := p.DeepCopy()
 	defer func() {
 		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, p))
@@ -114,10 +115,11 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 // reconcileFleet evaluates every valid policy's selector on every cluster and
 // reports this policy's share: what it matches, governs, and shares.
 func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha1.CleanupPolicy, compiled *cel.Policy) (reconcile.Result, error) {
-	ranked, _, err := compileAll(ctx, r, r.Cache)
+	policies, err := snapshot.CompileAll(ctx, r, r.Cache)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	ranked := policies.Ranked
 	unserved, err := policyUnserved(r.Mapper, compiled)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -144,7 +146,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	)
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
-		res := r.Governance.Resolve(ctx, budget, ranked, c)
+		res := r.Governance.Select(ctx, budget, ranked, c)
 		if err, failed := errorOf(res, compiled); failed {
 			if cel.Transient(err) {
 				exhausted = true
@@ -331,7 +333,7 @@ func readyMessage(s *v1alpha1.CleanupPolicyStatus) string {
 // forgetDeleted drops the compiled programs and remembered results of
 // policies and clusters that are gone.
 func (r *CleanupPolicyReconciler) forgetDeleted(ctx context.Context) error {
-	items, err := listPolicies(ctx, r, client.UnsafeDisableDeepCopy)
+	items, err := snapshot.ListPolicies(ctx, r, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return err
 	}
@@ -367,7 +369,7 @@ func (r *CleanupPolicyReconciler) reportOverlaps(p *v1alpha1.CleanupPolicy) {
 		"selects clusters that other policies of priority %d select too: %s", p.Spec.Priority, strings.Join(parts, "; "))
 }
 
-func errorOf(res decision.Resolution, p *cel.Policy) (error, bool) {
+func errorOf(res decision.Selection, p *cel.Policy) (error, bool) {
 	for q, err := range res.Errors {
 		if q.UID == p.UID {
 			return err, true
@@ -418,7 +420,7 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 }
 
 func (r *CleanupPolicyReconciler) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
-	items, err := listPolicies(ctx, r, client.UnsafeDisableDeepCopy)
+	items, err := snapshot.ListPolicies(ctx, r, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "listing CleanupPolicies")
 		return nil

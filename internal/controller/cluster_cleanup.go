@@ -48,7 +48,7 @@ const maxNamed = 5
 // decided for it and what the cluster namespace holds.
 type cleanup struct {
 	mc        *unstructured.Unstructured
-	g         *Governed
+	g         *decision.Governed
 	strategy  v1alpha1.RemoveStrategyType
 	deadline  time.Time
 	now       time.Time
@@ -109,7 +109,7 @@ func (c *cleanup) waiting(reason, message string, remaining []decision.Object) s
 // reconcileDeletion removes the cluster's content in the declared order and
 // then the finalizer. Each call recomputes where the cleanup stands from
 // what exists, so a restart resumes it without repeating or skipping a step.
-func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if a.inflight.finished(mc.GetUID()) {
 		return reconcile.Result{}, nil // finished; the cache has not caught up yet
 	}
@@ -174,7 +174,7 @@ type celError struct{ err error }
 func (e *celError) Error() string { return e.err.Error() }
 func (e *celError) Unwrap() error { return e.err }
 
-func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (*cleanup, error) {
+func (a *ManagedClusterAdapter) newCleanup(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (*cleanup, error) {
 	p := g.Policy
 	strategy, err := decision.Strategy(p, g.Activation)
 	if err != nil {

@@ -62,7 +62,7 @@ func (a *ConfigurationPolicyAdapter) ClusterName(cp *unstructured.Unstructured) 
 func (a *ConfigurationPolicyAdapter) Standalone() bool { return true }
 
 // Reconcile implements Adapter.
-func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	switch {
 	case cp.GetDeletionTimestamp() != nil:

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=policies,verbs=get;list;watch
@@ -49,7 +50,7 @@ type DecisionsReconciler struct {
 	// APIReader reads the ConfigMap from the API server: the operator does
 	// not cache the hub's ConfigMaps, only their metadata.
 	APIReader client.Reader
-	Fleet     *Fleet
+	Reader    *snapshot.Reader
 	Recorder  events.EventRecorder
 }
 
@@ -162,7 +163,7 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 		}
 	}
 	for _, c := range clusters {
-		g, err := r.Fleet.Govern(ctx, c)
+		g, err := r.Reader.Govern(ctx, c, false)
 		if err != nil {
 			return err
 		}
@@ -334,7 +335,7 @@ func (r *DecisionsReconciler) reportNotOwned(ctx context.Context, cm *corev1.Con
 			return err
 		}
 		for _, c := range clusters {
-			g, err := r.Fleet.Govern(ctx, c)
+			g, err := r.Reader.Govern(ctx, c, false)
 			if err != nil {
 				return err
 			}

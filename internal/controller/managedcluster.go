@@ -97,7 +97,7 @@ func (a *ManagedClusterAdapter) ClusterName(mc *unstructured.Unstructured) strin
 func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watches.SetController(c) }
 
 // Reconcile implements Adapter.
-func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *Governed) (reconcile.Result, error) {
+func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if mc.GetDeletionTimestamp() == nil {
 		return reconcile.Result{}, a.reconcileGovernance(ctx, mc, g)
 	}
@@ -110,7 +110,7 @@ func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.
 // reconcileGovernance keeps the finalizer, the governing-policy annotation
 // and the deletion-signal work in step with the policy that governs the
 // cluster, and releases a cluster no policy governs any more.
-func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *unstructured.Unstructured, g *Governed) error {
+func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) error {
 	log := logf.FromContext(ctx)
 	if g.Held != nil {
 		log.Info("cluster held: no governance decision", "cluster", mc.GetName(), "reason", g.Held.Error())

@@ -50,7 +50,7 @@ func (a *ManifestWorkAdapter) New() *workv1.ManifestWork { return &workv1.Manife
 func (a *ManifestWorkAdapter) ClusterName(w *workv1.ManifestWork) string { return w.GetNamespace() }
 
 // Reconcile implements Adapter.
-func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *Governed) (reconcile.Result, error) {
+func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *decision.Governed) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	switch {
 	case w.GetDeletionTimestamp() != nil:
@@ -92,13 +92,13 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 	return reconcile.Result{}, err
 }
 
-func (a *ManifestWorkAdapter) decide(g *Governed, w *workv1.ManifestWork) (decision.DeleteOption, error) {
+func (a *ManifestWorkAdapter) decide(g *decision.Governed, w *workv1.ManifestWork) (decision.DeleteOption, error) {
 	return decideOrphaning(g, w, a.Mapper)
 }
 
 // decideOrphaning evaluates the governing policy's orphaning rules on a
 // work's manifests. The operator and the command-line preview both call it.
-func decideOrphaning(g *Governed, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
+func decideOrphaning(g *decision.Governed, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
 	// The cache keeps manifests as raw JSON; they become maps only here,
 	// where rules read them.
 	manifests := make([]map[string]any, 0, len(w.Spec.Workload.Manifests))

@@ -3,29 +3,20 @@ package controller
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
-// ManagedClusters are read unstructured: CEL evaluates their content as is,
-// with no conversion per evaluation.
-var managedClusterGVK = clusterv1.GroupVersion.WithKind("ManagedCluster")
-
-func newManagedClusterList() *unstructured.UnstructuredList {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(managedClusterGVK.GroupVersion().WithKind("ManagedClusterList"))
-	return l
-}
-
-func newManagedCluster() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(managedClusterGVK)
-	return u
-}
+var (
+	managedClusterGVK     = snapshot.ManagedClusterGVK
+	newManagedCluster     = snapshot.NewManagedCluster
+	newManagedClusterList = snapshot.NewManagedClusterList
+	cleanupPolicyGVK      = snapshot.CleanupPolicyGVK
+	newCleanupPolicy      = snapshot.NewCleanupPolicy
+)
 
 var manifestWorkGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
 

@@ -19,15 +19,16 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // Planner computes, from a live API server, what the operator would do with
-// a cluster: the governing policy, through Fleet.Govern, and its decisions,
+// a cluster: the governing policy, through snapshot.Reader.Govern, and its decisions,
 // through the decision functions the reconcilers call. It only reads.
 type Planner struct {
 	Reader client.Reader
 	Mapper meta.RESTMapper
-	Fleet  *Fleet
+	Fleet  *snapshot.Reader
 }
 
 // NewPlanner returns a planner that compiles policies against the CRD
@@ -35,7 +36,7 @@ type Planner struct {
 // read CRDs gets untyped variables: the decisions are the same, only the
 // type checks of the expressions are skipped.
 func NewPlanner(ctx context.Context, r client.Reader, mapper meta.RESTMapper) (*Planner, error) {
-	schemas, _, err := LoadSchemas(ctx, r)
+	schemas, _, err := snapshot.LoadSchemas(ctx, r)
 	switch {
 	case apierrors.IsForbidden(err):
 		schemas = cel.Schemas{}
@@ -46,13 +47,13 @@ func NewPlanner(ctx context.Context, r client.Reader, mapper meta.RESTMapper) (*
 	if err != nil {
 		return nil, err
 	}
-	return &Planner{Reader: r, Mapper: mapper, Fleet: &Fleet{Reader: r, Cache: cel.NewCache(env), Governance: decision.NewGovernance()}}, nil
+	return &Planner{Reader: r, Mapper: mapper, Fleet: &snapshot.Reader{Client: r, Cache: cel.NewCache(env), Governance: decision.NewGovernance()}}, nil
 }
 
 // Plan is the plan of one cluster. A cluster no policy governs, or one that
 // is held, has a plan that says so and decides nothing.
 func (p *Planner) Plan(ctx context.Context, name string) (*decision.ClusterPlan, error) {
-	g, err := p.Fleet.Govern(ctx, name)
+	g, err := p.Fleet.Govern(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func (p *Planner) list(ctx context.Context, gvr schema.GroupVersionResource, nam
 // prune decides pruneObjectBehavior for the ConfigurationPolicies in the
 // cluster namespace and for the ConfigurationPolicy templates of the
 // Policies placed on the cluster (decided on the root Policy's template).
-func (p *Planner) prune(ctx context.Context, g *Governed, namespace string) ([]decision.PrunePlan, error) {
+func (p *Planner) prune(ctx context.Context, g *decision.Governed, namespace string) ([]decision.PrunePlan, error) {
 	var out []decision.PrunePlan
 	decide := func(object string, definition map[string]any) decision.PrunePlan {
 		pp := decision.PrunePlan{Object: object}

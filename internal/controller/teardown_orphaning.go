@@ -34,7 +34,7 @@ const UnconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
 // teardownOrphaning is the deleteOption a work must carry, and the work
 // agent must have applied, before the teardown deletes it
 // (decision.TeardownOrphaning). The operator and the preview both call it.
-func teardownOrphaning(g *Governed, strategy v1alpha1.RemoveStrategyType, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
+func teardownOrphaning(g *decision.Governed, strategy v1alpha1.RemoveStrategyType, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
 	role := decision.NotSignal
 	if w.Labels[v1alpha1.SignalWorkLabel] == "true" && managedByOperator(w) {
 		role = decision.RetiredSignal

@@ -20,10 +20,12 @@ type Match struct {
 	Err error
 }
 
-// Resolution says which policy governs one cluster.
-type Resolution struct {
-	// Governor is the policy that governs the cluster; nil if none does or
-	// if a selector failed (see Errors).
+// Selection is what the selectors of the ranked policies say of one
+// cluster. It knows nothing of the pin of a deleting cluster or of invalid
+// policies: Resolve, which takes those into account, decides who governs.
+type Selection struct {
+	// Governor is the first policy whose selector is true; nil if none is,
+	// or if a selector ranked before it failed (see Errors).
 	Governor *cel.Policy
 	// Matched are the policies whose selector is true, Governor first.
 	Matched []*cel.Policy
@@ -51,7 +53,7 @@ func Ranked(policies []*cel.Policy) []*cel.Policy {
 type Governance struct {
 	mu   sync.Mutex
 	memo map[memoKey]memoEntry
-	// Evaluations counts the selector evaluations run (memo misses).
+	// evaluations counts the selector evaluations run (memo misses).
 	evaluations int64
 }
 
@@ -107,11 +109,11 @@ func (g *Governance) Match(ctx context.Context, budget *cel.Budget, p *cel.Polic
 	return m
 }
 
-// Resolve decides which of the ranked policies governs cluster: the first
-// whose selector is true, unless a policy ranked before it failed, in which
-// case nobody governs until the failure is resolved.
-func (g *Governance) Resolve(ctx context.Context, budget *cel.Budget, ranked []*cel.Policy, cluster *unstructured.Unstructured) Resolution {
-	var r Resolution
+// Select evaluates the selectors of the ranked policies on cluster: the
+// governor is the first whose selector is true, unless a policy ranked
+// before it failed, in which case none is until the failure is resolved.
+func (g *Governance) Select(ctx context.Context, budget *cel.Budget, ranked []*cel.Policy, cluster *unstructured.Unstructured) Selection {
+	var r Selection
 	blocked := false
 	for _, p := range ranked {
 		m := g.Match(ctx, budget, p, cluster)

@@ -37,7 +37,7 @@ func cluster(name, rv string, labels map[string]string) *unstructured.Unstructur
 	return u
 }
 
-func TestResolve(t *testing.T) {
+func TestSelect(t *testing.T) {
 	env, err := cel.NewEnv(cel.Schemas{})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestResolve(t *testing.T) {
 	g := decision.NewGovernance()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := g.Resolve(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), tc.policies, tc.cluster)
+			r := g.Select(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), tc.policies, tc.cluster)
 			if r.Governor != tc.governor || len(r.Matched) != tc.matched || len(r.Errors) != tc.errors {
 				t.Fatalf("governor %v, %d matched, %d errors; want %v, %d, %d",
 					r.Governor, len(r.Matched), len(r.Errors), tc.governor, tc.matched, tc.errors)

@@ -27,6 +27,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
 
@@ -83,7 +84,7 @@ type Operator struct {
 // metrics with the manager.
 func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, error) {
 	log := logf.FromContext(ctx).WithName("setup")
-	schemas, missing, err := controller.LoadSchemas(ctx, mgr.GetAPIReader())
+	schemas, missing, err := snapshot.LoadSchemas(ctx, mgr.GetAPIReader())
 	if err != nil {
 		return nil, fmt.Errorf("reading the CRDs that type CEL variables: %w", err)
 	}
@@ -104,7 +105,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	recorder := mgr.GetEventRecorder(v1alpha1.FieldManager)
 
 	tally := controller.NewTally()
-	fleet := &controller.Fleet{Reader: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
+	fleet := &snapshot.Reader{Client: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
 	clusters := controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics)
 	clusters.Tally = tally
 	optional := optionalKinds(mgr, opts, fleet, tally, recorder, clusters, slices.Contains(missing, cel.ConfigurationPolicyCRD))
@@ -124,7 +125,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	if err := (&controller.Reconciler[*unstructured.Unstructured]{
 		Client:                  mgr.GetClient(),
-		Fleet:                   fleet,
+		Reader:                  fleet,
 		Adapter:                 clusters,
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
@@ -135,7 +136,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	if err := (&controller.Reconciler[*workv1.ManifestWork]{
 		Client:                  mgr.GetClient(),
-		Fleet:                   fleet,
+		Reader:                  fleet,
 		Adapter:                 controller.NewManifestWorkAdapter(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), recorder, tally),
 		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 	}).SetupWithManager(mgr); err != nil {
@@ -162,7 +163,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 // optionalKinds are the kinds a hub may not serve, and what the operator
 // does with each while its CRD is installed: OCM's policy framework
 // (ConfigurationPolicy, Policy) and OCM's add-ons.
-func optionalKinds(mgr manager.Manager, opts Options, fleet *controller.Fleet, tally *controller.Tally, recorder events.EventRecorder,
+func optionalKinds(mgr manager.Manager, opts Options, fleet *snapshot.Reader, tally *controller.Tally, recorder events.EventRecorder,
 	clusters *controller.ManagedClusterAdapter, untypedPolicy bool) *controller.Optional {
 	prune := &controller.OptionalKind{
 		CRD:  controller.ConfigurationPolicyCRD,
@@ -170,7 +171,7 @@ func optionalKinds(mgr manager.Manager, opts Options, fleet *controller.Fleet, t
 		Setup: func(m manager.Manager) error {
 			return (&controller.Reconciler[*unstructured.Unstructured]{
 				Client:                  mgr.GetClient(),
-				Fleet:                   fleet,
+				Reader:                  fleet,
 				Adapter:                 controller.NewConfigurationPolicyAdapter(mgr.GetClient(), mgr.GetAPIReader(), recorder, tally),
 				MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 			}).SetupWithManager(m)
@@ -185,7 +186,7 @@ func optionalKinds(mgr manager.Manager, opts Options, fleet *controller.Fleet, t
 		Does: "prune decisions for Policy templates",
 		Setup: func(m manager.Manager) error {
 			return (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: tally, APIReader: mgr.GetAPIReader(),
-				Fleet: fleet, Recorder: recorder}).SetupWithManager(m)
+				Reader: fleet, Recorder: recorder}).SetupWithManager(m)
 		},
 	}
 	addons := &controller.OptionalKind{

@@ -1,4 +1,4 @@
-package controller
+package snapshot
 
 import (
 	"context"
@@ -10,11 +10,10 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
 
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get
-
 // LoadSchemas reads the ManagedCluster, ManifestWork and ConfigurationPolicy
 // CRDs from the API server, so that expressions are checked against the
-// versions installed. A CRD that is absent leaves its variable dynamic.
+// versions installed. A CRD that is absent leaves its variable dynamic; the
+// names of those absent are returned.
 func LoadSchemas(ctx context.Context, r client.Reader) (cel.Schemas, []string, error) {
 	var crds []apiextensionsv1.CustomResourceDefinition
 	var missing []string

@@ -1,0 +1,96 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// ListPolicies lists every CleanupPolicy as stored, undecoded.
+func ListPolicies(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
+	list := newCleanupPolicyList()
+	if err := r.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing CleanupPolicies: %w", err)
+	}
+	return list.Items, nil
+}
+
+// DecodePolicy decodes one stored CleanupPolicy; see cel.DecodePolicy.
+func DecodePolicy(u *unstructured.Unstructured) (*v1alpha1.CleanupPolicy, field.ErrorList) {
+	return cel.DecodePolicy(u.Object)
+}
+
+// Policies are every CleanupPolicy, compiled.
+type Policies struct {
+	// Ranked are the valid policies not being deleted, by precedence.
+	Ranked []*cel.Policy
+	// Invalid are the errors of the policies not being deleted that do not
+	// compile or that are stored with a field the operator cannot decode.
+	Invalid map[string]error
+	// deleting are the policies being deleted, compiled or not: they govern
+	// nothing new, only the teardowns they started, found by name.
+	deleting map[string]compiled
+}
+
+type compiled struct {
+	policy *cel.Policy
+	err    error
+}
+
+// CompileAll compiles every CleanupPolicy, from the cache of compiled
+// policies. The list is read without a copy: decoding copies what it keeps,
+// once per generation.
+func CompileAll(ctx context.Context, r client.Reader, cache *cel.Cache) (*Policies, error) {
+	items, err := ListPolicies(ctx, r, client.UnsafeDisableDeepCopy)
+	if err != nil {
+		return nil, err
+	}
+	ps := &Policies{Invalid: map[string]error{}, deleting: map[string]compiled{}}
+	var valid []*cel.Policy
+	for i := range items {
+		u := &items[i]
+		p, errs := cache.Load(u.GetUID(), u.GetGeneration(), func() (*v1alpha1.CleanupPolicy, field.ErrorList) {
+			return DecodePolicy(u)
+		})
+		switch {
+		case u.GetDeletionTimestamp() != nil:
+			ps.deleting[u.GetName()] = compiled{policy: p, err: errs.ToAggregate()}
+		case len(errs) > 0:
+			ps.Invalid[u.GetName()] = errs.ToAggregate()
+		default:
+			valid = append(valid, p)
+		}
+	}
+	ps.Ranked = decision.Ranked(valid)
+	return ps, nil
+}
+
+// Input is what governance takes for cluster (nil: none of that name).
+func (ps *Policies) Input(cluster *unstructured.Unstructured, standalone bool) decision.Input {
+	in := decision.Input{Cluster: cluster, Standalone: standalone, Ranked: ps.Ranked, Invalid: ps.Invalid}
+	if !decision.Pinned(cluster) {
+		return in
+	}
+	name := decision.Pin(cluster)
+	if c, ok := ps.deleting[name]; ok {
+		in.Pinned, in.PinnedErr = c.policy, c.err
+		return in
+	}
+	if err, ok := ps.Invalid[name]; ok {
+		in.PinnedErr = err
+		return in
+	}
+	for _, p := range ps.Ranked {
+		if p.Name == name {
+			in.Pinned = p
+		}
+	}
+	return in
+}
