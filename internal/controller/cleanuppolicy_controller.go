@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -27,8 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -112,14 +109,13 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	return result, err
 }
 
-// reconcileFleet evaluates every valid policy's selector on every cluster and
-// reports this policy's share: what it matches, governs, and shares.
+// reconcileFleet resolves every cluster's governor and reports this
+// policy's share of the fleet: what it matches, governs, and shares.
 func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha1.CleanupPolicy, compiled *cel.Policy) (reconcile.Result, error) {
 	policies, err := snapshot.CompileAll(ctx, r, r.Cache)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	ranked := policies.Ranked
 	unserved, err := policyUnserved(r.Mapper, compiled)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -132,88 +128,18 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	// from one reconcile to the next.
 	slices.SortFunc(clusters.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 
-	budget := cel.NewBudget(cel.ReconcileCostBudget)
 	prev := p.Status.DeepCopy()
-	governedNames := sets.New[string]()
-	var (
-		evaluated            int
-		matched, governed    int32
-		deleting, ocmCleanup int32
-		ocmExamples          []string
-		evalErrors           []string
-		overlaps             = map[string]*v1alpha1.PolicyOverlap{}
-		exhausted            bool
-	)
-	for i := range clusters.Items {
-		c := &clusters.Items[i]
-		res := r.Governance.Select(ctx, budget, ranked, c)
-		if err, failed := errorOf(res, compiled); failed {
-			if cel.Transient(err) {
-				exhausted = true
-				break
-			}
-			evaluated++
-			evalErrors = append(evalErrors, fmt.Sprintf("%s: %v", c.GetName(), err))
-			continue
-		}
-		evaluated++
-		if !slices.ContainsFunc(res.Matched, samePolicy(compiled)) {
-			continue
-		}
-		matched++
-		if res.Governor != nil && res.Governor.UID == compiled.UID {
-			governed++
-			governedNames.Insert(c.GetName())
-			if c.GetDeletionTimestamp() != nil {
-				deleting++
-			}
-			if slices.Contains(c.GetFinalizers(), v1alpha1.OCMResourceCleanupFinalizer) {
-				ocmCleanup++
-				if len(ocmExamples) < maxReported {
-					ocmExamples = append(ocmExamples, c.GetName())
-				}
-			}
-		}
-		for _, other := range res.Matched {
-			if other.UID == compiled.UID || other.Spec.Priority != compiled.Spec.Priority {
-				continue
-			}
-			o := overlaps[other.Name]
-			if o == nil {
-				o = &v1alpha1.PolicyOverlap{Policy: other.Name, GovernedBy: min(other.Name, compiled.Name)}
-				overlaps[other.Name] = o
-			}
-			o.Clusters++
-			if len(o.Examples) < maxReported {
-				o.Examples = append(o.Examples, c.GetName())
-			}
-		}
-	}
-
-	p.Status.MatchedClusters = matched
-	p.Status.GovernedClusters = governed
-	p.Status.EvaluationErrors = int32(len(evalErrors))
-	p.Status.ClustersDeleting = deleting
-	standalone := len(ranked) > 0 && standaloneGovernor(ranked) == compiled
-	if err := r.countStamped(ctx, p, clusters, governedNames, standalone); err != nil {
+	share := r.shareOf(ctx, policies, compiled, clusters.Items)
+	standalone := decision.Standalone(policies.Ranked) != nil && decision.Standalone(policies.Ranked).UID == compiled.UID
+	if err := r.countStamped(ctx, p, clusters, share.governedNames, standalone); err != nil {
 		return reconcile.Result{}, err
 	}
-	p.Status.OCMResourceCleanupClusters = ocmCleanup
-	if ocmCleanup > 0 && ocmCleanup != prev.OCMResourceCleanupClusters {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "OCMResourceCleanupEnabled", "Evaluate",
-			"%d governed cluster(s) also carry OCM's %s finalizer (%s): OCM deletes their add-ons and works without this "+
-				"policy's gates and order; disable the ResourceCleanup feature gate of the registration hub",
-			ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer, strings.Join(ocmExamples, ", "))
-	}
-	p.Status.Overlaps = sortedOverlaps(overlaps)
-	if !equality.Semantic.DeepEqual(prev.Overlaps, p.Status.Overlaps) {
-		r.reportOverlaps(p)
-	}
+	r.reportShare(p, prev, share)
 
 	switch {
-	case exhausted:
+	case share.exhausted:
 		setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, fmt.Sprintf(
-			"evaluated %d of %d clusters before the CEL cost budget ran out; continuing", evaluated, len(clusters.Items)))
+			"evaluated %d of %d clusters before the CEL cost budget ran out; continuing", share.evaluated, len(clusters.Items)))
 		logf.FromContext(ctx).Info("CEL cost budget exhausted, requeueing", "policy", p.Name)
 		return reconcile.Result{RequeueAfter: budgetPause}, nil
 	case len(unserved) > 0:
@@ -222,94 +148,33 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		if msg := setNotServedCondition(p, unserved); readyMessage(prev) != msg {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.ResourceNotServedReason, "Evaluate", "%s", msg)
 		}
-	case len(evalErrors) > 0:
+	case len(share.evalErrors) > 0:
 		msg := fmt.Sprintf("the selector failed on %d cluster(s), which are held: %s",
-			len(evalErrors), strings.Join(evalErrors[:min(len(evalErrors), maxReported)], "; "))
+			len(share.evalErrors), strings.Join(share.evalErrors[:min(len(share.evalErrors), maxReported)], "; "))
 		setStalledCondition(p, v1alpha1.EvaluationErrorReason, msg)
 		if prev.EvaluationErrors != p.Status.EvaluationErrors || readyMessage(prev) != msg {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Evaluate", "%s", msg)
 		}
 	default:
-		msg := fmt.Sprintf("matches %d cluster(s) and governs %d", matched, governed)
-		if ocmCleanup > 0 {
-			msg += fmt.Sprintf("; %d of them also carry OCM's %s finalizer: disable OCM's ResourceCleanup feature gate",
-				ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer)
-		}
-		msg += r.Optional.offMessage()
-		if n := p.Status.NotOwned; n > 0 {
-			msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",
-				n, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy, strings.Join(r.Tally.examples(notOwnedMark, p.Name, maxReported), ", "))
-		}
-		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, msg)
+		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, r.readySummary(p))
 	}
 	r.forgetClusters(clusters)
 	return reconcile.Result{}, nil
 }
 
-// countStamped counts the objects carrying this policy's decisions, and
-// those it could not write.
-func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.CleanupPolicy, clusters *unstructured.UnstructuredList,
-	governed sets.Set[string], standalone bool) error {
-	isCluster := sets.New[string]()
-	for i := range clusters.Items {
-		isCluster.Insert(clusters.Items[i].GetName())
+// readySummary is the message of a Ready policy.
+func (r *CleanupPolicyReconciler) readySummary(p *v1alpha1.CleanupPolicy) string {
+	msg := fmt.Sprintf("matches %d cluster(s) and governs %d", p.Status.MatchedClusters, p.Status.GovernedClusters)
+	if n := p.Status.OCMResourceCleanupClusters; n > 0 {
+		msg += fmt.Sprintf("; %d of them also carry OCM's %s finalizer: disable OCM's ResourceCleanup feature gate",
+			n, v1alpha1.OCMResourceCleanupFinalizer)
 	}
-	count := func(gvk schema.GroupVersionKind, annotation string, standaloneToo bool) (int32, error) {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		// Read-only: no copy of the cache.
-		if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			if meta.IsNoMatchError(err) {
-				return 0, nil
-			}
-			return 0, err
-		}
-		var n int32
-		for i := range list.Items {
-			o := &list.Items[i]
-			ns := o.GetNamespace()
-			if o.GetAnnotations()[annotation] != "" && (governed.Has(ns) || (standaloneToo && !isCluster.Has(ns))) {
-				n++
-			}
-		}
-		return n, nil
+	msg += r.Optional.offMessage()
+	if n := p.Status.NotOwned; n > 0 {
+		msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",
+			n, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy, strings.Join(r.Tally.examples(notOwnedMark, p.Name, maxReported), ", "))
 	}
-	var works workv1.ManifestWorkList
-	if err := r.List(ctx, &works, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
-		return err
-	}
-	p.Status.WorksStamped = 0
-	for i := range works.Items {
-		if w := &works.Items[i]; w.Annotations[v1alpha1.OrphaningAnnotation] != "" && governed.Has(w.Namespace) {
-			p.Status.WorksStamped++
-		}
-	}
-	// Read from the cache only while the kind is served: a read of a kind
-	// whose CRD is gone would wait for an informer that never syncs.
-	p.Status.PoliciesStamped = 0
-	if err := r.Optional.whileOn(ConfigurationPolicyCRD, func() (err error) {
-		p.Status.PoliciesStamped, err = count(configurationPolicyGVK, v1alpha1.PruneAnnotation, standalone)
-		return err
-	}); err != nil {
-		return err
-	}
-	p.Status.Conflicts = r.Tally.count(conflictMark, p.Name)
-	p.Status.Contested = r.Tally.count(contestedMark, p.Name)
-	p.Status.TemplatesNotReadingDecisions = r.Tally.count(unreadMark, p.Name)
-	p.Status.DryRunPending = r.Tally.count(dryRunMark, p.Name)
-	p.Status.NotOwned = r.Tally.count(notOwnedMark, p.Name)
-	return nil
-}
-
-// standaloneGovernor is the policy that governs objects in namespaces that
-// name no ManagedCluster: the first ranked with no selector.
-func standaloneGovernor(ranked []*cel.Policy) *cel.Policy {
-	for _, p := range ranked {
-		if p.ClusterSelector == nil {
-			return p
-		}
-	}
-	return nil
+	return msg
 }
 
 // forgetClusters drops the remembered results of clusters that are gone.
@@ -354,47 +219,6 @@ func (r *CleanupPolicyReconciler) patchStatus(ctx context.Context, orig, p *v1al
 		return fmt.Errorf("patching the status of CleanupPolicy %s: %w", p.Name, err)
 	}
 	return nil
-}
-
-// reportOverlaps emits an Event when the policies sharing clusters change.
-func (r *CleanupPolicyReconciler) reportOverlaps(p *v1alpha1.CleanupPolicy) {
-	if len(p.Status.Overlaps) == 0 {
-		return
-	}
-	var parts []string
-	for _, o := range p.Status.Overlaps {
-		parts = append(parts, fmt.Sprintf("%s on %d cluster(s), governed by %s", o.Policy, o.Clusters, o.GovernedBy))
-	}
-	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "Overlap", "Evaluate",
-		"selects clusters that other policies of priority %d select too: %s", p.Spec.Priority, strings.Join(parts, "; "))
-}
-
-func errorOf(res decision.Selection, p *cel.Policy) (error, bool) {
-	for q, err := range res.Errors {
-		if q.UID == p.UID {
-			return err, true
-		}
-	}
-	return nil, false
-}
-
-func samePolicy(p *cel.Policy) func(*cel.Policy) bool {
-	return func(q *cel.Policy) bool { return q.UID == p.UID }
-}
-
-func sortedOverlaps(m map[string]*v1alpha1.PolicyOverlap) []v1alpha1.PolicyOverlap {
-	out := make([]v1alpha1.PolicyOverlap, 0, len(m))
-	for _, o := range m {
-		out = append(out, *o)
-	}
-	slices.SortFunc(out, func(a, b v1alpha1.PolicyOverlap) int { return strings.Compare(a.Policy, b.Policy) })
-	if len(out) > 16 {
-		out = out[:16]
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
 }
 
 // SetupWithManager watches CleanupPolicies, and ManagedClusters, whose

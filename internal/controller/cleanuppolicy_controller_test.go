@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,12 @@ func cleanupPolicy(name string, spec v1alpha1.CleanupPolicySpec) *v1alpha1.Clean
 		spec.RemoveStrategy.Default = v1alpha1.RemoveStrategyRequired
 	}
 	return &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
+func getClusterNow(name string) *unstructured.Unstructured {
+	mc := managedCluster("", nil)
+	Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, mc)).To(Succeed())
+	return mc
 }
 
 // status fetches a policy once its status describes its latest generation.
@@ -146,6 +153,44 @@ var _ = Describe("CleanupPolicy", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(status("prod")(g).Status.MatchedClusters).To(BeEquivalentTo(3))
 		}).Should(Succeed())
+	})
+
+	It("counts a deleting cluster under the policy that started its teardown, not under the one its selectors now choose", func() {
+		fleetCluster("pin-1", map[string]string{"env": "old"}, true)
+		app := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "pin-1", Labels: map[string]string{"app": "shop"}}}
+		Expect(k8s.Create(ctx, app)).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("pin-old", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'old'",
+			MonitoredResources: []v1alpha1.MonitoredResource{{
+				GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+				When:                 "object.metadata.labels[?'app'].hasValue()",
+			}},
+		}))).To(Succeed())
+		governedBy("pin-1", "pin-old")
+		deleteCluster("pin-1")
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, "pin-1").Reason).To(Equal(v1alpha1.WaitingForMonitoredResourcesReason))
+		}).Should(Succeed())
+
+		By("a policy of higher priority selecting the cluster mid-teardown")
+		Expect(k8s.Create(ctx, cleanupPolicy("pin-new", v1alpha1.CleanupPolicySpec{Priority: 100}))).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := status("pin-new")(g)
+			g.Expect(condition(p, v1alpha1.ReadyCondition)).NotTo(BeNil())
+			g.Expect(p.Status.MatchedClusters).To(BeEquivalentTo(1))
+			g.Expect(p.Status.GovernedClusters).To(BeZero(), "the teardown stays with pin-old")
+			g.Expect(p.Status.ClustersDeleting).To(BeZero())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			p := status("pin-old")(g)
+			g.Expect(p.Status.MatchedClusters).To(BeEquivalentTo(1))
+			g.Expect(p.Status.GovernedClusters).To(BeEquivalentTo(1))
+			g.Expect(p.Status.ClustersDeleting).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+		Expect(getClusterNow("pin-1").GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "pin-old"))
+
+		Expect(k8s.Delete(ctx, app)).To(Succeed())
+		clusterGone("pin-1")
 	})
 
 	It("reports governed clusters that also carry OCM's own cleanup finalizer", func() {
