@@ -56,7 +56,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 	case w.GetDeletionTimestamp() != nil:
 		a.guard.forget(w.GetUID())
 		return reconcile.Result{}, nil // a work being deleted is not changed
-	case w.GetLabels()[v1alpha1.SignalWorkLabel] == "true":
+	case decision.IsSignalWork(w):
 		return reconcile.Result{}, nil // the cluster controller owns the signal work
 	case g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil:
 		// The teardown decides the deleteOption of a deleting cluster's

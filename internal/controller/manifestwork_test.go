@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -88,6 +89,31 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 		By("writing nothing more while nothing changes")
 		rv := getWork(Default, "orph-1", "work").GetResourceVersion()
 		Consistently(func(g Gomega) string { return getWork(g, "orph-1", "work").GetResourceVersion() }, "2s").Should(Equal(rv))
+	})
+
+	// The signal work is the operator's by its managed-by label (docs: the
+	// operator changes or deletes only objects that carry it); a work that
+	// merely carries the signal label is any work, as in a teardown.
+	It("stamps a work carrying the signal label without the managed-by label, never the operator's signal work", func() {
+		fleetCluster("orph-sig", nil, true)
+		Expect(k8s.Create(ctx, cleanupPolicy("sig-rules", v1alpha1.CleanupPolicySpec{
+			Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-configmaps", When: "manifest.kind == 'ConfigMap'"}},
+			DeletionSignal: &v1alpha1.DeletionSignal{WorkName: "alive", Manifests: []v1alpha1.Manifest{{RawExtension: runtime.RawExtension{
+				Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-alive","namespace":"kube-system"}}`)}}}},
+		}))).To(Succeed())
+		copied := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+			"metadata": map[string]any{"name": "copy", "namespace": "orph-sig", "labels": map[string]any{v1alpha1.SignalWorkLabel: "true"}},
+			"spec":     map[string]any{"workload": map[string]any{"manifests": []any{manifest("v1", "ConfigMap", "default", "cm1")}}},
+		}}
+		Expect(k8s.Patch(ctx, copied, client.Apply, client.FieldOwner("gitops"))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(deleteOption(g, "orph-sig", "copy")).To(Equal(map[string]any{"propagationPolicy": "Orphan"}))
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(getWork(g, "orph-sig", "alive").GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
+		}).Should(Succeed())
+		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "orph-sig", "alive") }, "2s").Should(BeEmpty())
 	})
 
 	// Seed example: only the CRD is orphaned.

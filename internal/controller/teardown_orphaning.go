@@ -36,7 +36,7 @@ const UnconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
 // (decision.TeardownOrphaning). The operator and the preview both call it.
 func teardownOrphaning(g *decision.Governed, strategy v1alpha1.RemoveStrategyType, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
 	role := decision.NotSignal
-	if w.Labels[v1alpha1.SignalWorkLabel] == "true" && managedByOperator(w) {
+	if decision.IsSignalWork(w) {
 		role = decision.RetiredSignal
 		if w.Name == decision.SignalWorkName(g.Policy) {
 			role = decision.CurrentSignal
