@@ -57,7 +57,10 @@ type ManagedClusterAdapter struct {
 	inflight  *inflight
 }
 
-var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
+var (
+	_ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
+	_ RuntimeWatcher                      = &ManagedClusterAdapter{}
+)
 
 // NewManagedClusterAdapter returns the adapter; it adds watches at run time
 // through the manager's cache and REST mapper.
@@ -93,7 +96,8 @@ func (a *ManagedClusterAdapter) ClusterName(mc *unstructured.Unstructured) strin
 	return mc.GetName()
 }
 
-// SetController hands the adapter the built controller, for the watches it adds at run time.
+// SetController implements RuntimeWatcher: the watches of stage and
+// monitored resources are added at run time.
 func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watches.SetController(c) }
 
 // Reconcile implements Adapter.

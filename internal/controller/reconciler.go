@@ -29,6 +29,19 @@ type Adapter[T client.Object] interface {
 	Watches(b *builder.Builder) *builder.Builder
 }
 
+// StandaloneAdapter is an Adapter whose objects may live in a namespace
+// that names no ManagedCluster: they are governed by the standalone rule
+// (decision.Resolve).
+type StandaloneAdapter interface {
+	Standalone() bool
+}
+
+// RuntimeWatcher is an Adapter that adds watches at run time: it is handed
+// the built controller.
+type RuntimeWatcher interface {
+	SetController(controller.Controller)
+}
+
 // Reconciler is the one reconciler of every target kind: it fetches the
 // object, finds the policy that governs its cluster, and hands both to the
 // kind's adapter.
@@ -47,7 +60,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	s, ok := r.Adapter.(interface{ Standalone() bool })
+	s, ok := r.Adapter.(StandaloneAdapter)
 	g, err := r.Reader.Govern(ctx, r.Adapter.ClusterName(obj), ok && s.Standalone())
 	if err != nil {
 		return reconcile.Result{}, err
@@ -63,8 +76,7 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	// Adapters that add watches at run time get the controller.
-	if s, ok := r.Adapter.(interface{ SetController(controller.Controller) }); ok {
+	if s, ok := r.Adapter.(RuntimeWatcher); ok {
 		s.SetController(c)
 	}
 	return nil

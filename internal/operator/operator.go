@@ -9,11 +9,9 @@ import (
 	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,117 +81,118 @@ type Operator struct {
 // environment once, and registers the reconcilers, the webhook and the
 // metrics with the manager.
 func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, error) {
-	log := logf.FromContext(ctx).WithName("setup")
-	schemas, missing, err := snapshot.LoadSchemas(ctx, mgr.GetAPIReader())
-	if err != nil {
-		return nil, fmt.Errorf("reading the CRDs that type CEL variables: %w", err)
-	}
-	for _, required := range []string{cel.ManagedClusterCRD, cel.ManifestWorkCRD} {
-		if slices.Contains(missing, required) {
-			return nil, fmt.Errorf("CRD %s is not installed: the operator governs OCM's ManagedClusters and ManifestWorks "+
-				"and starts once OCM's cluster manager is installed on the hub", required)
-		}
-	}
-	if len(missing) > 0 {
-		log.Info("CRDs not installed: their CEL variables are checked at run time only", "crds", missing)
-	}
-	env, err := cel.NewEnv(schemas)
+	env, missing, err := newEnv(ctx, mgr)
 	if err != nil {
 		return nil, err
 	}
 	op := &Operator{Cache: cel.NewCache(env), Governance: decision.NewGovernance(), Metrics: sharedMetrics()}
-	recorder := mgr.GetEventRecorder(v1alpha1.FieldManager)
-
-	tally := controller.NewTally()
-	fleet := &snapshot.Reader{Client: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance}
-	clusters := controller.NewManagedClusterAdapter(mgr, recorder, op.Metrics)
-	clusters.Tally = tally
-	optional := optionalKinds(mgr, opts, fleet, tally, recorder, clusters, slices.Contains(missing, cel.ConfigurationPolicyCRD))
-	if err := optional.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the optional kinds: %w", err)
+	deps := &controller.Deps{
+		Manager:     mgr,
+		Reader:      &snapshot.Reader{Client: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance},
+		Recorder:    mgr.GetEventRecorder(v1alpha1.FieldManager),
+		Tally:       controller.NewTally(),
+		Metrics:     op.Metrics,
+		Concurrency: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
+	}
+	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
+	if err != nil {
+		return nil, err
 	}
 	if err := (&controller.CleanupPolicyReconciler{
-		Tally:      tally,
+		Tally:      deps.Tally,
 		Client:     mgr.GetClient(),
 		Cache:      op.Cache,
 		Governance: op.Governance,
-		Recorder:   recorder,
+		Recorder:   deps.Recorder,
 		Optional:   optional,
 		Mapper:     mgr.GetRESTMapper(),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
-	if err := (&controller.Reconciler[*unstructured.Unstructured]{
-		Client:                  mgr.GetClient(),
-		Reader:                  fleet,
-		Adapter:                 clusters,
-		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
-	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the ManagedCluster controller: %w", err)
-	}
 	if err := controller.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("indexing ManagedClusters by policy: %w", err)
 	}
-	if err := (&controller.Reconciler[*workv1.ManifestWork]{
-		Client:                  mgr.GetClient(),
-		Reader:                  fleet,
-		Adapter:                 controller.NewManifestWorkAdapter(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), recorder, tally),
-		MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
-	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the ManifestWork controller: %w", err)
-	}
-	// The admission policies the operator relies on, when absent; with a
-	// direct client, as the manager's cache is not started yet.
-	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
-	if err != nil {
+	if err := setupAdmission(ctx, mgr, opts, env); err != nil {
 		return nil, err
-	}
-	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
-		return nil, fmt.Errorf("creating the admission policies: %w", err)
-	}
-	if opts.EnableWebhooks {
-		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {
-			return nil, fmt.Errorf("setting up the CleanupPolicy webhook: %w", err)
-		}
 	}
 	registerMetrics(op)
 	return op, nil
 }
 
-// optionalKinds are the kinds a hub may not serve, and what the operator
-// does with each while its CRD is installed: OCM's policy framework
-// (ConfigurationPolicy, Policy) and OCM's add-ons.
-func optionalKinds(mgr manager.Manager, opts Options, fleet *snapshot.Reader, tally *controller.Tally, recorder events.EventRecorder,
-	clusters *controller.ManagedClusterAdapter, untypedPolicy bool) *controller.Optional {
-	prune := &controller.OptionalKind{
-		CRD:  controller.ConfigurationPolicyCRD,
-		Does: "prune decisions on ConfigurationPolicies",
-		Setup: func(m manager.Manager) error {
-			return (&controller.Reconciler[*unstructured.Unstructured]{
-				Client:                  mgr.GetClient(),
-				Reader:                  fleet,
-				Adapter:                 controller.NewConfigurationPolicyAdapter(mgr.GetClient(), mgr.GetAPIReader(), recorder, tally),
-				MaxConcurrentReconciles: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
-			}).SetupWithManager(m)
-		},
+// newEnv reads the CRDs that type the CEL variables and builds the
+// environment; it fails when OCM's own CRDs are missing.
+func newEnv(ctx context.Context, mgr manager.Manager) (*cel.Env, []string, error) {
+	schemas, missing, err := snapshot.LoadSchemas(ctx, mgr.GetAPIReader())
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the CRDs that type CEL variables: %w", err)
 	}
-	if untypedPolicy {
-		// The CEL environment is built once, at start.
-		prune.Note = "`policy` in prune rules stays dynamically typed (checked when evaluated) until the operator restarts"
+	for _, required := range []string{cel.ManagedClusterCRD, cel.ManifestWorkCRD} {
+		if slices.Contains(missing, required) {
+			return nil, nil, fmt.Errorf("CRD %s is not installed: the operator governs OCM's ManagedClusters and ManifestWorks "+
+				"and starts once OCM's cluster manager is installed on the hub", required)
+		}
 	}
-	decisions := &controller.OptionalKind{
+	if len(missing) > 0 {
+		logf.FromContext(ctx).WithName("setup").Info("CRDs not installed: their CEL variables are checked at run time only", "crds", missing)
+	}
+	env, err := cel.NewEnv(schemas)
+	return env, missing, err
+}
+
+// setupTargets registers the reconciler of every governed kind
+// (controller.Targets): at once, or, for an optional kind, while its CRD
+// is installed, with the other optional kinds.
+func setupTargets(mgr manager.Manager, deps *controller.Deps, untypedPolicy bool) (*controller.Optional, error) {
+	var kinds []*controller.OptionalKind
+	for _, t := range controller.Targets {
+		if t.CRD != "" {
+			k := &controller.OptionalKind{CRD: t.CRD, Does: t.Does, Setup: func(m manager.Manager) error { return t.Adapt(deps, m) }}
+			if untypedPolicy && t.CRD == controller.ConfigurationPolicyCRD {
+				// The CEL environment is built once, at start.
+				k.Note = "`policy` in prune rules stays dynamically typed (checked when evaluated) until the operator restarts"
+			}
+			kinds = append(kinds, k)
+			continue
+		}
+		if err := t.Adapt(deps, mgr); err != nil {
+			return nil, fmt.Errorf("setting up the %s controller: %w", t.Name, err)
+		}
+	}
+	kinds = append(kinds, &controller.OptionalKind{
 		CRD:  controller.PolicyCRD,
 		Does: "prune decisions for Policy templates",
 		Setup: func(m manager.Manager) error {
-			return (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: tally, APIReader: mgr.GetAPIReader(),
-				Reader: fleet, Recorder: recorder}).SetupWithManager(m)
+			return (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: deps.Tally, APIReader: mgr.GetAPIReader(),
+				Reader: deps.Reader, Recorder: deps.Recorder}).SetupWithManager(m)
 		},
-	}
-	addons := &controller.OptionalKind{
+	}, &controller.OptionalKind{
 		CRD:     controller.AddOnCRD,
 		Does:    "deleting ManagedClusterAddOns in cleanups",
-		Setup:   clusters.AllowAddOns,
-		Stopped: clusters.ForgetAddOns,
+		Setup:   deps.Clusters().AllowAddOns,
+		Stopped: deps.Clusters().ForgetAddOns,
+	})
+	optional := controller.NewOptional(mgr, kinds...)
+	if err := optional.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the optional kinds: %w", err)
 	}
-	return controller.NewOptional(mgr, prune, decisions, addons)
+	return optional, nil
+}
+
+// setupAdmission creates the admission policies the operator relies on,
+// when absent, and registers the CleanupPolicy webhook if asked to.
+func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env *cel.Env) error {
+	// With a direct client, as the manager's cache is not started yet.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
+		return fmt.Errorf("creating the admission policies: %w", err)
+	}
+	if opts.EnableWebhooks {
+		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {
+			return fmt.Errorf("setting up the CleanupPolicy webhook: %w", err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"cmp"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+)
+
+// Targets are the kinds the operator governs, one line each: adding a kind
+// is its adapter's file and a line here.
+var Targets = []Target{
+	{Name: "ManagedCluster", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] { return d.Clusters() })},
+	{Name: "ManifestWork", Adapt: adapt(func(d *Deps) Adapter[*workv1.ManifestWork] {
+		return NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally)
+	})},
+	{Name: "ConfigurationPolicy", CRD: ConfigurationPolicyCRD, Does: "prune decisions on ConfigurationPolicies",
+		Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] {
+			return NewConfigurationPolicyAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Recorder, d.Tally)
+		})},
+}
+
+// Target is one governed kind: its adapter, run by the generic Reconciler.
+type Target struct {
+	// Name names the kind in errors.
+	Name string
+	// CRD, when set, makes the kind optional: its controller runs while
+	// that CRD is installed (see Optional).
+	CRD string
+	// Does says, for an optional kind, what the operator does with it.
+	Does string
+	// Adapt registers the kind's reconciler with the manager it is given.
+	Adapt func(d *Deps, m manager.Manager) error
+}
+
+// Deps are what the adapters are built from.
+type Deps struct {
+	Manager  manager.Manager
+	Reader   *snapshot.Reader
+	Recorder events.EventRecorder
+	Tally    *Tally
+	Metrics  *Metrics
+	// Concurrency is how many objects of a kind are reconciled at once;
+	// 0 means one.
+	Concurrency int
+
+	clusters *ManagedClusterAdapter
+}
+
+// Clusters is the ManagedCluster adapter, built once: the optional add-on
+// kind turns its add-on watches on and off.
+func (d *Deps) Clusters() *ManagedClusterAdapter {
+	if d.clusters == nil {
+		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics)
+		d.clusters.Tally = d.Tally
+	}
+	return d.clusters
+}
+
+// adapt registers the generic Reconciler of one adapter.
+func adapt[T client.Object](build func(d *Deps) Adapter[T]) func(*Deps, manager.Manager) error {
+	return func(d *Deps, m manager.Manager) error {
+		return (&Reconciler[T]{
+			Client:                  d.Manager.GetClient(),
+			Reader:                  d.Reader,
+			Adapter:                 build(d),
+			MaxConcurrentReconciles: cmp.Or(d.Concurrency, 1),
+		}).SetupWithManager(m)
+	}
+}
