@@ -25,9 +25,10 @@ var (
 	policyGVK              = schema.GroupVersionKind{Group: "policy.open-cluster-management.io", Version: "v1", Kind: "Policy"}
 )
 
-// ConfigurationPolicyAdapter stamps spec.pruneObjectBehavior on standalone
-// ConfigurationPolicies. Those that come from an OCM Policy are never
-// written: the policy framework would revert them.
+// ConfigurationPolicyAdapter stamps spec.pruneObjectBehavior on the
+// ConfigurationPolicies no OCM Policy owns. Those that come from an OCM
+// Policy are never written (the policy framework would revert them): their
+// decision is published in the cleanup-decisions ConfigMap.
 type ConfigurationPolicyAdapter struct {
 	stamper
 }
@@ -39,7 +40,10 @@ func NewConfigurationPolicyAdapter(c client.Client, apiReader client.Reader, rec
 	return &ConfigurationPolicyAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally}}
 }
 
-var _ Adapter[*unstructured.Unstructured] = &ConfigurationPolicyAdapter{}
+var (
+	_ Adapter[*unstructured.Unstructured] = &ConfigurationPolicyAdapter{}
+	_ StandaloneAdapter                   = &ConfigurationPolicyAdapter{}
+)
 
 // Name implements Adapter.
 func (a *ConfigurationPolicyAdapter) Name() string { return "configurationpolicy" }
@@ -56,45 +60,29 @@ func (a *ConfigurationPolicyAdapter) ClusterName(cp *unstructured.Unstructured) 
 	return cp.GetNamespace()
 }
 
-// Standalone tells the Reconciler that a ConfigurationPolicy whose
-// namespace names no ManagedCluster is governed on its own: by the
-// highest-priority policy whose clusterSelector is empty (Fleet.GovernStandalone).
+// Standalone implements StandaloneAdapter: a ConfigurationPolicy whose
+// namespace names no ManagedCluster (one of the standalone policy
+// controller) is governed by the highest-priority policy with no
+// clusterSelector, with `cluster` null.
 func (a *ConfigurationPolicyAdapter) Standalone() bool { return true }
 
-// Reconcile implements Adapter.
+// Reconcile implements Adapter. A ConfigurationPolicy from an OCM Policy
+// is decided through the cleanup-decisions ConfigMap, never written.
 func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
-	log := logf.FromContext(ctx)
-	switch {
-	case cp.GetDeletionTimestamp() != nil:
-		a.guard.forget(cp.GetUID())
-		return reconcile.Result{}, nil
-	case fromPolicy(cp):
-		return reconcile.Result{}, nil // decided through the cleanup-decisions ConfigMap
-	case g.Held != nil:
-		log.Info("configuration policy held: no prune decision", "name", cp.GetName(), "namespace", cp.GetNamespace(), "reason", g.Held.Error())
-		return reconcile.Result{}, nil
-	}
-
 	var desired v1alpha1.PruneBehavior
-	name := ""
-	if g.Policy != nil {
-		name = g.Policy.Name
-		var err error
-		if desired, err = decision.PruneBehavior(g.Policy, g.Activation, cp.Object); err != nil {
-			a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Prune",
-				"not stamped, the decision failed: %v", err)
-			return reconcile.Result{}, nil
+	wrote, err := a.reconcileStamp(ctx, cp, g, fromPolicy(cp), "ConfigurationPolicy", "Prune", func() (stampDecision, error) {
+		if g.Policy != nil {
+			var err error
+			if desired, err = decision.PruneBehavior(g.Policy, g.Activation, cp.Object); err != nil {
+				return stampDecision{}, err
+			}
 		}
-	}
-	actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
-	st := stamp{gvk: configurationPolicyGVK, kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior", annotation: v1alpha1.PruneAnnotation,
-		value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)}, describe: string(desired),
-		defaulted: []string{"spec", "pruneObjectBehavior"}}
-	if g.Policy != nil && g.Policy.Spec.DryRun {
-		a.preview(cp, name, st, desired != "" && string(desired) != actual)
-		return reconcile.Result{}, nil
-	}
-	wrote, err := a.settle(ctx, cp, name, st, cp.GetAnnotations()[v1alpha1.PruneAnnotation] != "", actual == string(desired))
+		actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
+		return stampDecision{current: actual == string(desired), pending: desired != "" && string(desired) != actual,
+			stamp: stamp{gvk: configurationPolicyGVK, kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior",
+				annotation: v1alpha1.PruneAnnotation, value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)},
+				describe: string(desired), defaulted: []string{"spec", "pruneObjectBehavior"}}}, nil
+	})
 	if wrote && decision.Ineffective(desired, cp.Object) {
 		a.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "Ineffective", "Prune",
 			"pruneObjectBehavior %s has no effect while remediationAction is inform: pruning needs enforce", desired)
@@ -125,8 +113,8 @@ func (a *ConfigurationPolicyAdapter) inNamespaceOf(ctx context.Context, mc clien
 }
 
 // ofPolicy maps a policy change to the ConfigurationPolicies it may decide
-// for: those of the clusters it governs, and, when it selects every
-// cluster, the standalone ones.
+// for: those of the clusters it governs, and, when it has no
+// clusterSelector, those in namespaces that name no cluster.
 func (a *ConfigurationPolicyAdapter) ofPolicy(ctx context.Context, p client.Object) []reconcile.Request {
 	clusters := newManagedClusterList()
 	if err := a.Client.List(ctx, clusters); err != nil {

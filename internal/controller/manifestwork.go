@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,46 +48,26 @@ func (a *ManifestWorkAdapter) New() *workv1.ManifestWork { return &workv1.Manife
 // ClusterName implements Adapter: a work's cluster is its namespace.
 func (a *ManifestWorkAdapter) ClusterName(w *workv1.ManifestWork) string { return w.GetNamespace() }
 
-// Reconcile implements Adapter.
+// Reconcile implements Adapter. The signal work is the cluster
+// controller's; the works of a deleting cluster are the teardown's, which
+// decides their deleteOption (Orphan for all under Needless) and waits for
+// the agent to apply it: a rule decision stamped now would undo it.
 func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *decision.Governed) (reconcile.Result, error) {
-	log := logf.FromContext(ctx)
-	switch {
-	case w.GetDeletionTimestamp() != nil:
-		a.guard.forget(w.GetUID())
-		return reconcile.Result{}, nil // a work being deleted is not changed
-	case decision.IsSignalWork(w):
-		return reconcile.Result{}, nil // the cluster controller owns the signal work
-	case g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil:
-		// The teardown decides the deleteOption of a deleting cluster's
-		// works (Orphan for all under Needless), and waits for the agent
-		// to apply it: a rule decision stamped now would undo it.
-		return reconcile.Result{}, nil
-	case g.Held != nil:
-		log.Info("work held: no orphaning decision", "work", w.GetName(), "namespace", w.GetNamespace(), "reason", g.Held.Error())
-		return reconcile.Result{}, nil
-	}
-
-	desired := decision.DeleteOption{}
-	name := ""
-	if g.Policy != nil {
-		name = g.Policy.Name
-		var err error
-		if desired, err = a.decide(g, w); err != nil {
-			a.Recorder.Eventf(w, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Orphaning",
-				"not stamped, the decision failed: %v", err)
-			log.Info("orphaning decision failed; work not stamped", "work", w.GetName(), "namespace", w.GetNamespace(), "error", err.Error())
-			return reconcile.Result{}, nil
+	skip := decision.IsSignalWork(w) || (g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil)
+	_, err := a.reconcileStamp(ctx, w, g, skip, "ManifestWork", "Orphaning", func() (stampDecision, error) {
+		desired := decision.DeleteOption{}
+		if g.Policy != nil {
+			var err error
+			if desired, err = a.decide(g, w); err != nil {
+				return stampDecision{}, err
+			}
 		}
-	}
-	st := stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning", field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation,
-		value: desired.PropagationPolicy, spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired),
-		defaulted: defaultedPropagationPolicy, released: map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}}
-	current := desired.Equal(current(w))
-	if g.Policy != nil && g.Policy.Spec.DryRun {
-		a.preview(w, name, st, !current)
-		return reconcile.Result{}, nil
-	}
-	_, err := a.settle(ctx, w, name, st, w.GetAnnotations()[v1alpha1.OrphaningAnnotation] != "", current)
+		current := desired.Equal(current(w))
+		return stampDecision{current: current, pending: !current, stamp: stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
+			field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation, value: desired.PropagationPolicy,
+			spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired), defaulted: defaultedPropagationPolicy,
+			released: map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}}}, nil
+	})
 	return reconcile.Result{}, err
 }
 

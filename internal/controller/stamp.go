@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // stamp is one decision to write on an object: fields under spec, and an
@@ -54,6 +55,53 @@ type stamper struct {
 	Tally     *Tally
 
 	guard applyGuard
+}
+
+// stampDecision is what an adapter decides for one object.
+type stampDecision struct {
+	stamp stamp
+	// current says the object's field holds the decision already.
+	current bool
+	// pending says, for a dry run, that the object does not carry it yet.
+	pending bool
+}
+
+// reconcileStamp is the reconcile the stamped kinds share. An object being
+// deleted is forgotten and left alone, and so is one skip says is not the
+// adapter's to stamp; a held one is left as it is and logged; a decision
+// that fails is reported and nothing is written. Otherwise the decision
+// (decide is called with g.Policy possibly nil: none governs, which gives
+// the stamp up) is previewed in dry run or settled. It reports whether it
+// wrote.
+func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *decision.Governed, skip bool, kind, action string,
+	decide func() (stampDecision, error)) (bool, error) {
+	log := logf.FromContext(ctx).WithValues("kind", kind, "name", obj.GetName(), "namespace", obj.GetNamespace())
+	switch {
+	case obj.GetDeletionTimestamp() != nil:
+		s.guard.forget(obj.GetUID())
+		return false, nil
+	case skip:
+		return false, nil
+	case g.Held != nil:
+		log.Info("held: no decision stamped", "reason", g.Held.Error())
+		return false, nil
+	}
+	d, err := decide()
+	if err != nil {
+		s.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, action,
+			"not stamped, the decision failed: %v", err)
+		log.Info("decision failed; not stamped", "error", err.Error())
+		return false, nil
+	}
+	policy := ""
+	if g.Policy != nil {
+		policy = g.Policy.Name
+		if g.Policy.Spec.DryRun {
+			s.preview(obj, policy, d.stamp, d.pending)
+			return false, nil
+		}
+	}
+	return s.settle(ctx, obj, policy, d.stamp, obj.GetAnnotations()[d.stamp.annotation] != "", d.current)
 }
 
 // settle writes the decision unless the object carries it already: stamped
