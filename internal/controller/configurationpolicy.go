@@ -116,24 +116,26 @@ func (a *ConfigurationPolicyAdapter) inNamespaceOf(ctx context.Context, mc clien
 // for: those of the clusters it governs, and, when it has no
 // clusterSelector, those in namespaces that name no cluster.
 func (a *ConfigurationPolicyAdapter) ofPolicy(ctx context.Context, p client.Object) []reconcile.Request {
-	clusters := newManagedClusterList()
-	if err := a.Client.List(ctx, clusters); err != nil {
-		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
+	governed, err := clustersOf(ctx, a.Client, p.GetName())
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "listing the clusters of a policy", "policy", p.GetName())
 		return nil
-	}
-	all := sets.New[string]()
-	governed := sets.New[string]()
-	for i := range clusters.Items {
-		c := &clusters.Items[i]
-		all.Insert(c.GetName())
-		if c.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] == p.GetName() {
-			governed.Insert(c.GetName())
-		}
 	}
 	var selectsAll bool
 	if u, ok := p.(*unstructured.Unstructured); ok {
 		selector, _, _ := unstructured.NestedString(u.Object, "spec", "clusterSelector")
 		selectsAll = selector == ""
+	}
+	all := sets.New[string]()
+	if selectsAll {
+		clusters := newManagedClusterList()
+		if err := a.Client.List(ctx, clusters); err != nil {
+			logf.FromContext(ctx).Error(err, "listing ManagedClusters")
+			return nil
+		}
+		for i := range clusters.Items {
+			all.Insert(clusters.Items[i].GetName())
+		}
 	}
 	return a.list(ctx, func(ns string) bool { return governed.Has(ns) || (selectsAll && !all.Has(ns)) })
 }

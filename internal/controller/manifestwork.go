@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -185,17 +186,16 @@ func (a *ManifestWorkAdapter) worksOfCluster(ctx context.Context, mc client.Obje
 	return a.worksIn(ctx, mc.GetName())
 }
 
-// worksOfPolicy maps a policy change to the works of the clusters it
-// governs, found through the clusters' governing-policy index.
+// worksOfPolicy maps a policy change to the works of the clusters it governs.
 func (a *ManifestWorkAdapter) worksOfPolicy(ctx context.Context, p client.Object) []reconcile.Request {
-	clusters := newManagedClusterList()
-	if err := a.Client.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: p.GetName()}); err != nil {
+	clusters, err := clustersOf(ctx, a.Client, p.GetName())
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "listing the clusters of a policy", "policy", p.GetName())
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range clusters.Items {
-		reqs = append(reqs, a.worksIn(ctx, clusters.Items[i].GetName())...)
+	for _, c := range sets.List(clusters) {
+		reqs = append(reqs, a.worksIn(ctx, c)...)
 	}
 	return reqs
 }

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -192,4 +193,18 @@ func stampWatches(b *builder.Builder, ofCluster, ofPolicy handler.MapFunc) *buil
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(ofPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+}
+
+// clustersOf returns the clusters that name the policy as their governor,
+// through the governing-policy index.
+func clustersOf(ctx context.Context, c client.Reader, policy string) (sets.Set[string], error) {
+	clusters := newManagedClusterList()
+	if err := c.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: policy}); err != nil {
+		return nil, err
+	}
+	names := sets.New[string]()
+	for i := range clusters.Items {
+		names.Insert(clusters.Items[i].GetName())
+	}
+	return names, nil
 }
