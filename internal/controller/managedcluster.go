@@ -318,8 +318,11 @@ func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 }
 
 // workToCluster maps a ManifestWork's events to its cluster when they can
-// matter: the cluster is being cleaned up, or the work is its signal work.
-// Status updates of a steady fleet's works cost nothing.
+// matter: the cluster is being cleaned up, or the work carries the signal
+// label. That is wider than decision.IsSignalWork on purpose: a signal work
+// an earlier version applied has no managed-by label yet, and its events
+// must still bring the cluster back to retire it. Status updates of a
+// steady fleet's works cost nothing.
 func (a *ManagedClusterAdapter) workToCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetLabels()[v1alpha1.SignalWorkLabel] == "true" {
 		return namespaceToCluster(ctx, o)
