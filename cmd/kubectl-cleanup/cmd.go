@@ -12,8 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 )
 
 // options are the flags every subcommand shares.
@@ -41,7 +40,13 @@ once the operator is gone.`,
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: empty for text, json or yaml.")
 
-	root.AddCommand(&cobra.Command{
+	root.AddCommand(newPlanCommand(o), newStatusCommand(o))
+	root.AddCommand(newUninstallCommand(o))
+	return root
+}
+
+func newPlanCommand(o *options) *cobra.Command {
+	return &cobra.Command{
 		Use:   "plan CLUSTER",
 		Short: "Print what deleting the cluster would do, step by step",
 		Long: `plan prints the CleanupPolicy that governs the cluster, the remove strategy,
@@ -53,41 +58,42 @@ them now.`,
   kubectl cleanup plan prod-eu -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			planner, err := o.planner(cmd.Context())
+			p, err := o.preview(cmd.Context())
 			if err != nil {
 				return err
 			}
-			plan, err := planner.Plan(cmd.Context(), args[0])
+			plan, err := p.plan(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			return o.print(plan, func(w io.Writer) { printPlan(w, plan) })
 		},
-	})
-	root.AddCommand(&cobra.Command{
+	}
+}
+
+func newStatusCommand(o *options) *cobra.Command {
+	return &cobra.Command{
 		Use:   "status",
 		Short: "List the clusters in cleanup, their step and what remains",
 		Example: `  kubectl cleanup status
   kubectl cleanup status -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			planner, err := o.planner(cmd.Context())
+			p, err := o.preview(cmd.Context())
 			if err != nil {
 				return err
 			}
-			status, err := planner.Status(cmd.Context())
+			status, err := p.status(cmd.Context())
 			if err != nil {
 				return err
 			}
 			return o.print(status, func(w io.Writer) { printStatus(w, status) })
 		},
-	})
-	root.AddCommand(newUninstallCommand(o))
-	return root
+	}
 }
 
-// planner connects to the API server the kubeconfig names.
-func (o *options) planner(ctx context.Context) (*controller.Planner, error) {
+// preview connects to the API server the kubeconfig names.
+func (o *options) preview(ctx context.Context) (*preview, error) {
 	switch o.output {
 	case "", "json", "yaml":
 	default:
@@ -97,11 +103,11 @@ func (o *options) planner(ctx context.Context) (*controller.Planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return nil, err
 	}
-	return controller.NewPlanner(ctx, c, c.RESTMapper())
+	return newPreview(ctx, c, c.RESTMapper())
 }
 
 // print writes v as JSON or YAML, or as text with the given printer.

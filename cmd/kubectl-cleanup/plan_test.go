@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,7 +23,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
@@ -66,29 +66,37 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 		return c.Get(ctx, client.ObjectKey{Namespace: "c1", Name: "cleanup-signal"}, signal)
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 
+	// The ManifestWork controller stamps app-1's orphaning decision before
+	// any deletion; the plan then waits for the agent to apply it.
+	g.Eventually(func(g Gomega) {
+		w := &unstructured.Unstructured{}
+		w.SetAPIVersion("work.open-cluster-management.io/v1")
+		w.SetKind("ManifestWork")
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "c1", Name: "app-1"}, w)).To(Succeed())
+		p, _, _ := unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
+		g.Expect(p).To(Equal("SelectivelyOrphan"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
 	out, err := kubectlCleanup(t, env.Kubeconfig, "plan", "c1", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	var plan decision.ClusterPlan
+	var plan decision.Plan
 	g.Expect(json.Unmarshal([]byte(out), &plan)).To(Succeed(), out)
 
 	g.Expect(plan.Policy).To(Equal("plan-test"))
 	g.Expect(plan.Held).To(BeEmpty())
 	g.Expect(plan.Strategy).To(Equal(v1alpha1.RemoveStrategyRequired))
 	g.Expect(plan.Timeout).To(Equal("10m0s"))
-	g.Expect(plan.Signal).To(Equal(&decision.SignalPlan{Work: "cleanup-signal", Present: true}))
-	g.Expect(plan.Gate).To(Equal(decision.GatePlan{Resources: []string{"configmaps"}, Holding: []string{"configmaps/hold"}}))
-	g.Expect(plan.Stages).To(Equal([]decision.StagePlan{
-		{Name: "addons", Resource: "managedclusteraddons.addon.open-cluster-management.io",
-			Groups: []decision.GroupPlan{{Priority: "unset", Objects: []string{"a1"}}}},
-		{Name: "workloads", Resource: "manifestworks.work.open-cluster-management.io", Groups: []decision.GroupPlan{
-			{Priority: "unset", Objects: []string{"app-1"}},
-			{Priority: "5", Objects: []string{"app-3"}},
-			{Priority: "10", Objects: []string{"app-2"}},
-		}},
-		{Name: "agent", Resource: "manifestworks.work.open-cluster-management.io",
-			Groups: []decision.GroupPlan{{Priority: "unset", Objects: []string{"c1-agent"}}}},
+	g.Expect(steps(plan)).To(Equal([]string{
+		"orphaning next: wait manifestworks.work.open-cluster-management.io/app-1 (0)",
+		"signal cleanup-signal later: label namespaces/c1 (0), delete manifestworks.work.open-cluster-management.io/cleanup-signal (0)",
+		"gate later: wait configmaps/hold (0)",
+		"stage addons later: delete managedclusteraddons.addon.open-cluster-management.io/a1 (0)",
+		"stage workloads later: delete manifestworks.work.open-cluster-management.io/app-1 (0), " +
+			"delete manifestworks.work.open-cluster-management.io/app-3 (1), delete manifestworks.work.open-cluster-management.io/app-2 (2)",
+		"stage agent later: delete manifestworks.work.open-cluster-management.io/c1-agent (0)",
+		"namespace c1 later: delete namespaces/c1 (0)",
+		"finish later: removeFinalizer managedclusters.cluster.open-cluster-management.io/c1 (0)",
 	}))
-	g.Expect(plan.Namespace).To(Equal(&decision.NamespacePlan{Name: "c1", Keep: false}))
 	g.Expect(plan.Works).To(Equal([]decision.WorkPlan{
 		{Name: "app-1", PropagationPolicy: "SelectivelyOrphan", Orphaned: []decision.OrphanPlan{
 			{Resource: "customresourcedefinitions", Name: "widgets.example.com", Rule: "keep-crds"}}},
@@ -106,14 +114,14 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 		Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}})
 	out, err = kubectlCleanup(t, viewerConfig, "plan", "c1", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	var viewed decision.ClusterPlan
+	var viewed decision.Plan
 	g.Expect(json.Unmarshal([]byte(out), &viewed)).To(Succeed(), out)
 	g.Expect(viewed).To(Equal(plan))
 
 	// The same plan as YAML, and as text in the order of the steps.
 	out, err = kubectlCleanup(t, env.Kubeconfig, "plan", "c1", "-o", "yaml")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	var fromYAML decision.ClusterPlan
+	var fromYAML decision.Plan
 	g.Expect(yaml.Unmarshal([]byte(out), &fromYAML)).To(Succeed())
 	g.Expect(fromYAML).To(Equal(plan))
 	text, err := kubectlCleanup(t, env.Kubeconfig, "plan", "c1")
@@ -129,6 +137,7 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 		"cleanup-priority 10: app-2",
 		"stage agent (3 of 3",
 		"namespace c1: delete",
+		"remove the finalizer cleanup.fleetops.dev/cluster-cleanup: the cluster goes, reason Completed",
 		"app-1", "SelectivelyOrphan: customresourcedefinitions widgets.example.com (rule keep-crds)",
 		"ConfigurationPolicy audit", "DeleteAll (no effect while remediationAction is inform)",
 	)).To(Succeed(), text)
@@ -174,7 +183,7 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	mc.SetKind("ManagedCluster")
 	mc.SetName("c1")
 	g.Expect(c.Delete(ctx, mc)).To(Succeed())
-	var status []controller.ClusterStatus
+	var status []clusterStatus
 	g.Eventually(func(g Gomega) {
 		out, err := kubectlCleanup(t, env.Kubeconfig, "status", "-o", "json")
 		g.Expect(err).NotTo(HaveOccurred(), out)
@@ -184,7 +193,8 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(status[0].Cluster).To(Equal("c1"))
 	g.Expect(status[0].Policy).To(Equal("plan-test"))
-	g.Expect(status[0].Remaining).To(Equal(controller.Remaining{
+	g.Expect(status[0].Next).To(Equal(decision.StepGate))
+	g.Expect(status[0].Remaining).To(Equal(remaining{
 		Monitored: 1, Stages: map[string]int{"addons": 1, "workloads": 3, "agent": 1}, Namespace: true}))
 	text, err = kubectlCleanup(t, env.Kubeconfig, "status")
 	g.Expect(err).NotTo(HaveOccurred(), text)
@@ -206,9 +216,11 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 		}
 	}
 	var planned []string
-	for _, s := range plan.Stages {
-		for _, grp := range s.Groups {
-			planned = append(planned, "Delete/"+s.Name+"/"+grp.Priority)
+	for _, st := range plan.Steps {
+		for _, a := range st.Actions {
+			if st.Kind == decision.StepStage && !slices.Contains(planned, "Delete/"+st.Name+"/"+a.Priority) {
+				planned = append(planned, "Delete/"+st.Name+"/"+a.Priority)
+			}
 		}
 	}
 	g.Expect(done).To(Equal(planned))
@@ -223,6 +235,28 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	out, err = kubectlCleanup(t, "/nonexistent/kubeconfig", "plan")
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(out).To(ContainSubstring("accepts 1 arg(s), received 0"))
+}
+
+// steps summarizes a plan: each step, its state, and its actions' verbs,
+// objects and groups.
+func steps(p decision.Plan) []string {
+	var out []string
+	for _, st := range p.Steps {
+		line := string(st.Kind)
+		if st.Name != "" {
+			line += " " + st.Name
+		}
+		line += " " + string(st.State)
+		var acts []string
+		for _, a := range st.Actions {
+			acts = append(acts, fmt.Sprintf("%s %s/%s (%d)", a.Verb, a.Resource, a.Name, a.Group))
+		}
+		if len(acts) > 0 {
+			line += ": " + strings.Join(acts, ", ")
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // inOrder checks that s holds each part, each after the one before.

@@ -11,107 +11,240 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // printPlan writes a plan as numbered steps, in the order the operator
-// takes them.
-func printPlan(w io.Writer, p *decision.ClusterPlan) {
+// takes them, each with what it does to each object.
+func printPlan(w io.Writer, p *decision.Plan) {
 	if p.Deleting {
-		fmt.Fprintf(w, "ManagedCluster %s is being deleted; the steps below are what remains.\n", p.Cluster)
+		fmt.Fprintf(w, "ManagedCluster %s is being deleted; steps marked (done) are behind it.\n", p.Cluster)
 	}
-	if p.Held != "" {
-		fmt.Fprintf(w, "ManagedCluster %s: %s\n", p.Cluster, p.Held)
+	switch {
+	case p.Held != "":
+		fmt.Fprintf(w, "ManagedCluster %s: held, nothing would be deleted: %s\n", p.Cluster, p.Held)
+		return
+	case p.Policy == "":
+		fmt.Fprintf(w, "ManagedCluster %s: no CleanupPolicy governs the cluster: the operator would leave its content as it is\n", p.Cluster)
 		return
 	}
+	printHeader(w, p)
+	if p.Deleting {
+		fmt.Fprintln(w, "\nThe teardown:")
+	} else {
+		fmt.Fprintln(w, "\nIf the cluster is deleted now:")
+	}
+	n := 0
+	step := func(st decision.Step, format string, args ...any) {
+		n++
+		mark := ""
+		if st.State == decision.StateDone {
+			mark = " (done)"
+		}
+		fmt.Fprintf(w, "%2d. %s%s\n", n, fmt.Sprintf(format, args...), mark)
+	}
+	stages, stage := countStages(p), 0
+	for _, st := range p.Steps {
+		switch st.Kind {
+		case decision.StepOrphaning:
+			printOrphaning(w, p, st, step)
+		case decision.StepSignal:
+			printSignal(w, p, st, step)
+		case decision.StepGate:
+			printGate(st, step)
+		case decision.StepStage:
+			stage++
+			printStage(w, st, stage, stages, step)
+		case decision.StepNamespace:
+			printNamespace(st, step)
+		case decision.StepFinish:
+			outcome := ""
+			if st.Report != nil && st.Report.Reason != "" {
+				outcome = ", reason " + st.Report.Reason
+			}
+			step(st, "remove the finalizer %s: the cluster goes%s", v1alpha1.ClusterCleanupFinalizer, outcome)
+		}
+	}
+	printWorks(w, p)
+	printPrune(w, p)
+}
+
+func printHeader(w io.Writer, p *decision.Plan) {
 	fmt.Fprintf(w, "ManagedCluster %s is governed by CleanupPolicy %s (generation %d).\n", p.Cluster, p.Policy, p.PolicyGeneration)
 	availability := "available"
 	if !p.Available {
 		availability = "not available"
 	}
 	fmt.Fprintf(w, "Strategy: %s, timeout %s; the cluster is %s.\n", p.Strategy, p.Timeout, availability)
-	switch {
-	case p.Strategy == v1alpha1.RemoveStrategyBestEffort && !p.Available:
-		fmt.Fprintln(w, "  BestEffort on an unavailable cluster: the work agent's finalizer is removed at once from what it holds,")
-		fmt.Fprintln(w, "  except from works with an orphaning deleteOption, which wait for the timeout first.")
-	case p.Strategy == v1alpha1.RemoveStrategyRequired:
+	if p.Strategy == v1alpha1.RemoveStrategyRequired {
 		fmt.Fprintln(w, "  Required: the cleanup waits for every object, past the timeout too.")
 	}
 	if p.DryRun {
 		fmt.Fprintln(w, "Dry run: the operator would only report these steps; nothing would be deleted.")
 	}
+}
 
-	fmt.Fprintln(w, "\nIf the cluster is deleted now:")
-	n := 0
-	step := func(format string, args ...any) {
-		n++
-		fmt.Fprintf(w, "%2d. %s\n", n, fmt.Sprintf(format, args...))
-	}
-	if p.OrphanAll {
-		step("orphan: give every ManifestWork deleteOption Orphan, so that its resources stay on the managed cluster, and wait until the work agent applied it")
-	} else if orphaning(p.Works) {
-		step("orphan: give each ManifestWork the deleteOption below, and wait until the work agent applied it")
-	}
-	if p.Namespace != nil {
-		step("label namespace %s %s=true", p.Namespace.Name, v1alpha1.ClusterDeletingLabel)
-	}
-	if p.Signal != nil {
-		if p.Signal.Present {
-			step("signal: delete ManifestWork %s and wait until the work agent has removed it", p.Signal.Work)
-		} else {
-			step("signal: ManifestWork %s does not exist, nothing to signal", p.Signal.Work)
-		}
-	}
-	if len(p.Gate.Resources) > 0 {
-		holding := "none exists now"
-		if len(p.Gate.Holding) > 0 {
-			holding = fmt.Sprintf("%d exist now: %s", len(p.Gate.Holding), strings.Join(p.Gate.Holding, ", "))
-		}
-		step("gate: wait until no %s remain (%s)", strings.Join(p.Gate.Resources, ", "), holding)
-	}
-	for i, s := range p.Stages {
-		if len(s.Groups) == 0 {
-			step("stage %s (%d of %d, %s): nothing to delete", s.Name, i+1, len(p.Stages), s.Resource)
-			continue
-		}
-		step("stage %s (%d of %d, %s): delete, one group after the other:", s.Name, i+1, len(p.Stages), s.Resource)
-		for _, g := range s.Groups {
-			fmt.Fprintf(w, "      cleanup-priority %s: %s\n", g.Priority, strings.Join(g.Objects, ", "))
-		}
-	}
+type stepPrinter func(st decision.Step, format string, args ...any)
+
+func printOrphaning(w io.Writer, p *decision.Plan, st decision.Step, step stepPrinter) {
 	switch {
-	case p.Namespace == nil:
-		step("namespace: there is no cluster namespace")
-	case p.Namespace.Keep:
-		step("namespace %s: keep (keepNamespace is true)", p.Namespace.Name)
+	case p.Strategy == v1alpha1.RemoveStrategyNeedless:
+		step(st, "orphan: give every ManifestWork deleteOption Orphan, so that its resources stay on the managed cluster, and wait until the work agent applied it")
+	case len(st.Actions) > 0 || slices.ContainsFunc(p.Works, func(wp decision.WorkPlan) bool { return wp.PropagationPolicy != "" }):
+		step(st, "orphan: give each ManifestWork the deleteOption below, and wait until the work agent applied it")
 	default:
-		step("namespace %s: delete", p.Namespace.Name)
+		return
 	}
-	step("remove the finalizer %s: the cluster goes", v1alpha1.ClusterCleanupFinalizer)
+	for _, a := range st.Actions {
+		switch a.Verb {
+		case decision.VerbHold:
+			fmt.Fprintf(w, "      hold: %s\n", a.For)
+		case decision.VerbWait:
+			fmt.Fprintf(w, "      wait: %s for %s\n", a.Name, a.For)
+		case decision.VerbRecordUnconfirmed:
+			fmt.Fprintf(w, "      record as not confirmed: %s (%s)\n", strings.Join(a.Objects, ", "), a.For)
+		}
+	}
+}
 
-	if len(p.Works) > 0 {
-		fmt.Fprintln(w, "\nWhen a ManifestWork is deleted, what stays on the managed cluster:")
-		if p.OrphanAll {
-			fmt.Fprintln(w, "  (under Needless every work is orphaned before the cleanup, whatever the orphaning rules say)")
+func printSignal(w io.Writer, p *decision.Plan, st decision.Step, step stepPrinter) {
+	work := false
+	for _, a := range st.Actions {
+		switch a.Verb {
+		case decision.VerbLabel:
+			step(st, "label namespace %s %s=true", a.Name, v1alpha1.ClusterDeletingLabel)
+			continue
+		case decision.VerbDelete:
+			step(st, "signal: delete ManifestWork %s and wait until the work agent has removed it", a.Name)
+		case decision.VerbWait:
+			step(st, "signal: wait until the work agent has removed ManifestWork %s", a.Name)
+		case decision.VerbForce:
+			step(st, "signal: remove the work agent's finalizer from ManifestWork %s (%s)", a.Name, a.For)
+		case decision.VerbHold:
+			step(st, "signal: hold: %s", a.For)
 		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, wp := range p.Works {
-			fmt.Fprintf(tw, "  %s\t%s\n", wp.Name, describeWork(wp))
-		}
-		_ = tw.Flush()
+		work = true
 	}
-	if len(p.Prune) > 0 {
-		fmt.Fprintln(w, "\nPrune behaviour (what a deleted ConfigurationPolicy removes from the managed cluster):")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, pp := range p.Prune {
-			fmt.Fprintf(tw, "  %s\t%s\n", pp.Object, describePrune(pp))
+	if !work && st.Name != "" {
+		step(st, "signal: ManifestWork %s does not exist, nothing to signal", st.Name)
+	}
+}
+
+func printGate(st decision.Step, step stepPrinter) {
+	var holding []string
+	for _, a := range st.Actions {
+		if a.Verb == decision.VerbHold {
+			step(st, "gate: hold: %s", a.For)
+			return
 		}
-		_ = tw.Flush()
-		for _, pp := range p.Prune {
-			if pp.HubTemplate != "" {
-				fmt.Fprintf(w, "  %s does not read its decision; put this line in its spec:\n    %s\n", pp.Object, pp.HubTemplate)
+		holding = append(holding, actionKey(a))
+	}
+	if st.Resource == "" {
+		return
+	}
+	exist := "none exists now"
+	if len(holding) > 0 {
+		exist = fmt.Sprintf("%d exist now: %s", len(holding), strings.Join(holding, ", "))
+	}
+	step(st, "gate: wait until no %s remain (%s)", st.Resource, exist)
+}
+
+func printStage(w io.Writer, st decision.Step, i, n int, step stepPrinter) {
+	where := fmt.Sprintf("stage %s (%d of %d, %s)", st.Name, i, n, st.Resource)
+	switch {
+	case len(st.Actions) == 0:
+		step(st, "%s: nothing to delete", where)
+		return
+	case st.Actions[0].Verb == decision.VerbHold:
+		step(st, "%s: hold: %s", where, st.Actions[0].For)
+		return
+	}
+	step(st, "%s: delete, one group after the other:", where)
+	for g := 0; g <= st.Actions[len(st.Actions)-1].Group; g++ {
+		var names []string
+		priority := ""
+		for _, a := range st.Actions {
+			if a.Group != g {
+				continue
 			}
+			priority = a.Priority
+			switch a.Verb {
+			case decision.VerbWait:
+				names = append(names, a.Name+" (deleting)")
+			case decision.VerbForce:
+				// After its delete, or once it is deleting.
+				if i := slices.Index(names, a.Name); i >= 0 {
+					names[i] += " (then remove the work agent's finalizer: " + a.For + ")"
+				} else {
+					names = append(names, a.Name+" (deleting; remove the work agent's finalizer: "+a.For+")")
+				}
+			default:
+				names = append(names, a.Name)
+			}
+		}
+		fmt.Fprintf(w, "      cleanup-priority %s: %s\n", priority, strings.Join(names, ", "))
+	}
+}
+
+func printNamespace(st decision.Step, step stepPrinter) {
+	switch {
+	case st.Name == "":
+		step(st, "namespace: there is no cluster namespace")
+	case len(st.Actions) == 0:
+		step(st, "namespace %s: being deleted", st.Name)
+	case st.Actions[0].Verb == decision.VerbDelete:
+		step(st, "namespace %s: delete", st.Name)
+	case st.Actions[0].Verb == decision.VerbHold:
+		step(st, "namespace %s: hold: %s", st.Name, st.Actions[0].For)
+	default:
+		step(st, "namespace %s: keep (keepNamespace is true)", st.Name)
+	}
+}
+
+func countStages(p *decision.Plan) int {
+	n := 0
+	for _, st := range p.Steps {
+		if st.Kind == decision.StepStage {
+			n++
+		}
+	}
+	return n
+}
+
+// actionKey names an action's object as messages do: resource/name.
+func actionKey(a decision.Action) string {
+	resource, _, _ := strings.Cut(a.Resource, ".")
+	return resource + "/" + a.Name
+}
+
+func printWorks(w io.Writer, p *decision.Plan) {
+	if len(p.Works) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nWhen a ManifestWork is deleted, what stays on the managed cluster:")
+	if p.Strategy == v1alpha1.RemoveStrategyNeedless {
+		fmt.Fprintln(w, "  (under Needless every work is orphaned before the cleanup, whatever the orphaning rules say)")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, wp := range p.Works {
+		fmt.Fprintf(tw, "  %s\t%s\n", wp.Name, describeWork(wp))
+	}
+	_ = tw.Flush()
+}
+
+func printPrune(w io.Writer, p *decision.Plan) {
+	if len(p.Prune) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nPrune behaviour (what a deleted ConfigurationPolicy removes from the managed cluster):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, pp := range p.Prune {
+		fmt.Fprintf(tw, "  %s\t%s\n", pp.Object, describePrune(pp))
+	}
+	_ = tw.Flush()
+	for _, pp := range p.Prune {
+		if pp.HubTemplate != "" {
+			fmt.Fprintf(w, "  %s does not read its decision; put this line in its spec:\n    %s\n", pp.Object, pp.HubTemplate)
 		}
 	}
 }
@@ -119,7 +252,7 @@ func printPlan(w io.Writer, p *decision.ClusterPlan) {
 func describeWork(wp decision.WorkPlan) string {
 	switch {
 	case wp.Error != "":
-		return "undecided (the work is not stamped): " + wp.Error
+		return "undecided (the work is not stamped, and not deleted): " + wp.Error
 	case wp.PropagationPolicy == "":
 		return "nothing: its resources are deleted with it"
 	case wp.PropagationPolicy == "Orphan":
@@ -147,7 +280,7 @@ func describePrune(pp decision.PrunePlan) string {
 }
 
 // printStatus writes one line per cluster in cleanup.
-func printStatus(w io.Writer, status []controller.ClusterStatus) {
+func printStatus(w io.Writer, status []clusterStatus) {
 	if len(status) == 0 {
 		fmt.Fprintln(w, "No cluster is being cleaned up.")
 		return
@@ -162,7 +295,7 @@ func printStatus(w io.Writer, status []controller.ClusterStatus) {
 	_ = tw.Flush()
 }
 
-func describeRemaining(r controller.Remaining) string {
+func describeRemaining(r remaining) string {
 	var parts []string
 	if r.Monitored > 0 {
 		parts = append(parts, fmt.Sprintf("monitored %d", r.Monitored))
@@ -182,14 +315,4 @@ func describeRemaining(r controller.Remaining) string {
 		return "nothing"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// orphaning says whether a work's decided deleteOption keeps anything.
-func orphaning(works []decision.WorkPlan) bool {
-	for _, w := range works {
-		if w.PropagationPolicy != "" {
-			return true
-		}
-	}
-	return false
 }

@@ -20,20 +20,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// Names the teardown writes on a ManagedCluster, defined next to the code
-// writing them; the plugin names them here so that it needs none of that
-// code. A test checks that they agree.
-const (
-	// forcedObjectsAnnotation counts forced objects on a ManagedCluster.
-	forcedObjectsAnnotation = "cleanup.fleetops.dev/forced-objects"
-	// unconfirmedOrphansAnnotation lists, on a ManagedCluster, the works
-	// deleted with an Orphan the work agent never confirmed.
-	unconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
-	// forcingAnnotation lists, on a ManagedCluster, the last batch of
-	// objects the operator set out to force.
-	forcingAnnotation = "cleanup.fleetops.dev/forcing"
-)
-
 // Signal-work modes of --signal-works.
 const (
 	signalWorksOrphan = "orphan"

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // stripMeta removes the given finalizers, labels and annotations from an
@@ -140,7 +141,7 @@ func (u *uninstaller) verb(done, dry string) string {
 func (u *uninstaller) releaseClusters(ctx context.Context) error {
 	return u.stripAll(ctx, managedClusterGVK, nil, nil,
 		[]string{v1alpha1.ClusterCleanupFinalizer}, nil,
-		[]string{v1alpha1.GoverningPolicyAnnotation, forcedObjectsAnnotation, forcingAnnotation, unconfirmedOrphansAnnotation})
+		decision.ClusterAnnotations)
 }
 
 // releasePolicies removes the in-use finalizer from CleanupPolicies. The

@@ -21,19 +21,9 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
-
-// TestUninstallNamesAgreeWithTheOperator: the plugin spells the teardown's
-// annotations without importing the code that writes them.
-func TestUninstallNamesAgreeWithTheOperator(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(forcedObjectsAnnotation).To(Equal(controller.ForcedObjectsAnnotation))
-	g.Expect(unconfirmedOrphansAnnotation).To(Equal(controller.UnconfirmedOrphansAnnotation))
-	g.Expect(forcingAnnotation).To(Equal(controller.ForcingAnnotation))
-}
 
 // TestUninstall runs the operator with leader election, as a Deployment
 // does, over two governed clusters; deletes one while a monitored object

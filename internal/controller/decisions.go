@@ -34,7 +34,7 @@ import (
 // Labels of the OCM policy framework.
 const (
 	// RootPolicyLabel names, on a replicated Policy, its root: <namespace>.<name>.
-	RootPolicyLabel = "policy.open-cluster-management.io/root-policy"
+	RootPolicyLabel = decision.RootPolicyLabel
 	// ClusterNameLabel names, on a replicated Policy, its cluster.
 	ClusterNameLabel = "policy.open-cluster-management.io/cluster-name"
 )
@@ -67,7 +67,7 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
-	if exists && !managedByOperator(cm) {
+	if exists && !decision.ManagedByOperator(cm) {
 		// Another's ConfigMap of that name: neither changed nor deleted.
 		return reconcile.Result{}, r.reportNotOwned(ctx, cm, roots)
 	}
@@ -106,12 +106,6 @@ func (r *DecisionsReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	return reconcile.Result{}, nil
 }
 
-// template is a ConfigurationPolicy template of a root Policy.
-type template struct {
-	name       string
-	definition map[string]any
-}
-
 // rootPolicies returns the root Policies of a namespace that hold
 // ConfigurationPolicy templates.
 func (r *DecisionsReconciler) rootPolicies(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
@@ -122,29 +116,11 @@ func (r *DecisionsReconciler) rootPolicies(ctx context.Context, ns string) ([]*u
 	var out []*unstructured.Unstructured
 	for i := range list.Items {
 		p := &list.Items[i]
-		if _, replicated := p.GetLabels()[RootPolicyLabel]; !replicated && len(templates(p)) > 0 && p.GetDeletionTimestamp() == nil {
+		if _, replicated := p.GetLabels()[RootPolicyLabel]; !replicated && len(decision.Templates(p)) > 0 && p.GetDeletionTimestamp() == nil {
 			out = append(out, p)
 		}
 	}
 	return out, nil
-}
-
-func templates(root *unstructured.Unstructured) []template {
-	raw, _, _ := unstructured.NestedSlice(root.Object, "spec", "policy-templates")
-	var out []template
-	for _, t := range raw {
-		m, _ := t.(map[string]any)
-		def, _ := m["objectDefinition"].(map[string]any)
-		if kind, _ := def["kind"].(string); kind != configurationPolicyGVK.Kind {
-			continue
-		}
-		md, _ := def["metadata"].(map[string]any)
-		name, _ := md["name"].(string)
-		if name != "" {
-			out = append(out, template{name: name, definition: def})
-		}
-	}
-	return out
 }
 
 // decide adds the decisions of one root Policy to data. A decision that
@@ -156,10 +132,10 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 		return err
 	}
 	var problems, unread []string
-	tpls := templates(root)
+	tpls := decision.Templates(root)
 	for _, t := range tpls {
-		if !readsDecisions(t.definition) {
-			unread = append(unread, t.name)
+		if !decision.ReadsDecisions(t.Definition) {
+			unread = append(unread, t.Name)
 		}
 	}
 	for _, c := range clusters {
@@ -168,14 +144,14 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 			return err
 		}
 		for _, t := range tpls {
-			key := c + "." + t.name
+			key := c + "." + t.Name
 			keep := func() {
 				if v, ok := published[key]; ok {
 					data[key] = v
 				}
 			}
-			if g.Policy != nil && g.Policy.Spec.Prune != nil && !readsDecisions(t.definition) {
-				mark := "Policy " + root.GetNamespace() + "/" + root.GetName() + " template " + t.name + " on " + c
+			if g.Policy != nil && g.Policy.Spec.Prune != nil && !decision.ReadsDecisions(t.Definition) {
+				mark := "Policy " + root.GetNamespace() + "/" + root.GetName() + " template " + t.Name + " on " + c
 				r.Tally.set(unreadMark, g.Policy.Name, mark, true)
 				marked.Insert(mark)
 			}
@@ -190,14 +166,14 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 				keep()
 				continue
 			}
-			b, err := decision.PruneBehavior(g.Policy, g.Activation, t.definition)
+			b, err := decision.PruneBehavior(g.Policy, g.Activation, t.Definition)
 			if err != nil {
 				keep()
 				problems = append(problems, fmt.Sprintf("%s: %v", key, err))
 				continue
 			}
 			data[key] = string(b)
-			if decision.Ineffective(b, t.definition) {
+			if decision.Ineffective(b, t.Definition) {
 				problems = append(problems, fmt.Sprintf("%s: %s has no effect while remediationAction is inform", key, b))
 			}
 		}
@@ -205,7 +181,7 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 	if len(unread) > 0 {
 		r.Recorder.Eventf(root, nil, corev1.EventTypeWarning, "DecisionNotRead", "Prune",
 			"ConfigurationPolicy template(s) %s do not read pruneObjectBehavior from the %s ConfigMap; put this line in their spec: %s",
-			strings.Join(unread, ", "), v1alpha1.DecisionsConfigMap, DecisionHubTemplate("<name>"))
+			strings.Join(unread, ", "), v1alpha1.DecisionsConfigMap, decision.DecisionHubTemplate("<name>"))
 	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
@@ -237,21 +213,6 @@ func newPolicyList() *unstructured.UnstructuredList {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(policyGVK.GroupVersion().WithKind("PolicyList"))
 	return list
-}
-
-// DecisionHubTemplate is the line of a ConfigurationPolicy template that
-// reads its pruneObjectBehavior from the decisions ConfigMap, through a hub
-// template the policy propagator resolves for each cluster.
-func DecisionHubTemplate(template string) string {
-	return fmt.Sprintf(`pruneObjectBehavior: '{{hub fromConfigMap .PolicyMetadata.namespace "%s" (printf "%%s.%%s" .ManagedClusterName "%s") | default "None" hub}}'`,
-		v1alpha1.DecisionsConfigMap, template)
-}
-
-// readsDecisions reports whether a template takes its pruneObjectBehavior
-// from the decisions ConfigMap.
-func readsDecisions(definition map[string]any) bool {
-	v, _, _ := unstructured.NestedString(definition, "spec", "pruneObjectBehavior")
-	return strings.Contains(v, v1alpha1.DecisionsConfigMap)
 }
 
 // SetupWithManager watches Policies (root and replicated), ManagedClusters
@@ -327,7 +288,7 @@ func notOwnedDecisionsKey(namespace, policy string) string {
 func (r *DecisionsReconciler) reportNotOwned(ctx context.Context, cm *corev1.ConfigMap, roots []*unstructured.Unstructured) error {
 	ns := cm.Namespace
 	keep := sets.New[string]()
-	msg := notOwnedMessage("ConfigMap", ns, cm.Name, cm) + fmt.Sprintf(
+	msg := decision.NotOwnedMessage("ConfigMap", ns, cm.Name, cm) + fmt.Sprintf(
 		"; the prune decisions of the root Policies in %s are not published until it is removed or renamed", ns)
 	for _, root := range roots {
 		clusters, err := r.placedOn(ctx, root)

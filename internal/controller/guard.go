@@ -8,11 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // maxReapplies is how many times the operator re-applies a decision that
 // another manager reverted before it stops writing that object.
-const maxReapplies = 3
+const maxReapplies = decision.MaxReapplies
 
 // applyGuard keeps the operator out of write wars. It counts the applies of
 // one decision to one object: the decision is applied once and re-applied

@@ -29,6 +29,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch;patch
@@ -66,7 +67,7 @@ var (
 // through the manager's cache and REST mapper.
 func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics) *ManagedClusterAdapter {
 	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), inflight: newInflight()}
-	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
+	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
 	a.watches.watched[decision.ManifestWorks] = manifestWorkGVK
@@ -144,7 +145,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Released", "Govern", "no CleanupPolicy governs the cluster any more")
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.ReleasedReason, "Govern", "no CleanupPolicy governs the cluster any more")
 		log.Info("cluster released", "cluster", mc.GetName())
 		return nil
 	}
@@ -157,7 +158,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Governed", "Govern", "governed by CleanupPolicy %s", p.Name)
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.GovernedReason, "Govern", "governed by CleanupPolicy %s", p.Name)
 		log.Info("cluster governed", "cluster", mc.GetName(), "policy", p.Name)
 	}
 	if p.Spec.DryRun {
@@ -218,12 +219,12 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 	case err != nil:
 		clearNotOwnedWorks(a.Tally, namespace)
 	default:
-		owned, err := a.ownsSignalWork(ctx, current)
+		owned, err := snapshot.OwnsSignalWork(ctx, a.apiReader, current)
 		if err != nil {
 			return err
 		}
 		if !owned {
-			msg := notOwnedMessage("ManifestWork", namespace, name, current) + fmt.Sprintf(
+			msg := decision.NotOwnedMessage("ManifestWork", namespace, name, current) + fmt.Sprintf(
 				"; CleanupPolicy %s sends no deletion signal to cluster %s until it is renamed or spec.deletionSignal.workName names another work",
 				p.Name, namespace)
 			reportNotOwned(a.Tally, a.Recorder, p.Name, key, msg, mc, policyRef(p.Name, p.UID))
@@ -234,7 +235,7 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 		switch {
 		case current.GetDeletionTimestamp() != nil:
 			return nil // the watch brings the cluster back once it is gone
-		case current.GetAnnotations()[v1alpha1.SpecHashAnnotation] == hash && managedByOperator(current):
+		case current.GetAnnotations()[v1alpha1.SpecHashAnnotation] == hash && decision.ManagedByOperator(current):
 			return nil
 		}
 	}
@@ -272,7 +273,7 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 		if w.Name == keep || w.DeletionTimestamp != nil {
 			continue
 		}
-		if owned, err := a.ownsSignalWork(ctx, w); err != nil {
+		if owned, err := snapshot.OwnsSignalWork(ctx, a.apiReader, w); err != nil {
 			return err
 		} else if !owned {
 			continue // someone else's work that carries the label: not ours to retire
@@ -283,7 +284,7 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 			}
 			continue
 		}
-		if !a.orphanApplied(w) {
+		if !decision.OrphanApplied(w, a.inflight.stamped(w.UID)) {
 			continue // the agent's next status brings the cluster back
 		}
 		if err := a.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID, ResourceVersion: &w.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {

@@ -2,12 +2,8 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -63,10 +59,10 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 				return stampDecision{}, err
 			}
 		}
-		current := desired.Equal(current(w))
+		current := desired.Equal(decision.CurrentDeleteOption(w))
 		return stampDecision{current: current, pending: !current, stamp: stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
 			field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation, value: desired.PropagationPolicy,
-			spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: describe(desired), defaulted: defaultedPropagationPolicy,
+			spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: desired.Describe(), defaulted: defaultedPropagationPolicy,
 			released: map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}}}, nil
 	})
 	return reconcile.Result{}, err
@@ -77,76 +73,15 @@ func (a *ManifestWorkAdapter) decide(g *decision.Governed, w *workv1.ManifestWor
 }
 
 // decideOrphaning evaluates the governing policy's orphaning rules on a
-// work's manifests. The operator and the command-line preview both call it.
+// work's manifests (decision.WorkOrphaning), resources named by the mapper.
 func decideOrphaning(g *decision.Governed, w *workv1.ManifestWork, mapper meta.RESTMapper) (decision.DeleteOption, error) {
-	// The cache keeps manifests as raw JSON; they become maps only here,
-	// where rules read them.
-	manifests := make([]map[string]any, 0, len(w.Spec.Workload.Manifests))
-	for i, m := range w.Spec.Workload.Manifests {
-		var obj map[string]any
-		if err := json.Unmarshal(m.Raw, &obj); err != nil || obj == nil {
-			return decision.DeleteOption{}, fmt.Errorf("manifest %d is not an object", i)
-		}
-		manifests = append(manifests, obj)
-	}
-	work, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
-	if err != nil {
-		return decision.DeleteOption{}, err
-	}
-	work["apiVersion"], work["kind"] = manifestWorkGVK.GroupVersion().String(), manifestWorkGVK.Kind
-	reported := map[int]workv1.ManifestResourceMeta{}
-	for _, m := range w.Status.ResourceStatus.Manifests {
-		if m.ResourceMeta.Resource != "" {
-			reported[int(m.ResourceMeta.Ordinal)] = m.ResourceMeta
-		}
-	}
-	resourceOf := func(i int, gvk schema.GroupVersionKind) (string, error) {
-		if r, ok := reported[i]; ok && r.Group == gvk.Group && r.Version == gvk.Version && r.Kind == gvk.Kind {
-			return r.Resource, nil
-		}
+	return decision.WorkOrphaning(g.Policy, g.Activation, w, func(gvk schema.GroupVersionKind) (string, error) {
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return "", fmt.Errorf("neither the work agent nor the API server knows its resource: %w", err)
+			return "", err
 		}
 		return mapping.Resource.Resource, nil
-	}
-	return decision.Orphaning(g.Policy, g.Activation, work, manifests, resourceOf)
-}
-
-// current reads the deleteOption a work carries.
-func current(w *workv1.ManifestWork) decision.DeleteOption {
-	var d decision.DeleteOption
-	if w.Spec.DeleteOption == nil {
-		return d
-	}
-	d.PropagationPolicy = string(w.Spec.DeleteOption.PropagationPolicy)
-	if d.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeForeground) {
-		d.PropagationPolicy = ""
-	}
-	if so := w.Spec.DeleteOption.SelectivelyOrphan; so != nil {
-		for _, r := range so.OrphaningRules {
-			d.Orphans = append(d.Orphans, decision.Orphan{Group: r.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name})
-		}
-	}
-	return d
-}
-
-func describe(d decision.DeleteOption) string {
-	switch d.PropagationPolicy {
-	case "":
-		return "unset (Foreground)"
-	case "Orphan":
-		return "Orphan (every manifest stays on the managed cluster)"
-	}
-	var parts []string
-	for i, o := range d.Orphans {
-		part := o.Resource + "/" + o.Name
-		if i < len(d.Rules) { // a decision names its rules; a value read from a work does not
-			part += " by rule " + d.Rules[i]
-		}
-		parts = append(parts, part)
-	}
-	return "SelectivelyOrphan: " + strings.Join(parts, ", ")
+	})
 }
 
 // deleteOptionSpec is the deleteOption a decision stamps.

@@ -5,53 +5,20 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // clusterAnnotations are the annotations the operator puts on a
 // ManagedCluster; a released cluster keeps none of them.
-var clusterAnnotations = []string{v1alpha1.GoverningPolicyAnnotation, ForcedObjectsAnnotation, ForcingAnnotation, UnconfirmedOrphansAnnotation}
-
-// releaseDeleting lets a cluster being deleted go without a cleanup, when no
-// policy governs it any more: it takes back the namespace label, the
-// operator's annotations and, last, the finalizer. The cluster's content is
-// left as it is. A cluster re-imported under the same name then finds a
-// namespace where its works are admitted.
-func (a *ManagedClusterAdapter) releaseDeleting(ctx context.Context, mc *unstructured.Unstructured, msg string) error {
-	clearNotOwnedWorks(a.Tally, mc.GetName())
-	if err := a.unlabelNamespace(ctx, mc.GetName()); err != nil {
-		return err
-	}
-	if err := a.removeClusterAnnotations(ctx, mc); err != nil {
-		return err
-	}
-	return a.removeFinalizer(ctx, mc, "Released", msg)
-}
-
-// removeClusterAnnotations removes the operator's annotations from the
-// cluster, on the cluster as read.
-func (a *ManagedClusterAdapter) removeClusterAnnotations(ctx context.Context, mc *unstructured.Unstructured) error {
-	before := mc.DeepCopy()
-	changed := false
-	for _, key := range clusterAnnotations {
-		if _, ok := mc.GetAnnotations()[key]; ok {
-			removeAnnotation(mc, key)
-			changed = true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	return nil
-}
+var clusterAnnotations = decision.ClusterAnnotations
 
 // unlabelNamespace removes the cluster-deleting label from the cluster
 // namespace. Admission refuses new ManifestWorks and add-ons in a labelled
@@ -70,11 +37,31 @@ func (a *ManagedClusterAdapter) unlabel(ctx context.Context, ns *corev1.Namespac
 	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled || ns.DeletionTimestamp != nil {
 		return nil
 	}
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{%q:null}}}`, ns.UID, v1alpha1.ClusterDeletingLabel)
+	return a.setDeletingLabel(ctx, ns.Name, ns.UID, "", false)
+}
+
+// setDeletingLabel puts the cluster-deleting label on a namespace, or takes
+// it off, on exactly the namespace of that UID and, when rv is set, only as
+// it was read: a namespace changed meanwhile (or a cache behind the last
+// write) is left to its event.
+func (a *ManagedClusterAdapter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) error {
+	value, verb := "null", "unlabelled"
+	if on {
+		value, verb = `"true"`, "labelled"
+	}
+	md := fmt.Sprintf(`"uid":%q`, uid)
+	if rv != "" {
+		md += fmt.Sprintf(`,"resourceVersion":%q`, rv)
+	}
+	patch := fmt.Sprintf(`{"metadata":{%s,"labels":{%q:%s}}}`, md, v1alpha1.ClusterDeletingLabel, value)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := a.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil // another namespace of that name: its event brings the cluster back
+		}
 		return client.IgnoreNotFound(err)
 	}
-	logf.FromContext(ctx).Info("cluster namespace unlabelled", "namespace", ns.Name, "label", v1alpha1.ClusterDeletingLabel)
+	logf.FromContext(ctx).Info("cluster namespace "+verb, "namespace", name, "label", v1alpha1.ClusterDeletingLabel)
 	return nil
 }
 

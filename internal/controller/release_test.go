@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 func getPolicy(g Gomega, name string) *v1alpha1.CleanupPolicy {
@@ -138,7 +137,7 @@ var _ = Describe("Teardown ownership", func() {
 		mc := getCluster(Default, "rel-2")
 		mc.SetFinalizers(append(mc.GetFinalizers(), "example.com/hold"))
 		anns := mc.GetAnnotations()
-		anns[controller.ForcedObjectsAnnotation] = "1"
+		anns[v1alpha1.ForcedObjectsAnnotation] = "1"
 		mc.SetAnnotations(anns)
 		Expect(k8s.Update(ctx, mc)).To(Succeed())
 
@@ -155,7 +154,7 @@ var _ = Describe("Teardown ownership", func() {
 			mc := getCluster(g, "rel-2")
 			g.Expect(mc.GetFinalizers()).To(Equal([]string{"example.com/hold"}))
 			g.Expect(mc.GetAnnotations()).NotTo(HaveKey(v1alpha1.GoverningPolicyAnnotation))
-			g.Expect(mc.GetAnnotations()).NotTo(HaveKey(controller.ForcedObjectsAnnotation))
+			g.Expect(mc.GetAnnotations()).NotTo(HaveKey(v1alpha1.ForcedObjectsAnnotation))
 			g.Expect(namespaceLabels(g, "rel-2")).NotTo(HaveKey(v1alpha1.ClusterDeletingLabel))
 		}).Should(Succeed())
 		Expect(createWork("rel-2", "next", true)).To(Succeed(), "works are admitted in the namespace again")

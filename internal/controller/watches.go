@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // resourceWatches adds metadata-only watches, at run time, on the resources
@@ -28,7 +29,9 @@ import (
 // the cluster whose namespace holds them. Only names, labels, annotations and
 // finalizers are cached.
 type resourceWatches struct {
-	cache  cache.Cache
+	cache cache.Cache
+	// client reads the cache.
+	client client.Reader
 	mapper meta.RESTMapper
 	toReq  handler.MapFunc
 	// reader reads the API server directly, to learn whether the operator
@@ -45,8 +48,8 @@ type resourceWatches struct {
 	off map[schema.GroupVersionResource]bool
 }
 
-func newResourceWatches(c cache.Cache, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
-	return &resourceWatches{cache: c, reader: reader, mapper: mapper, toReq: toReq,
+func newResourceWatches(c cache.Cache, cached, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
+	return &resourceWatches{cache: c, client: cached, reader: reader, mapper: mapper, toReq: toReq,
 		watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}, full: map[schema.GroupVersionResource]bool{}}
 }
 
@@ -146,31 +149,26 @@ func (w *resourceWatches) allow(gvr schema.GroupVersionResource) {
 	delete(w.off, gvr)
 }
 
-// list returns the objects of a resource in a namespace, from the cache.
-// The list is read under the lock forget takes, so that it never recreates
-// an informer forget removed.
-func (w *resourceWatches) list(ctx context.Context, c client.Reader, gvr schema.GroupVersionResource, namespace string) ([]metav1.PartialObjectMetadata, error) {
+// List implements snapshot.Lister: the objects of a resource in a
+// namespace, from the cache, watched from the first list. The list is read
+// under the lock forget takes, so that it never recreates an informer
+// forget removed.
+func (w *resourceWatches) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]metav1.PartialObjectMetadata, bool, error) {
 	gvk, served, err := w.ensure(ctx, gvr)
 	if err != nil || !served {
-		return nil, err
+		return nil, false, err
 	}
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if _, ok := w.watched[gvr]; !ok {
-		return nil, nil // forgotten since: no longer served
+		return nil, false, nil // forgotten since: no longer served
 	}
 	if w.full[gvr] {
-		return listWorksMetadata(ctx, c, client.InNamespace(namespace))
+		items, err := listWorksMetadata(ctx, w.client, client.InNamespace(namespace))
+		return items, true, err
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("listing %s in %s: %w", gvr.Resource, namespace, err)
-	}
-	for i := range list.Items {
-		list.Items[i].SetGroupVersionKind(gvk)
-	}
-	return list.Items, nil
+	items, err := snapshot.ListMetadata(ctx, w.client, gvk, namespace)
+	return items, true, err
 }
 
 // listAsMetadata lists a kind from its whole-object informer and returns the

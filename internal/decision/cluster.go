@@ -2,7 +2,6 @@ package decision
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -224,19 +223,4 @@ func FirstGroup(stage []Object) []Object {
 		n++
 	}
 	return stage[:n]
-}
-
-// Names lists up to max object keys, and how many more there are.
-func Names(objs []Object, max int) string {
-	s := ""
-	for i, o := range objs {
-		if i == max {
-			return s + fmt.Sprintf(" and %d more", len(objs)-max)
-		}
-		if i > 0 {
-			s += ", "
-		}
-		s += o.Key()
-	}
-	return s
 }

@@ -2,6 +2,7 @@ package decision_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -30,15 +34,22 @@ import (
 //
 // Properties, for every input:
 //
-//   - nothing panics, and a failing expression fails the whole decision
-//     (an error, no partial plan);
+//   - nothing panics; a strategy that fails holds the whole plan (no
+//     step, no write);
 //
-//   - the plan is of the cluster it was asked for, and a namespace not
-//     named after the cluster is never planned for deletion (the plan is
-//     refused);
+//   - the plan (PlanTeardown) is of the cluster it was asked for; its steps
+//     come in order, done ones, then at most one next, then later ones;
+//     every action names one of the cluster's objects, and a namespace only
+//     when it is named after the cluster: never another namespace;
 //
-//   - the strategy is a valid one, and OrphanAll (every work orphaned
-//     before anything is deleted) holds exactly under Needless;
+//   - never a write outside the plan: what the operator writes now
+//     (Plan.Now) is a write of the next step's first group, nothing in a
+//     dry run; no monitored object is deleted by a stage, no work is
+//     deleted before the orphaning step is done, and no finalizer is
+//     removed from an object that is not being deleted, unless the same
+//     step deletes it first;
+//
+//   - the strategy is a valid one;
 //
 //   - the deletion-signal work is in no stage;
 //
@@ -59,10 +70,12 @@ import (
 //     the rules say; nothing for the current signal work otherwise; the
 //     rules' decision for the rest.
 //
-// What the pure functions cannot say: that no work is deleted before the
-// work agent applied that deleteOption. Waiting for the agent is the
-// executor's (reconcileOrphaning), checked by the envtest suite, the
-// crash harness (test/crash, property orphan-first) and test/e2e.
+// That no work is deleted before the work agent applied that deleteOption
+// is the plan's too (its orphaning step waits for the agent's Applied
+// condition); the fuzzer checks that no work is deleted while that step is
+// not done. That the executor writes only what the plan lists, and that a
+// real agent confirms, the envtest suite, the crash harness (test/crash,
+// property orphan-first) and test/e2e check.
 func FuzzTeardownPlan(f *testing.F) {
 	// The scenarios worth keeping (Needless with orphaning rules, the
 	// signal work among staged works, a monitored resource that is also a
@@ -106,6 +119,12 @@ type fleet struct {
 	manifests map[string][]map[string]any
 	// configurationPolicies are ConfigurationPolicies of the namespace.
 	configurationPolicies []map[string]any
+	// now is the time of the decision, since the cluster was deleted.
+	now time.Duration
+	// memory is what an executor remembers of its writes.
+	memory decision.Memory
+	// applied are the works whose agent applied their generation.
+	applied map[string]bool
 }
 
 var (
@@ -282,7 +301,76 @@ func newFleet(r *rand.Rand, expr string) *fleet {
 		}
 		in.configurationPolicies = append(in.configurationPolicies, cp)
 	}
+	in.now = time.Duration(r.IntN(180)) * time.Minute
+	in.memory = decision.Memory{Stamped: map[types.UID]int64{}, Restamps: map[types.UID]int{}, Deleted: map[types.UID]bool{}, Forced: map[types.UID]bool{}}
+	in.applied = map[string]bool{}
+	for _, objs := range in.objects {
+		for _, o := range objs {
+			switch r.IntN(8) {
+			case 0:
+				in.memory.Deleted[o.Meta.UID] = true
+			case 1:
+				in.memory.Forced[o.Meta.UID] = true
+			case 2:
+				in.memory.Stamped[o.Meta.UID] = int64(1 + r.IntN(3))
+				in.memory.Restamps[o.Meta.UID] = r.IntN(6)
+			}
+			in.applied[o.Meta.Name] = r.IntN(2) == 0
+			if r.IntN(2) == 0 {
+				o.Meta.Finalizers = []string{v1alpha1.WorkAgentFinalizer}
+			}
+		}
+	}
 	return in
+}
+
+// snapshot is the fleet as the reader gives it to the plan.
+func (in *fleet) snapshot(t *testing.T) *decision.Snapshot {
+	deleted := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	status := "False"
+	if in.available {
+		status = "True"
+	}
+	cluster := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+		"metadata": map[string]any{"name": in.cluster, "labels": in.labels, "uid": "cluster-uid"},
+		"status":   map[string]any{"conditions": []any{map[string]any{"type": "ManagedClusterConditionAvailable", "status": status}}}}}
+	cluster.SetDeletionTimestamp(&deleted)
+	s := &decision.Snapshot{Cluster: cluster, Objects: in.objects, Works: map[types.UID]*workv1.ManifestWork{},
+		Now: deleted.Add(in.now), Memory: in.memory, Unserved: map[schema.GroupVersionResource]bool{},
+		ResourceOf: func(gvk schema.GroupVersionKind) (string, error) {
+			if gvk.Kind == "Unknown" || gvk.Kind == "" {
+				return "", errUnknownKind
+			}
+			return strings.ToLower(gvk.Kind) + "s", nil
+		}}
+	if in.namespace != nil {
+		s.Namespace = &corev1.Namespace{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(in.namespace, s.Namespace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range in.objects[decision.ManifestWorks] {
+		s.Works[o.Meta.UID] = in.work(t, o)
+	}
+	return s
+}
+
+// work is a work whole: its metadata, its manifests and, maybe, the agent's
+// report that it applied them.
+func (in *fleet) work(t *testing.T, o decision.Object) *workv1.ManifestWork {
+	w := &workv1.ManifestWork{ObjectMeta: o.Meta.ObjectMeta}
+	w.Generation = 2
+	for _, m := range in.manifests[o.Meta.Name] {
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+	}
+	if in.applied[o.Meta.Name] {
+		w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, ObservedGeneration: 2}}
+	}
+	return w
 }
 
 func apiGVR(g schema.GroupVersionResource) v1alpha1.GroupVersionResource {
@@ -328,7 +416,8 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 		"metadata": map[string]any{"name": in.cluster, "labels": in.labels}}
 	a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), cluster)
 
-	plan, planErr := decision.PlanCluster(p, a, decision.PlanInput{Cluster: in.cluster, Available: in.available, Namespace: in.namespace, Objects: in.objects})
+	snap := in.snapshot(t)
+	plan := decision.PlanTeardown(&decision.Governed{Cluster: snap.Cluster, Policy: p, Activation: a}, snap)
 	strategy, strategyErr := decision.Strategy(p, a)
 	holding, gateErr := decision.Gate(p, a, in.objects)
 	stages := decision.Stages(p)
@@ -337,16 +426,7 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 		return o.GVR == decision.ManifestWorks && signal != "" && o.Meta.Name == signal
 	})
 
-	if planErr != nil {
-		if plan != nil {
-			t.Fatalf("a failed plan returned a plan: %v", planErr)
-		}
-	} else {
-		checkPlan(t, p, in, plan, strategy, holding)
-	}
-	if planErr == nil && (strategyErr != nil || gateErr != nil || stagesErr != nil) {
-		t.Fatalf("the plan succeeded where its steps fail: %v %v %v", strategyErr, gateErr, stagesErr)
-	}
+	checkPlan(t, p, a, in, plan, strategy, strategyErr)
 	if strategyErr == nil && !slices.Contains(v1alpha1.RemoveStrategyTypes, strategy) {
 		t.Fatalf("strategy %q is not a valid one", strategy)
 	}
@@ -393,44 +473,128 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 	}
 }
 
-func checkPlan(t *testing.T, p *cel.Policy, in *fleet, plan *decision.ClusterPlan, strategy v1alpha1.RemoveStrategyType, holding []decision.Object) {
+func checkPlan(t *testing.T, p *cel.Policy, a *cel.Activation, in *fleet, plan *decision.Plan, strategy v1alpha1.RemoveStrategyType, strategyErr error) {
 	t.Helper()
 	if plan.Cluster != in.cluster {
 		t.Fatalf("plan of cluster %q, want %q", plan.Cluster, in.cluster)
 	}
-	if plan.Strategy != strategy || !slices.Contains(v1alpha1.RemoveStrategyTypes, plan.Strategy) {
+	if strategyErr != nil {
+		if plan.Held == "" || len(plan.Steps) > 0 || len(plan.Now()) > 0 {
+			t.Fatalf("the strategy fails (%v), yet the plan is not held: %+v", strategyErr, plan)
+		}
+		return
+	}
+	if plan.Strategy != strategy {
 		t.Fatalf("plan strategy %q, the policy decides %q", plan.Strategy, strategy)
 	}
-	if plan.OrphanAll != (plan.Strategy == v1alpha1.RemoveStrategyNeedless) {
-		t.Fatalf("OrphanAll %v under %s: every work is orphaned first exactly under Needless", plan.OrphanAll, plan.Strategy)
-	}
-	switch {
-	case in.namespace == nil:
-		if plan.Namespace != nil {
-			t.Fatalf("a namespace planned where there is none: %+v", plan.Namespace)
-		}
-	case plan.Namespace == nil:
-		t.Fatal("no decision for the cluster namespace")
-	case plan.Namespace.Name != in.cluster:
-		t.Fatalf("namespace %q planned (keep %v) for cluster %q: never a namespace not named after the cluster",
-			plan.Namespace.Name, plan.Namespace.Keep, in.cluster)
-	}
-	if len(plan.Stages) != len(decision.Stages(p)) {
-		t.Fatalf("%d stages planned, the policy has %d", len(plan.Stages), len(decision.Stages(p)))
-	}
+	checkStepOrder(t, plan)
 	signal := decision.SignalWorkName(p)
 	works := decision.ResourceName(decision.ManifestWorks)
-	for _, s := range plan.Stages {
-		for _, g := range s.Groups {
-			for _, o := range g.Objects {
-				if s.Resource == works && signal != "" && strings.TrimSuffix(o, " (deleting)") == signal {
-					t.Fatalf("the deletion-signal work %s is planned in stage %s", signal, s.Name)
-				}
+	for _, st := range plan.Steps {
+		for _, act := range st.Actions {
+			checkAction(t, in, st, act)
+			if st.Kind == decision.StepStage && act.Resource == works && signal != "" && act.Name == signal {
+				t.Fatalf("the deletion-signal work %s is planned in stage %s", signal, st.Name)
 			}
 		}
 	}
-	if len(plan.Gate.Holding) != len(holding) {
-		t.Fatalf("the plan's gate holds %v, the gate %d objects", plan.Gate.Holding, len(holding))
+	checkNow(t, p, a, in, plan)
+}
+
+// checkStepOrder: the steps come in their order, done ones first, then at
+// most one next, then later ones; a held plan has none.
+func checkStepOrder(t *testing.T, plan *decision.Plan) {
+	t.Helper()
+	order := []decision.StepKind{decision.StepOrphaning, decision.StepSignal, decision.StepGate, decision.StepStage,
+		decision.StepNamespace, decision.StepFinish}
+	state, kind := 0, 0
+	states := []decision.StepState{decision.StateDone, decision.StateNext, decision.StateLater}
+	for _, st := range plan.Steps {
+		k := slices.Index(order, st.Kind)
+		if k < kind {
+			t.Fatalf("step %s after %s", st.Kind, order[kind])
+		}
+		kind = k
+		sv := slices.Index(states, st.State)
+		if sv < state || (st.State == decision.StateNext && state == 1) || sv < 0 {
+			t.Fatalf("step %s is %s after a step %s", st.Kind, st.State, states[state])
+		}
+		state = max(sv, state)
+		if st.State == decision.StateNext {
+			state = 2
+		}
+	}
+}
+
+// checkAction: every action names one of the cluster's objects, and a
+// namespace only when it is the cluster's: never another namespace.
+func checkAction(t *testing.T, in *fleet, st decision.Step, act decision.Action) {
+	t.Helper()
+	switch act.Resource {
+	case decision.NamespacesResource:
+		if act.Name != in.cluster {
+			t.Fatalf("step %s: %s namespace %q of cluster %q: never a namespace not named after the cluster", st.Kind, act.Verb, act.Name, in.cluster)
+		}
+		return
+	case decision.ManagedClustersResource:
+		if act.Name != in.cluster {
+			t.Fatalf("step %s: %s cluster %q, the plan is of %q", st.Kind, act.Verb, act.Name, in.cluster)
+		}
+		return
+	case "":
+		if act.Verb != decision.VerbHold {
+			t.Fatalf("step %s: %s of nothing", st.Kind, act.Verb)
+		}
+		return
+	}
+	for _, objs := range in.objects {
+		for _, o := range objs {
+			if o.Meta.UID == act.UID && o.Meta.Name == act.Name && decision.ResourceName(o.GVR) == act.Resource {
+				if act.Namespace != in.cluster {
+					t.Fatalf("step %s: %s of %s in namespace %q", st.Kind, act.Verb, act.Name, act.Namespace)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("step %s: %s of %s %s, which is not one of the cluster's objects", st.Kind, act.Verb, act.Resource, act.Name)
+}
+
+// checkNow: what the operator writes now are writes of the next step's
+// first group, and nothing in a dry run: never a delete outside the plan.
+// No monitored object is deleted, and no work is deleted while the
+// orphaning step is not done.
+func checkNow(t *testing.T, p *cel.Policy, a *cel.Activation, in *fleet, plan *decision.Plan) {
+	t.Helper()
+	now := plan.Now()
+	next := plan.Next()
+	if len(now) > 0 && (next == nil || plan.DryRun) {
+		t.Fatalf("writes %+v without a next step, or in a dry run", now)
+	}
+	for _, act := range now {
+		if !act.Verb.Writes() || !slices.ContainsFunc(next.Actions, func(x decision.Action) bool {
+			return x.Verb == act.Verb && x.UID == act.UID && x.Name == act.Name && x.Group == act.Group
+		}) || act.Group != now[0].Group {
+			t.Fatalf("%s of %s is not a write of the next step's first group", act.Verb, act.Name)
+		}
+		if act.Verb == decision.VerbForce && act.Meta.DeletionTimestamp == nil && !slices.ContainsFunc(now, func(x decision.Action) bool {
+			return x.Verb == decision.VerbDelete && x.UID == act.UID
+		}) {
+			t.Fatalf("the work agent's finalizer of %s, which is not being deleted, is removed without deleting it first", act.Name)
+		}
+		if act.Verb != decision.VerbDelete || next.Kind != decision.StepStage {
+			continue
+		}
+		for _, m := range decision.MonitoredResources(p) {
+			for _, o := range in.objects[m.GVR] {
+				if o.Meta.UID == act.UID && monitored(t, m, a, o) {
+					t.Fatalf("monitored object %s would be deleted", o.Key())
+				}
+			}
+		}
+		if act.Resource == decision.ResourceName(decision.ManifestWorks) && plan.Steps[0].State != decision.StateDone {
+			t.Fatalf("work %s deleted while the orphaning step is %s", act.Name, plan.Steps[0].State)
+		}
 	}
 }
 

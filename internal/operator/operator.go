@@ -8,38 +8,25 @@ import (
 	"fmt"
 	"slices"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	workv1 "open-cluster-management.io/api/work/v1"
-
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
 
 // NewScheme returns the scheme of every type the operator reads or writes.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	// ManifestWorks are cached typed: their manifests stay raw JSON bytes,
-	// several times smaller than the same objects as maps.
-	utilruntime.Must(workv1.Install(s))
-	return s
-}
+func NewScheme() *runtime.Scheme { return scheme.New() }
 
 // ManagerOptions are the manager options the operator needs wherever it
 // runs; callers add addresses, leader election and the webhook server.

@@ -10,16 +10,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// Reader reads, through the operator's cache or a live client, what the
-// decisions take.
-type Reader struct {
-	Client client.Reader
-	// Cache holds the compiled policies, one compilation per generation.
-	Cache *cel.Cache
-	// Governance remembers the selectors' results.
-	Governance *decision.Governance
-}
-
 // Govern reads the named ManagedCluster and every CleanupPolicy, and
 // resolves the policy that governs the cluster (decision.Resolve). When
 // there is no ManagedCluster of that name, standalone says whether the

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -372,7 +371,7 @@ func TestApplication(t *testing.T) {
 	if !ok {
 		t.Fatalf("ignoreDifferences lacks ManagedCluster")
 	}
-	for _, annotation := range []string{v1alpha1.GoverningPolicyAnnotation, controller.ForcedObjectsAnnotation} {
+	for _, annotation := range []string{v1alpha1.GoverningPolicyAnnotation, v1alpha1.ForcedObjectsAnnotation} {
 		if p := "/metadata/annotations/" + escapeJSONPointer(annotation); !slices.Contains(mc.JSONPointers, p) {
 			t.Errorf("ManagedCluster: jsonPointers lack %s", p)
 		}

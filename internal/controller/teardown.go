@@ -1,0 +1,216 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+)
+
+// The teardown of a deleted cluster decides, then acts: the reader gathers
+// a snapshot, decision.PlanTeardown turns it into a plan, and the executor
+// below makes the writes of the plan's next step (Plan.Now), and nothing
+// else, then reports once. Each reconcile plans again from what exists, so
+// a restart resumes the teardown without repeating or skipping a step.
+
+// reconcileDeletion runs one step of the teardown of a deleted cluster.
+func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
+	if a.inflight.finished(mc.GetUID()) {
+		return reconcile.Result{}, nil // finished; the cache has not caught up yet
+	}
+	s, err := a.reader().Read(ctx, g, a.inflight.memory(mc.GetName()))
+	if err != nil {
+		var accessErr *accessError
+		if errors.As(err, &accessErr) {
+			// Reported, and retried with backoff: a granted permission
+			// brings no watch event.
+			if _, rerr := a.report(ctx, mc, decision.HeldReport(err)); rerr != nil {
+				return reconcile.Result{}, rerr
+			}
+		}
+		return reconcile.Result{}, err
+	}
+	return a.execute(ctx, mc, s, decision.PlanTeardown(g, s))
+}
+
+// reader is the snapshot reader of the operator: through its cache, with
+// the resources it lists watched from their first list.
+func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
+	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader}
+}
+
+// execute makes the writes of the plan's next step, and reports once, at
+// the end. A dry run, or a held plan, writes nothing and reports the plan.
+// What the writes meet (a conflict on a stamp) may turn the report into a
+// hold; it never adds a write the plan did not list.
+func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
+	a.trackNotOwned(plan, s)
+	step := plan.Next()
+	var report *decision.Report
+	switch {
+	case plan.Held != "":
+		report = plan.HeldReport()
+	case plan.DryRun:
+		report = plan.DryRunReport()
+	case step == nil:
+		return reconcile.Result{}, nil
+	case step.Kind == decision.StepFinish:
+		return reconcile.Result{}, a.finish(ctx, mc, plan, step)
+	default:
+		report = step.Report
+		holds, err := a.run(ctx, mc, s, plan)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(holds) > 0 {
+			report = decision.OrphaningHeld(append(plannedHolds(step), holds...))
+		}
+	}
+	if report == nil {
+		return reconcile.Result{}, nil
+	}
+	return a.report(ctx, mc, report)
+}
+
+// plannedHolds are the reasons of the holds a step planned.
+func plannedHolds(step *decision.Step) []string {
+	var out []string
+	for _, act := range step.Actions {
+		if act.Verb == decision.VerbHold {
+			out = append(out, act.For)
+		}
+	}
+	return out
+}
+
+// run makes the writes of the plan's next step, by verb: labels, stamps
+// and records before deletes, deletes before forcing. It returns the stamps
+// that turned into holds (another manager owns the field, or the write
+// failed).
+func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
+	now := plan.Now()
+	byVerb := map[decision.Verb][]decision.Action{}
+	for _, act := range now {
+		byVerb[act.Verb] = append(byVerb[act.Verb], act)
+	}
+	for _, act := range append(byVerb[decision.VerbLabel], byVerb[decision.VerbUnlabel]...) {
+		if err := a.label(ctx, act); err != nil {
+			return nil, err
+		}
+	}
+	holds := a.stampAll(ctx, s, byVerb[decision.VerbStamp])
+	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
+		if err := a.recordUnconfirmed(ctx, mc, plan, acts[0]); err != nil {
+			return nil, err
+		}
+	}
+	deleted, err := a.deleteObjects(ctx, mc, byVerb[decision.VerbDelete])
+	if err != nil {
+		return nil, err
+	}
+	// An object forced right after its delete only if the delete went
+	// through: never the finalizer of an object that is not being deleted.
+	var force []decision.Action
+	for _, act := range byVerb[decision.VerbForce] {
+		if act.Meta.DeletionTimestamp != nil || deleted.Has(act.UID) {
+			force = append(force, act)
+		}
+	}
+	return holds, a.force(ctx, mc, plan, force)
+}
+
+// finish reports the outcome, then makes the last step's writes: the
+// finalizer goes last, once the outcome is written.
+func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) error {
+	r := step.Report
+	if r.Reason != "" {
+		if err := a.writeCondition(ctx, mc, r); err != nil {
+			return err
+		}
+		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
+	}
+	if plan.Policy == "" {
+		clearNotOwnedWorks(a.Tally, mc.GetName())
+	}
+	for _, act := range plan.Now() {
+		var err error
+		switch act.Verb {
+		case decision.VerbUnlabel:
+			err = a.label(ctx, act)
+		case decision.VerbRemoveFinalizer:
+			err = a.removeFinalizer(ctx, mc, act, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// report emits the step's event and writes ContentDeleteSuccess when it
+// changed, and requeues when the step waits for a time.
+func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (reconcile.Result, error) {
+	// The event first: the step it reports has happened even if the
+	// condition write below meets a newer cluster and has to wait.
+	if r.Event != "" {
+		typ := corev1.EventTypeNormal
+		if r.Reason == v1alpha1.CleanupFailedReason {
+			typ = corev1.EventTypeWarning
+		}
+		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
+	}
+	if err := a.writeCondition(ctx, mc, r); err != nil {
+		if apierrors.IsConflict(err) {
+			// Another writer (OCM's registration controllers) changed the
+			// cluster meanwhile; its event brings the cluster back.
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	a.Metrics.observeStep(mc.GetName(), r.Reason)
+	return reconcile.Result{RequeueAfter: max(r.Requeue.Duration, 0)}, nil
+}
+
+// writeCondition writes ContentDeleteSuccess when it changed, on the
+// cluster as read: a cluster changed meanwhile is a conflict. The outcome
+// (a done report) must be written before the finalizer goes, so its
+// conflict is an error, retried.
+func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) error {
+	status := metav1.ConditionFalse
+	if r.Done {
+		status = metav1.ConditionTrue
+	}
+	before := mc.DeepCopy()
+	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {
+		return nil
+	}
+	if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if r.Done && apierrors.IsConflict(err) {
+			return fmt.Errorf("writing the outcome of %s: %w", mc.GetName(), err)
+		}
+		return err
+	}
+	logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", r.Reason, "message", r.Message)
+	return nil
+}
+
+// eventAction bounds an event action to the 128 characters the API accepts.
+func eventAction(a string) string {
+	if len(a) > 128 {
+		return a[:128]
+	}
+	return a
+}

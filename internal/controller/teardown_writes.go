@@ -1,0 +1,239 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// The writes of a teardown step. Each takes the plan's action and writes
+// on exactly its object: the UID is a precondition of every write, and a
+// work is deleted only at the resourceVersion the plan decided on.
+
+// label puts the cluster-deleting label on the cluster namespace, or takes
+// it off.
+func (a *ManagedClusterAdapter) label(ctx context.Context, act decision.Action) error {
+	return a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
+}
+
+// deleteParallelism bounds the deletes one cluster has in flight at once.
+const deleteParallelism = 8
+
+// deleteObjects deletes the objects, up to deleteParallelism at once, and
+// remembers each, so that it is not deleted again while the cache catches
+// up. A work changed since the plan read it is not deleted: its event
+// brings the cluster back, and the plan checks it again.
+func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructured.Unstructured, acts []decision.Action) (sets.Set[types.UID], error) {
+	var mu sync.Mutex
+	done := sets.New[types.UID]()
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(deleteParallelism)
+	for _, act := range acts {
+		eg.Go(func() error {
+			// Through the unstructured client: the metadata client cannot
+			// decode the object a DELETE returns while finalizers hold it.
+			target := &unstructured.Unstructured{}
+			if act.Meta != nil {
+				target.SetGroupVersionKind(act.Meta.GroupVersionKind())
+			} else {
+				target.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+			}
+			target.SetNamespace(act.Namespace)
+			target.SetName(act.Name)
+			pre := client.Preconditions{UID: &act.UID}
+			if act.ResourceVersion != "" {
+				pre.ResourceVersion = &act.ResourceVersion
+			}
+			err := a.Client.Delete(ctx, target, pre)
+			switch {
+			case apierrors.IsConflict(err):
+				return nil // replaced or changed meanwhile: the watch brings it
+			case client.IgnoreNotFound(err) != nil:
+				return fmt.Errorf("deleting %s/%s in %s: %w", act.Resource, act.Name, act.Namespace, err)
+			case err != nil:
+				return nil
+			}
+			a.deleted(mc, act)
+			mu.Lock()
+			done.Insert(act.UID)
+			mu.Unlock()
+			return nil
+		})
+	}
+	return done, eg.Wait()
+}
+
+// deleted records a delete: in memory, in metrics, and for the cluster
+// namespace in an Event.
+func (a *ManagedClusterAdapter) deleted(mc *unstructured.Unstructured, act decision.Action) {
+	a.inflight.add(deleted, mc.GetName(), act.UID)
+	if act.Resource == decision.NamespacesResource {
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeletingNamespaceReason, "Cleanup", "deleted namespace %s", act.Name)
+		return
+	}
+	resource, _, _ := strings.Cut(act.Resource, ".")
+	a.Metrics.DeletedObjects.WithLabelValues(resource).Inc()
+}
+
+// force removes the work agent's finalizer from the objects, after
+// recording them on the cluster, and reports every forced object.
+func (a *ManagedClusterAdapter) force(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) error {
+	if len(acts) == 0 {
+		return nil
+	}
+	if err := a.recordForcing(ctx, mc, acts); err != nil {
+		return err
+	}
+	var forced []string
+	for _, act := range acts {
+		patch, _ := removeFinalizerPatch(act.Meta, act.Finalizer, nil)
+		if err := a.Client.Patch(ctx, act.Meta, patch); client.IgnoreNotFound(err) != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+				continue // the finalizers changed meanwhile: the watch brings the object back
+			}
+			return fmt.Errorf("removing the work agent's finalizer from %s: %w", actionKey(act), err)
+		}
+		a.inflight.add(forcedSet, mc.GetName(), act.UID)
+		resource, _, _ := strings.Cut(act.Resource, ".")
+		a.Metrics.ForcedObjects.WithLabelValues(resource).Inc()
+		forced = append(forced, actionKey(act))
+	}
+	if len(forced) > 0 {
+		why, _, _ := strings.Cut(acts[0].For, ";")
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, v1alpha1.ForcedReason, eventAction("Force/"+forced[0]),
+			"%s (%s): removed the work agent's finalizer from %s", plan.Strategy, why, strings.Join(forced, ", "))
+	}
+	return nil
+}
+
+// actionKey names an action's object as messages do: resource/name.
+func actionKey(act decision.Action) string {
+	resource, _, _ := strings.Cut(act.Resource, ".")
+	return resource + "/" + act.Name
+}
+
+// recordForcing writes, before any finalizer is removed, the count of
+// forced objects and the batch about to be forced, so that a cleanup never
+// ends as Completed after a crash or a failed write, and an object of a
+// batch cut short is not counted twice when the next one forces it. It
+// writes on the cluster as read, so no record written meanwhile is lost.
+func (a *ManagedClusterAdapter) recordForcing(ctx context.Context, mc *unstructured.Unstructured, batch []decision.Action) error {
+	counted := sets.New[string]()
+	if v := mc.GetAnnotations()[v1alpha1.ForcingAnnotation]; v != "" {
+		counted.Insert(strings.Split(v, ",")...)
+	}
+	total := decision.ForcedCount(mc)
+	keys := make([]string, len(batch))
+	for i, act := range batch {
+		keys[i] = actionKey(act)
+		if !counted.Has(keys[i]) {
+			total++
+		}
+	}
+	before := mc.DeepCopy()
+	setAnnotation(mc, v1alpha1.ForcedObjectsAnnotation, strconv.Itoa(total))
+	setAnnotation(mc, v1alpha1.ForcingAnnotation, strings.Join(keys, ","))
+	if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the forced objects of %s: %w", mc.GetName(), err)
+	}
+	return nil
+}
+
+// recordUnconfirmed writes the works about to be deleted with an orphan
+// the agent never confirmed on the cluster, before they are deleted, and
+// reports them once (Event, metric).
+func (a *ManagedClusterAdapter) recordUnconfirmed(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, act decision.Action) error {
+	recorded := sets.New(decision.UnconfirmedOrphans(mc)...).Insert(act.Objects...)
+	before := mc.DeepCopy()
+	setAnnotation(mc, v1alpha1.UnconfirmedOrphansAnnotation, strings.Join(sets.List(recorded), ","))
+	// On the cluster as read: a record written meanwhile is not lost.
+	if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the unconfirmed orphans of %s: %w", mc.GetName(), err)
+	}
+	a.Metrics.UnconfirmedOrphans.Add(float64(len(act.Objects)))
+	a.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, v1alpha1.OrphanNotConfirmedReason, eventAction("Orphan/"+act.Objects[0]),
+		"orphan not confirmed by the agent: %s (%s: %s)", strings.Join(act.Objects, ", "), plan.Strategy, act.For)
+	return nil
+}
+
+// removeFinalizer removes the operator's finalizer, and the annotations the
+// action names, from the cluster, then reports the outcome's event.
+func (a *ManagedClusterAdapter) removeFinalizer(ctx context.Context, mc *unstructured.Unstructured, act decision.Action, r *decision.Report) error {
+	patch, ok := removeFinalizerPatch(mc, act.Finalizer, act.Annotations)
+	if !ok || a.inflight.finished(mc.GetUID()) {
+		return nil // a cache that has not caught up yet
+	}
+	if err := a.Client.Patch(ctx, mc, patch); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+			return fmt.Errorf("the finalizers of %s changed meanwhile, retrying: %w", mc.GetName(), err)
+		}
+		return client.IgnoreNotFound(err)
+	}
+	a.inflight.forgetCluster(mc.GetName())
+	a.inflight.finish(mc.GetUID())
+	a.Metrics.forget(mc.GetName())
+	a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, r.Event, "Cleanup", "%s", r.Message)
+	logf.FromContext(ctx).Info("cluster cleanup finished", "cluster", mc.GetName(), "reason", r.Event)
+	return nil
+}
+
+// removeFinalizerPatch is a JSON patch removing one finalizer, and the
+// given annotations, valid only while the finalizer is still where obj has
+// it: it removes exactly it, whatever else changed meanwhile.
+func removeFinalizerPatch(obj metav1.Object, finalizer string, annotations []string) (client.Patch, bool) {
+	i := slices.Index(obj.GetFinalizers(), finalizer)
+	if i < 0 {
+		return nil, false
+	}
+	ops := []string{
+		fmt.Sprintf(`{"op":"test","path":"/metadata/finalizers/%d","value":%q}`, i, finalizer),
+		fmt.Sprintf(`{"op":"remove","path":"/metadata/finalizers/%d"}`, i),
+	}
+	for _, key := range annotations {
+		if _, ok := obj.GetAnnotations()[key]; ok {
+			path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+			ops = append(ops, fmt.Sprintf(`{"op":"remove","path":%q}`, path))
+		}
+	}
+	return client.RawPatch(types.JSONPatchType, []byte("["+strings.Join(ops, ",")+"]")), true
+}
+
+// trackNotOwned keeps the tally of signal works the operator leaves alone
+// in step with the plan: the hold of a not-owned signal work is reported
+// under the policy, once; an owned or absent one clears it.
+func (a *ManagedClusterAdapter) trackNotOwned(plan *decision.Plan, s *decision.Snapshot) {
+	for _, st := range plan.Steps {
+		if st.Kind != decision.StepSignal || st.State == decision.StateLater {
+			continue
+		}
+		for _, act := range st.Actions {
+			if act.Namespace == "" {
+				continue
+			}
+			key := "ManifestWork " + act.Namespace + "/" + act.Name
+			if act.Verb != decision.VerbHold {
+				clearNotOwned(a.Tally, key)
+			} else if !plan.DryRun && s.Cluster != nil {
+				reportNotOwned(a.Tally, a.Recorder, plan.Policy, key, act.For, policyRef(plan.Policy, plan.PolicyUID))
+			}
+			return
+		}
+		clearNotOwnedWorks(a.Tally, plan.Cluster)
+	}
+}

@@ -1,0 +1,186 @@
+package decision
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// Plan is the teardown of one cluster, decided once from a snapshot: the
+// steps in the order they are taken, each with its objects and what
+// happens to each. The operator executes the next step's writes (Now);
+// the preview prints the plan; a dry run reports it.
+type Plan struct {
+	Cluster string `json:"cluster"`
+	// Policy governs the cluster; empty when none does.
+	Policy           string    `json:"policy,omitempty"`
+	PolicyGeneration int64     `json:"policyGeneration,omitempty"`
+	PolicyUID        types.UID `json:"-"`
+	// Held, when set, says why nothing would be done.
+	Held   string `json:"held,omitempty"`
+	DryRun bool   `json:"dryRun,omitempty"`
+	// Deleting is true when the cluster is already being deleted.
+	Deleting  bool                        `json:"deleting,omitempty"`
+	Strategy  v1alpha1.RemoveStrategyType `json:"strategy,omitempty"`
+	Timeout   string                      `json:"timeout,omitempty"`
+	Available bool                        `json:"available"`
+	Steps     []Step                      `json:"steps"`
+	// Works are the orphaning decisions of the cluster's works, by name.
+	Works []WorkPlan `json:"works,omitempty"`
+	// Prune are the prune decisions of the cluster's ConfigurationPolicies
+	// (the preview fills them; the teardown does not read them).
+	Prune []PrunePlan `json:"prune,omitempty"`
+}
+
+// StepKind names a step of a teardown.
+type StepKind string
+
+// The steps of a teardown, in their order; stages repeat.
+const (
+	StepOrphaning StepKind = "orphaning"
+	StepSignal    StepKind = "signal"
+	StepGate      StepKind = "gate"
+	StepStage     StepKind = "stage"
+	StepNamespace StepKind = "namespace"
+	StepFinish    StepKind = "finish"
+)
+
+// StepState says where a step stands.
+type StepState string
+
+// States of a step: done, the next one to take, or one after it.
+const (
+	StateDone  StepState = "done"
+	StateNext  StepState = "next"
+	StateLater StepState = "later"
+)
+
+// Step is one step of a teardown.
+type Step struct {
+	Kind StepKind `json:"kind"`
+	// Name names a stage.
+	Name string `json:"name,omitempty"`
+	// Resource is a stage's resource (resource.group).
+	Resource string    `json:"resource,omitempty"`
+	State    StepState `json:"state"`
+	Actions  []Action  `json:"actions,omitempty"`
+	// Report is what the step reports while it is the next one: the
+	// ContentDeleteSuccess condition, an Event, when to look again.
+	Report *Report `json:"report,omitempty"`
+}
+
+// Verb is what an action does to its object.
+type Verb string
+
+// Verbs of actions. Stamp, label, unlabel, delete, force,
+// recordUnconfirmed and removeFinalizer are writes; wait, keep and hold
+// are not.
+const (
+	VerbStamp             Verb = "stamp"
+	VerbLabel             Verb = "label"
+	VerbUnlabel           Verb = "unlabel"
+	VerbDelete            Verb = "delete"
+	VerbForce             Verb = "force"
+	VerbRecordUnconfirmed Verb = "recordUnconfirmed"
+	VerbRemoveFinalizer   Verb = "removeFinalizer"
+	VerbWait              Verb = "wait"
+	VerbKeep              Verb = "keep"
+	VerbHold              Verb = "hold"
+)
+
+// Writes says whether the verb writes to the API server.
+func (v Verb) Writes() bool {
+	switch v {
+	case VerbWait, VerbKeep, VerbHold:
+		return false
+	}
+	return true
+}
+
+// Resources of the actions on the cluster and its namespace.
+const (
+	NamespacesResource      = "namespaces"
+	ManagedClustersResource = "managedclusters.cluster.open-cluster-management.io"
+)
+
+// Action is what happens to one object in a step.
+type Action struct {
+	Verb Verb `json:"verb"`
+	// Resource is resource.group, as kubectl names it.
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Group orders the actions of a step: group 0 before group 1 (a
+	// stage's cleanup-priority groups); one group at a time is acted on.
+	Group int `json:"group"`
+	// Priority names a stage group's cleanup-priority.
+	Priority string `json:"priority,omitempty"`
+	// DeleteOption and Orphaned are what a stamp writes.
+	DeleteOption string       `json:"deleteOption,omitempty"`
+	Orphaned     []OrphanPlan `json:"orphaned,omitempty"`
+	// Finalizer is the finalizer a force or removeFinalizer removes.
+	Finalizer string `json:"finalizer,omitempty"`
+	// For says what a wait waits for, why a hold holds, why a keep keeps.
+	For string `json:"for,omitempty"`
+	// UID and ResourceVersion are the preconditions of the write: it
+	// applies to this object only, and a work only as it was decided on.
+	UID             types.UID `json:"uid,omitempty"`
+	ResourceVersion string    `json:"resourceVersion,omitempty"`
+	// Meta is the object acted on, for the executor.
+	Meta *metav1.PartialObjectMetadata `json:"-"`
+	// Option is the whole decision a stamp writes.
+	Option *DeleteOption `json:"-"`
+	// Objects are the works a recordUnconfirmed records (resource/name).
+	Objects []string `json:"objects,omitempty"`
+	// Annotations are the operator's annotations a removeFinalizer takes
+	// off with the finalizer (a released cluster keeps none).
+	Annotations []string `json:"annotations,omitempty"`
+}
+
+// Report is what a step reports while it is the next one.
+type Report struct {
+	// Done is true for the outcome: the condition becomes True.
+	Done    bool   `json:"done,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Event, when set, is the reason of an Event on the cluster; Action is
+	// its action (events of one reason and action fold into one series).
+	Event  string `json:"event,omitempty"`
+	Action string `json:"eventAction,omitempty"`
+	// Requeue is when to look again without an event; 0: on events only.
+	Requeue metav1.Duration `json:"requeue,omitzero"`
+}
+
+// Next is the step to take now; nil when there is none.
+func (p *Plan) Next() *Step {
+	for i := range p.Steps {
+		if p.Steps[i].State == StateNext {
+			return &p.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Now is what the operator writes in this reconcile: the write actions of
+// the next step's first group. Nothing in a dry run or a held plan.
+func (p *Plan) Now() []Action {
+	s := p.Next()
+	if s == nil || p.DryRun || p.Held != "" {
+		return nil
+	}
+	first := -1
+	var out []Action
+	for _, a := range s.Actions {
+		if first < 0 {
+			first = a.Group
+		}
+		if a.Group != first {
+			break
+		}
+		if a.Verb.Writes() {
+			out = append(out, a)
+		}
+	}
+	return out
+}

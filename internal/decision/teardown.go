@@ -1,0 +1,252 @@
+package decision
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+)
+
+// unservedRetry is how soon a teardown held on an unserved resource looks
+// again without a CRD event: the API server may serve a new CRD's resource
+// shortly after the CRD's last event.
+const unservedRetry = 30 * time.Second
+
+// teardown is the state of one planning: the policy's decisions for the
+// cluster, and the plan being built.
+type teardown struct {
+	g        *Governed
+	s        *Snapshot
+	p        *cel.Policy
+	strategy v1alpha1.RemoveStrategyType
+	deadline time.Time
+	plan     *Plan
+	built    []built
+}
+
+// PlanTeardown decides the teardown of the snapshot's cluster under its
+// governing policy: the only teardown decision. It makes no API call: the
+// operator executes the next step's writes, the preview prints it. A
+// cluster that is not being deleted is planned as if it were deleted now.
+func PlanTeardown(g *Governed, s *Snapshot) *Plan {
+	plan := &Plan{Cluster: s.Cluster.GetName(), Deleting: s.Cluster.GetDeletionTimestamp() != nil, Steps: []Step{}}
+	plan.Available = s.Available()
+	switch {
+	case g.Held != nil:
+		plan.Held = g.Held.Error()
+		return plan
+	case g.Policy == nil:
+		return planRelease(plan, s)
+	}
+	p := g.Policy
+	plan.Policy, plan.PolicyGeneration, plan.PolicyUID = p.Name, p.Generation, p.UID
+	plan.DryRun, plan.Timeout = p.Spec.DryRun, Timeout(p).String()
+	strategy, err := Strategy(p, g.Activation)
+	if err != nil {
+		plan.Held = err.Error()
+		return plan
+	}
+	plan.Strategy = strategy
+	t := &teardown{g: g, s: s, p: p, strategy: strategy, plan: plan, deadline: s.Now.Add(Timeout(p))}
+	if ts := s.Cluster.GetDeletionTimestamp(); ts != nil {
+		t.deadline = ts.Add(Timeout(p))
+	}
+	plan.Works = t.workPlans()
+	if t.add(t.orphaning()) && t.add(t.signal()) && t.add(t.gate()) && t.stages() && t.add(t.namespace()) {
+		t.add(t.finish())
+	}
+	t.labelOnlyWhileNeeded()
+	t.settle()
+	return plan
+}
+
+// built is a step planned, before it is given its state.
+type built struct {
+	step       Step
+	done, stop bool
+}
+
+// signalLabels says whether the signal step, planned already, labels the
+// namespace.
+func (t *teardown) signalLabels() bool {
+	for _, b := range t.built {
+		if b.step.Kind == StepSignal {
+			return slices.ContainsFunc(b.step.Actions, func(a Action) bool { return a.Verb == VerbLabel })
+		}
+	}
+	return false
+}
+
+// add plans a step, done or not, and reports whether the steps after it
+// can be planned (false after a decision that failed).
+func (t *teardown) add(s Step, done, stop bool) bool {
+	t.built = append(t.built, built{step: s, done: done, stop: stop})
+	return !stop
+}
+
+// settle gives each step its state: the first step not done is the next
+// one; the steps after it are later, and say what they would do.
+func (t *teardown) settle() {
+	blocked := false
+	for _, b := range t.built {
+		s := b.step
+		switch {
+		case blocked:
+			s.State = StateLater
+		case b.done:
+			s.State, s.Report = StateDone, nil
+		default:
+			s.State, blocked = StateNext, true
+		}
+		t.plan.Steps = append(t.plan.Steps, s)
+	}
+}
+
+// labelOnlyWhileNeeded drops the signal's namespace label when nothing is
+// left to delete before a namespace that is kept: the label only refuses
+// new work while the teardown runs, and the namespace step would take it
+// off again at once.
+func (t *teardown) labelOnlyWhileNeeded() {
+	var signal *built
+	for i := range t.built {
+		b := &t.built[i]
+		switch b.step.Kind {
+		case StepOrphaning, StepFinish:
+		case StepSignal:
+			signal = b
+			if len(b.step.Actions) != 1 || b.step.Actions[0].Verb != VerbLabel {
+				return
+			}
+		case StepNamespace:
+			if signal == nil || b.stop || len(b.step.Actions) != 1 || !slices.Contains([]Verb{VerbKeep, VerbUnlabel}, b.step.Actions[0].Verb) {
+				return
+			}
+			// Neither labelled now nor by the signal step: kept as it is.
+			signal.step.Actions, signal.done = nil, true
+			b.step.Actions[0].Verb, b.step.Actions[0].For, b.done = VerbKeep, "keepNamespace is true", true
+			return
+		default:
+			if !b.done {
+				return
+			}
+		}
+	}
+}
+
+func (t *teardown) pastDeadline() bool { return !t.s.Now.Before(t.deadline) }
+
+// mayForce says whether the work agent's finalizer may be removed now:
+// BestEffort past the timeout or on an unavailable cluster, Needless past
+// the timeout, Required never.
+func (t *teardown) mayForce() bool {
+	switch t.strategy {
+	case v1alpha1.RemoveStrategyBestEffort:
+		return t.pastDeadline() || !t.plan.Available
+	case v1alpha1.RemoveStrategyNeedless:
+		return t.pastDeadline()
+	}
+	return false
+}
+
+// waiting is the report of a step that waits for objects to go: until the
+// deadline a requeue at it, after it CleanupFailed naming what remains
+// (unless the strategy forces).
+func (t *teardown) waiting(reason, message string, remaining []string) *Report {
+	if t.pastDeadline() && !t.mayForce() {
+		return &Report{Reason: v1alpha1.CleanupFailedReason, Event: v1alpha1.CleanupFailedReason, Message: fmt.Sprintf(
+			"%s; the %s timeout passed and %d object(s) remain: %s", message, t.strategy, len(remaining), Bounded(remaining, ", "))}
+	}
+	r := &Report{Reason: reason, Message: message}
+	if !t.pastDeadline() {
+		r.Requeue.Duration = t.deadline.Sub(t.s.Now)
+	}
+	return r
+}
+
+// held is the report of a step that cannot go on.
+func held(message, action string, requeue time.Duration) *Report {
+	return &Report{Reason: v1alpha1.CleanupFailedReason, Event: v1alpha1.CleanupFailedReason, Action: action, Message: message, Requeue: metav1.Duration{Duration: requeue}}
+}
+
+// HeldReport is the report of a plan that holds: nothing is deleted.
+func (p *Plan) HeldReport() *Report {
+	return held("held, nothing is deleted: "+p.Held, "", 0)
+}
+
+// HeldReport is the report of a teardown that cannot read what it needs.
+func HeldReport(err error) *Report {
+	return held("held, nothing is deleted: "+err.Error(), "", 0)
+}
+
+// holdStep is a step that holds on a decision that failed: nothing after it
+// can be planned.
+func holdStep(kind StepKind, name string, err error) (Step, bool, bool) {
+	msg := "held, nothing more is deleted: " + err.Error()
+	return Step{Kind: kind, Name: name, Actions: []Action{{Verb: VerbHold, For: err.Error()}}, Report: held(msg, "", 0)}, false, true
+}
+
+// objectActions are the actions of a group of objects to delete: delete
+// what is not being deleted, force what is (or, right after its delete,
+// what will be) where the strategy allows it, and wait for the rest. An
+// object this process deleted or forced already is waited for while the
+// cache catches up.
+func (t *teardown) objectActions(objs []Object, group int, priority string) []Action {
+	out := make([]Action, 0, len(objs))
+	for _, o := range objs {
+		a := objectAction(o)
+		a.Group, a.Priority = group, priority
+		uid := o.Meta.UID
+		forcible := t.mayForce() && slices.Contains(o.Meta.Finalizers, v1alpha1.WorkAgentFinalizer) && !t.s.Memory.Forced[uid]
+		switch {
+		case o.Meta.DeletionTimestamp == nil && !t.s.Memory.Deleted[uid]:
+			a.Verb = VerbDelete
+			if o.GVR == ManifestWorks {
+				a.ResourceVersion = o.Meta.ResourceVersion // deleted as decided on, or checked again
+			}
+			out = append(out, a)
+			if forcible {
+				// Forced only once its delete went through.
+				out = append(out, t.force(a, "once deleted"))
+			}
+			continue
+		case o.Meta.DeletionTimestamp != nil && forcible:
+			a = t.force(a, "")
+		default:
+			a.Verb, a.For = VerbWait, "its finalizers to be removed"
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// force is the action removing the work agent's finalizer from an object,
+// saying why the strategy allows it now.
+func (t *teardown) force(a Action, when string) Action {
+	a.Verb, a.Finalizer, a.ResourceVersion, a.For = VerbForce, v1alpha1.WorkAgentFinalizer, "", "the cluster is unavailable"
+	if t.pastDeadline() {
+		a.For = "the timeout passed"
+	}
+	if when != "" {
+		a.For += "; " + when
+	}
+	return a
+}
+
+func objectAction(o Object) Action {
+	return Action{Resource: ResourceName(o.GVR), Namespace: o.Meta.Namespace, Name: o.Meta.Name, UID: o.Meta.UID, Meta: o.Meta}
+}
+
+// count counts the actions of a verb in a group.
+func count(actions []Action, verb Verb, group int) int {
+	n := 0
+	for _, a := range actions {
+		if a.Verb == verb && a.Group == group {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,187 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// Lister lists the objects of a resource in a namespace, as metadata, and
+// says whether the API server serves the resource: one not served has no
+// objects, and the teardown holds on it. The operator lists from its cache
+// (watching a resource the first time), the preview from the API server.
+type Lister interface {
+	List(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (items []metav1.PartialObjectMetadata, served bool, err error)
+}
+
+// Reader reads, through the operator's cache or a live client, what the
+// decisions take: the governing policy of a cluster (Govern), and a deleted
+// cluster's teardown inputs (Read).
+type Reader struct {
+	// Client reads policies, clusters, namespaces and works whole: the
+	// operator's cache, or the API server.
+	Client client.Reader
+	// Cache holds the compiled policies, one compilation per generation.
+	Cache *cel.Cache
+	// Governance remembers the selectors' results.
+	Governance *decision.Governance
+	// Lister lists monitored and stage resources; nil: MapperLister over
+	// Client and Mapper.
+	Lister Lister
+	// Mapper names the resources of kinds, for orphaning rules.
+	Mapper meta.RESTMapper
+	// APIReader reads from the API server what the cache drops (the
+	// managedFields that tell an earlier version's signal work).
+	APIReader client.Reader
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Read reads the cluster governed by g: its namespace whole, the works
+// whole, the objects of every monitored and stage resource of the policy,
+// and whether the signal work is the operator's. mem is what the caller
+// remembers of its own writes (empty for the preview). A held or
+// ungoverned cluster's snapshot holds only the cluster and its namespace.
+func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Memory) (*decision.Snapshot, error) {
+	s := &decision.Snapshot{Cluster: g.Cluster, Now: time.Now(), Memory: mem, ResourceOf: r.resourceOf,
+		Objects: map[schema.GroupVersionResource][]decision.Object{}, Works: map[types.UID]*workv1.ManifestWork{},
+		Unserved: map[schema.GroupVersionResource]bool{}}
+	if r.Now != nil {
+		s.Now = r.Now()
+	}
+	if g.Held != nil || g.Cluster == nil {
+		return s, nil
+	}
+	ns := &corev1.Namespace{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: g.Cluster.GetName()}, ns); {
+	case apierrors.IsNotFound(err):
+		return s, nil
+	case err != nil:
+		return nil, err
+	}
+	s.Namespace = ns
+	if g.Policy == nil {
+		return s, nil
+	}
+	if err := r.readWorks(ctx, s, ns.Name); err != nil {
+		return nil, err
+	}
+	lister := r.Lister
+	if lister == nil {
+		lister = MapperLister{Reader: r.Client, Mapper: r.Mapper}
+	}
+	for _, gvr := range decision.Resources(g.Policy) {
+		if _, done := s.Objects[gvr]; done {
+			continue
+		}
+		items, served, err := lister.List(ctx, gvr, ns.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !served {
+			s.Unserved[gvr] = true
+		}
+		if s.Objects[gvr], err = Objects(gvr, items); err != nil {
+			return nil, err
+		}
+	}
+	return s, r.readSignalOwner(ctx, s, decision.SignalWorkName(g.Policy))
+}
+
+// readWorks lists the works whole, once: their metadata for the stages,
+// their manifests and status for their orphaning.
+func (r *Reader) readWorks(ctx context.Context, s *decision.Snapshot, namespace string) error {
+	var works workv1.ManifestWorkList
+	if err := r.Client.List(ctx, &works, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("listing ManifestWorks: %w", err)
+	}
+	metas := make([]metav1.PartialObjectMetadata, len(works.Items))
+	for i := range works.Items {
+		s.Works[works.Items[i].UID] = &works.Items[i]
+		metas[i].SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
+		metas[i].ObjectMeta = works.Items[i].ObjectMeta
+	}
+	var err error
+	s.Objects[decision.ManifestWorks], err = Objects(decision.ManifestWorks, metas)
+	return err
+}
+
+// readSignalOwner finds whether the work named like the deletion-signal
+// work, if any, is the operator's.
+func (r *Reader) readSignalOwner(ctx context.Context, s *decision.Snapshot, name string) error {
+	works := s.Objects[decision.ManifestWorks]
+	i := slices.IndexFunc(works, func(o decision.Object) bool { return name != "" && o.Meta.Name == name })
+	if i < 0 {
+		return nil
+	}
+	owned, err := OwnsSignalWork(ctx, r.APIReader, works[i].Meta)
+	s.SignalOwned = owned
+	return err
+}
+
+func (r *Reader) resourceOf(gvk schema.GroupVersionKind) (string, error) {
+	if r.Mapper == nil {
+		return "", fmt.Errorf("no REST mapping for %s", gvk)
+	}
+	mapping, err := r.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return "", err
+	}
+	return mapping.Resource.Resource, nil
+}
+
+// Objects is what the decisions see of listed objects: their metadata,
+// and the metadata as CEL's `object`.
+func Objects(gvr schema.GroupVersionResource, items []metav1.PartialObjectMetadata) ([]decision.Object, error) {
+	objs := make([]decision.Object, 0, len(items))
+	for i := range items {
+		value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, decision.Object{GVR: gvr, Meta: &items[i], Value: value})
+	}
+	return objs, nil
+}
+
+// OwnsSignalWork says whether a ManifestWork named like a deletion-signal
+// work is the operator's. Besides the managed-by label, a signal work that
+// an earlier version created (before the label) is the operator's too: it
+// carries the signal label and the spec-hash annotation, and the API server
+// records the operator's field manager as the one that applied it. A cache
+// keeps no managedFields, so that last proof is read from the API server
+// (apiReader), once: the next apply adds the label.
+func OwnsSignalWork(ctx context.Context, apiReader client.Reader, w metav1.Object) (bool, error) {
+	if decision.ManagedByOperator(w) {
+		return true, nil
+	}
+	if w.GetLabels()[v1alpha1.SignalWorkLabel] != "true" || w.GetAnnotations()[v1alpha1.SpecHashAnnotation] == "" ||
+		w.GetLabels()[v1alpha1.ManagedByLabel] != "" || apiReader == nil {
+		return false, nil
+	}
+	full := &workv1.ManifestWork{}
+	if err := apiReader.Get(ctx, client.ObjectKey{Namespace: w.GetNamespace(), Name: w.GetName()}, full); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if full.UID != w.GetUID() {
+		return false, nil
+	}
+	return slices.ContainsFunc(full.ManagedFields, func(f metav1.ManagedFieldsEntry) bool {
+		return f.Manager == v1alpha1.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply
+	}), nil
+}
