@@ -197,6 +197,13 @@ func TestPlanTeardown(t *testing.T) {
 		last := plan.Steps[len(plan.Steps)-1]
 		g.Expect(last.Kind).To(Equal(decision.StepNamespace))
 		g.Expect(last.Actions).To(ConsistOf(MatchFields(IgnoreExtras, Fields{"Verb": Equal(decision.VerbHold), "For": ContainSubstring("keepNamespace")})))
+		g.Expect(last.Undecided).To(BeTrue())
+		// A dry run reports the failure as a teardown would, not as a plan.
+		p.Spec.DryRun = true
+		plan = decision.PlanTeardown(governed(p, s), s)
+		g.Expect(plan.Now()).To(BeEmpty())
+		g.Expect(plan.DryRunReport().Reason).To(Equal(v1alpha1.CleanupFailedReason))
+		g.Expect(plan.DryRunReport().Message).To(ContainSubstring("held, nothing more is deleted"))
 	})
 
 	t.Run("a namespace not named after the cluster is never deleted", func(t *testing.T) {

@@ -64,7 +64,10 @@ type Step struct {
 	// Resource is a stage's resource (resource.group).
 	Resource string    `json:"resource,omitempty"`
 	State    StepState `json:"state"`
-	Actions  []Action  `json:"actions,omitempty"`
+	// Undecided is true when the step's decision failed (an expression
+	// failed at run time): it holds, and nothing after it is planned.
+	Undecided bool     `json:"undecided,omitempty"`
+	Actions   []Action `json:"actions,omitempty"`
 	// Report is what the step reports while it is the next one: the
 	// ContentDeleteSuccess condition, an Event, when to look again.
 	Report *Report `json:"report,omitempty"`

@@ -9,9 +9,15 @@ import (
 )
 
 // DryRunReport is what a dry run reports instead of acting: every step not
-// done yet, as what would happen.
+// done yet, as what would happen. A decision that failed is reported as in
+// a teardown (CleanupFailed), not hidden in the plan.
 func (p *Plan) DryRunReport() *Report {
 	var parts []string
+	for _, s := range p.Steps {
+		if s.Undecided && s.Report != nil {
+			return s.Report
+		}
+	}
 	for _, s := range p.Steps {
 		if s.State != StateDone {
 			parts = append(parts, s.wouldDo(p.Cluster)...)

@@ -186,7 +186,7 @@ func HeldReport(err error) *Report {
 // can be planned.
 func holdStep(kind StepKind, name string, err error) (Step, bool, bool) {
 	msg := "held, nothing more is deleted: " + err.Error()
-	return Step{Kind: kind, Name: name, Actions: []Action{{Verb: VerbHold, For: err.Error()}}, Report: held(msg, "", 0)}, false, true
+	return Step{Kind: kind, Name: name, Undecided: true, Actions: []Action{{Verb: VerbHold, For: err.Error()}}, Report: held(msg, "", 0)}, false, true
 }
 
 // objectActions are the actions of a group of objects to delete: delete
