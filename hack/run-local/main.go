@@ -73,26 +73,11 @@ type options struct {
 }
 
 func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
-	fmt.Fprintln(out, "starting kube-apiserver and etcd ...")
-	env, err := testenv.StartWith(opts.env)
+	env, stopControlPlane, err := startControlPlane(ctx, out, opts)
 	if err != nil {
 		return err
 	}
-	defer func() { retErr = errors.Join(retErr, env.Stop()) }()
-
-	logPath := filepath.Join(testenv.RepoRoot(), "bin", "local-controller-manager.log")
-	fmt.Fprintf(out, "starting kube-controller-manager (namespace, garbage collector; log in %s) ...\n", logPath)
-	kcmLog, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer kcmLog.Close()
-	kcm, err := env.StartControllerManager(ctx, kcmLog)
-	if err != nil {
-		return err
-	}
-	defer func() { retErr = errors.Join(retErr, kcm.Stop()) }()
-
+	defer func() { retErr = errors.Join(retErr, stopControlPlane()) }()
 	kubeconfig := filepath.Join(testenv.RepoRoot(), "bin", "local.kubeconfig")
 	raw, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
@@ -120,11 +105,57 @@ func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
 			retErr = errors.Join(retErr, running.Stop())
 		}
 	}()
-
 	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
 	if err != nil {
 		return err
 	}
+	if err := seedFleet(ctx, c); err != nil {
+		return err
+	}
+	// No managed cluster is behind the local fleet: a simulated work agent
+	// applies the works and lets deleted ones go, as OCM's agent would.
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	go testenv.RunWorkAgent(agentCtx, c, 200*time.Millisecond)
+
+	fmt.Fprintf(out, instructions, kubeconfig, testenv.BinDir())
+	if opts.check {
+		return deleteAndWait(ctx, out, c, "prod-eu")
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "\nstopping ... (Ctrl-C again to quit at once)")
+		return nil
+	case err := <-running.Exited():
+		exited = true
+		return err
+	}
+}
+
+// startControlPlane starts etcd, kube-apiserver and kube-controller-manager
+// (namespace and garbage collector); stop stops them.
+func startControlPlane(ctx context.Context, out io.Writer, opts options) (env *testenv.Env, stop func() error, err error) {
+	fmt.Fprintln(out, "starting kube-apiserver and etcd ...")
+	env, err = testenv.StartWith(opts.env)
+	if err != nil {
+		return nil, nil, err
+	}
+	logPath := filepath.Join(testenv.RepoRoot(), "bin", "local-controller-manager.log")
+	fmt.Fprintf(out, "starting kube-controller-manager (namespace, garbage collector; log in %s) ...\n", logPath)
+	kcmLog, err := os.Create(logPath)
+	if err != nil {
+		return nil, nil, errors.Join(err, env.Stop())
+	}
+	kcm, err := env.StartControllerManager(ctx, kcmLog)
+	if err != nil {
+		return nil, nil, errors.Join(err, kcmLog.Close(), env.Stop())
+	}
+	return env, func() error { return errors.Join(kcm.Stop(), kcmLog.Close(), env.Stop()) }, nil
+}
+
+// seedFleet serves the APIs the sample policy monitors, creates the sample
+// policies and the local fleet, and waits until the policies are Ready.
+func seedFleet(ctx context.Context, c client.Client) error {
 	samples, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "cleanup_*.yaml"))
 	if err != nil {
 		return err
@@ -137,22 +168,17 @@ func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
 	if err := waitServed(ctx, c, "clusterdeployments.hive.openshift.io", "subscriptions.apps.open-cluster-management.io"); err != nil {
 		return err
 	}
-	files := append(samples, filepath.Join(testenv.RepoRoot(), "hack", "run-local", "fleet.yaml"))
-	for _, f := range files {
+	for _, f := range append(samples, filepath.Join(testenv.RepoRoot(), "hack", "run-local", "fleet.yaml")) {
 		if err := testenv.CreateFromFile(ctx, c, f); err != nil {
 			return err
 		}
 	}
-	if err := waitReady(ctx, c); err != nil {
-		return err
-	}
-	// No managed cluster is behind the local fleet: a simulated work agent
-	// applies the works and lets deleted ones go, as OCM's agent would.
-	agentCtx, stopAgent := context.WithCancel(ctx)
-	defer stopAgent()
-	go testenv.RunWorkAgent(agentCtx, c, 200*time.Millisecond)
+	return waitReady(ctx, c)
+}
 
-	fmt.Fprintf(out, `
+// instructions tell the newcomer what to try; the kubeconfig and the
+// binaries' directory fill them in.
+const instructions = `
 The operator is running on a local control plane with a sample fleet:
 clusters prod-eu and prod-sandbox (policy production) and dev-1 (policy default),
 with a simulated work agent that applies their ManifestWorks and lets deleted ones go.
@@ -169,19 +195,7 @@ with a simulated work agent that applies their ManifestWorks and lets deleted on
   kubectl label managedcluster dev-1 env=prod --overwrite   # and watch MATCHED change
 
 Ctrl-C stops the operator and the control plane.
-`, kubeconfig, testenv.BinDir())
-	if opts.check {
-		return deleteAndWait(ctx, out, c, "prod-eu")
-	}
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(out, "\nstopping ... (Ctrl-C again to quit at once)")
-		return nil
-	case err := <-running.Exited():
-		exited = true
-		return err
-	}
-}
+`
 
 // deleteAndWait deletes a sample cluster as the instructions say, waits
 // until the cluster and its namespace are gone, and prints the cluster's

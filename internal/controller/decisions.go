@@ -144,37 +144,8 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 			return err
 		}
 		for _, t := range tpls {
-			key := c + "." + t.Name
-			keep := func() {
-				if v, ok := published[key]; ok {
-					data[key] = v
-				}
-			}
-			if g.Policy != nil && g.Policy.Spec.Prune != nil && !decision.ReadsDecisions(t.Definition) {
-				mark := "Policy " + root.GetNamespace() + "/" + root.GetName() + " template " + t.Name + " on " + c
-				r.Tally.set(unreadMark, g.Policy.Name, mark, true)
-				marked.Insert(mark)
-			}
-			switch {
-			case g.Held != nil:
-				keep()
-				problems = append(problems, fmt.Sprintf("%s: held: %v", key, g.Held))
-				continue
-			case g.Policy == nil || g.Policy.Spec.Prune == nil:
-				continue
-			case g.Policy.Spec.DryRun:
-				keep()
-				continue
-			}
-			b, err := decision.PruneBehavior(g.Policy, g.Activation, t.Definition)
-			if err != nil {
-				keep()
-				problems = append(problems, fmt.Sprintf("%s: %v", key, err))
-				continue
-			}
-			data[key] = string(b)
-			if decision.Ineffective(b, t.Definition) {
-				problems = append(problems, fmt.Sprintf("%s: %s has no effect while remediationAction is inform", key, b))
+			if problem := r.decideTemplate(root, c, t, g, published, data, marked); problem != "" {
+				problems = append(problems, problem)
 			}
 		}
 	}
@@ -188,6 +159,44 @@ func (r *DecisionsReconciler) decide(ctx context.Context, root *unstructured.Uns
 		r.Recorder.Eventf(root, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Prune", "%s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// decideTemplate adds to data the decision of one ConfigurationPolicy
+// template on one cluster, and returns what keeps it from being taken or
+// from having an effect, if anything.
+func (r *DecisionsReconciler) decideTemplate(root *unstructured.Unstructured, cluster string, t decision.Template, g *decision.Governed,
+	published, data map[string]string, marked sets.Set[string]) string {
+	key := cluster + "." + t.Name
+	keep := func() {
+		if v, ok := published[key]; ok {
+			data[key] = v
+		}
+	}
+	if g.Policy != nil && g.Policy.Spec.Prune != nil && !decision.ReadsDecisions(t.Definition) {
+		mark := "Policy " + root.GetNamespace() + "/" + root.GetName() + " template " + t.Name + " on " + cluster
+		r.Tally.set(unreadMark, g.Policy.Name, mark, true)
+		marked.Insert(mark)
+	}
+	switch {
+	case g.Held != nil:
+		keep()
+		return fmt.Sprintf("%s: held: %v", key, g.Held)
+	case g.Policy == nil || g.Policy.Spec.Prune == nil:
+		return ""
+	case g.Policy.Spec.DryRun:
+		keep()
+		return ""
+	}
+	b, err := decision.PruneBehavior(g.Policy, g.Activation, t.Definition)
+	if err != nil {
+		keep()
+		return fmt.Sprintf("%s: %v", key, err)
+	}
+	data[key] = string(b)
+	if decision.Ineffective(b, t.Definition) {
+		return fmt.Sprintf("%s: %s has no effect while remediationAction is inform", key, b)
+	}
+	return ""
 }
 
 // placedOn returns the clusters a root Policy is placed on: those holding

@@ -189,55 +189,12 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 	if ns.DeletionTimestamp != nil {
 		return nil
 	}
-	manifests := make([]any, 0, len(p.Spec.DeletionSignal.Manifests))
-	for _, m := range p.Spec.DeletionSignal.Manifests {
-		var obj map[string]any
-		if err := json.Unmarshal(m.Raw, &obj); err != nil {
-			return fmt.Errorf("CleanupPolicy %s: deletion-signal manifest: %w", p.Name, err)
-		}
-		manifests = append(manifests, obj)
-	}
-	raw, err := json.Marshal(manifests)
+	manifests, hash, err := signalManifests(p)
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(raw)
-	hash := hex.EncodeToString(sum[:8])
-
-	current := &workv1.ManifestWork{}
-	err = a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
-	if apierrors.IsNotFound(err) {
-		// The cache may not show yet the work the previous reconcile
-		// applied (the cluster's own update brings it back first): ask the
-		// API server before applying it again.
-		err = a.apiReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
-	}
-	key := "ManifestWork " + namespace + "/" + name
-	switch {
-	case err != nil && !apierrors.IsNotFound(err):
+	if apply, err := a.signalWorkNeedsApply(ctx, mc, name, hash, p); err != nil || !apply {
 		return err
-	case err != nil:
-		clearNotOwnedWorks(a.Tally, namespace)
-	default:
-		owned, err := snapshot.OwnsSignalWork(ctx, a.apiReader, current)
-		if err != nil {
-			return err
-		}
-		if !owned {
-			msg := decision.NotOwnedMessage("ManifestWork", namespace, name, current) + fmt.Sprintf(
-				"; CleanupPolicy %s sends no deletion signal to cluster %s until it is renamed or spec.deletionSignal.workName names another work",
-				p.Name, namespace)
-			reportNotOwned(a.Tally, a.Recorder, p.Name, key, msg, mc, policyRef(p.Name, p.UID))
-			logf.FromContext(ctx).Info("deletion-signal work not owned, left alone", "cluster", namespace, "work", name)
-			return nil
-		}
-		clearNotOwnedWorks(a.Tally, namespace)
-		switch {
-		case current.GetDeletionTimestamp() != nil:
-			return nil // the watch brings the cluster back once it is gone
-		case current.GetAnnotations()[v1alpha1.SpecHashAnnotation] == hash && decision.ManagedByOperator(current):
-			return nil
-		}
 	}
 	work := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": manifestWorkGVK.GroupVersion().String(),
@@ -256,6 +213,65 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 	}
 	logf.FromContext(ctx).Info("deletion-signal work applied", "cluster", namespace, "work", name)
 	return nil
+}
+
+// signalManifests decodes the policy's deletion-signal manifests, and
+// hashes them: the hash tells a work that carries them already.
+func signalManifests(p *cel.Policy) ([]any, string, error) {
+	manifests := make([]any, 0, len(p.Spec.DeletionSignal.Manifests))
+	for _, m := range p.Spec.DeletionSignal.Manifests {
+		var obj map[string]any
+		if err := json.Unmarshal(m.Raw, &obj); err != nil {
+			return nil, "", fmt.Errorf("CleanupPolicy %s: deletion-signal manifest: %w", p.Name, err)
+		}
+		manifests = append(manifests, obj)
+	}
+	raw, err := json.Marshal(manifests)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(raw)
+	return manifests, hex.EncodeToString(sum[:8]), nil
+}
+
+// signalWorkNeedsApply says whether the signal work must be applied: it
+// does not exist, or it is the operator's and carries other manifests. A
+// work of that name that the operator did not create is left alone and
+// reported; one being deleted is left to finish.
+func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *unstructured.Unstructured, name, hash string, p *cel.Policy) (bool, error) {
+	namespace := mc.GetName()
+	current := &workv1.ManifestWork{}
+	err := a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
+	if apierrors.IsNotFound(err) {
+		// The cache may not show yet the work the previous reconcile
+		// applied (the cluster's own update brings it back first): ask the
+		// API server before applying it again.
+		err = a.apiReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		clearNotOwnedWorks(a.Tally, namespace)
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	owned, err := snapshot.OwnsSignalWork(ctx, a.apiReader, current)
+	if err != nil {
+		return false, err
+	}
+	if !owned {
+		msg := decision.NotOwnedMessage("ManifestWork", namespace, name, current) + fmt.Sprintf(
+			"; CleanupPolicy %s sends no deletion signal to cluster %s until it is renamed or spec.deletionSignal.workName names another work",
+			p.Name, namespace)
+		reportNotOwned(a.Tally, a.Recorder, p.Name, "ManifestWork "+namespace+"/"+name, msg, mc, policyRef(p.Name, p.UID))
+		logf.FromContext(ctx).Info("deletion-signal work not owned, left alone", "cluster", namespace, "work", name)
+		return false, nil
+	}
+	clearNotOwnedWorks(a.Tally, namespace)
+	if current.GetDeletionTimestamp() != nil {
+		return false, nil // the watch brings the cluster back once it is gone
+	}
+	return current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.ManagedByOperator(current), nil
 }
 
 // retireSignalWorks removes the operator's signal works other than keep,

@@ -55,37 +55,11 @@ func Start() (*Env, error) { return StartWith(Options{}) }
 
 // StartWith starts the control plane with the CRDs opts choose.
 func StartWith(opts Options) (*Env, error) {
-	paths, err := CRDPaths()
+	e, err := environment(opts)
 	if err != nil {
 		return nil, err
 	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	if len(opts.WithoutCRDs) > 0 {
-		all, err := LoadCRDs()
-		if err != nil {
-			return nil, err
-		}
-		for i := range all {
-			if !slices.Contains(opts.WithoutCRDs, all[i].Name) {
-				crds = append(crds, &all[i])
-			}
-		}
-		paths = paths[:1] // the operator's own
-	}
-	bin := BinDir()
-	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
-		return nil, fmt.Errorf("no kube-apiserver in %s: run 'make envtest-bins' (or 'make test')", bin)
-	}
-	e := &envtest.Environment{
-		CRDs:                  crds,
-		CRDDirectoryPaths:     paths,
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: bin,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")},
-		},
-	}
-	links, err := linkParentDeath(bin)
+	links, err := linkParentDeath(e.BinaryAssetsDirectory)
 	if err != nil {
 		return nil, err
 	}
@@ -111,28 +85,68 @@ func StartWith(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("starting the test API server: %w", err)
 	}
 	env := &Env{Environment: e, Config: cfg, links: links}
-	user, err := e.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
+	if env.Kubeconfig, err = adminKubeconfig(e); err != nil {
 		_ = env.Stop()
 		return nil, err
+	}
+	return env, nil
+}
+
+// environment is the envtest environment of opts: the binaries of bin/,
+// the CRDs but those opts leaves out, and the operator's webhooks.
+func environment(opts Options) (*envtest.Environment, error) {
+	paths, err := CRDPaths()
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	if len(opts.WithoutCRDs) > 0 {
+		all, err := LoadCRDs()
+		if err != nil {
+			return nil, err
+		}
+		for i := range all {
+			if !slices.Contains(opts.WithoutCRDs, all[i].Name) {
+				crds = append(crds, &all[i])
+			}
+		}
+		paths = paths[:1] // the operator's own
+	}
+	bin := BinDir()
+	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
+		return nil, fmt.Errorf("no kube-apiserver in %s: run 'make envtest-bins' (or 'make test')", bin)
+	}
+	return &envtest.Environment{
+		CRDs:                  crds,
+		CRDDirectoryPaths:     paths,
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: bin,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")},
+		},
+	}, nil
+}
+
+// adminKubeconfig writes a kubeconfig of a system:masters user to a
+// temporary file and returns its path.
+func adminKubeconfig(e *envtest.Environment) (string, error) {
+	user, err := e.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
 	}
 	kubeconfig, err := user.KubeConfig()
 	if err != nil {
-		_ = env.Stop()
-		return nil, err
+		return "", err
 	}
 	f, err := os.CreateTemp("", "cleanup-envtest-kubeconfig-*")
 	if err != nil {
-		_ = env.Stop()
-		return nil, err
+		return "", err
 	}
+	defer f.Close()
 	if _, err := f.Write(kubeconfig); err != nil {
-		_ = env.Stop()
-		return nil, err
+		return "", err
 	}
-	_ = f.Close()
-	env.Kubeconfig = f.Name()
-	return env, nil
+	return f.Name(), nil
 }
 
 // Stop stops the control plane and removes the kubeconfig.
