@@ -53,10 +53,10 @@ func isWrite(verb string) bool { return slices.Contains(writeVerbs, verb) }
 func decodePlan(raw []byte) (*Plan, error) {
 	var p Plan
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("decoding the plan: %w\n%s", err, raw)
+		return nil, fmt.Errorf("decoding the plan: %w: %s", err, excerpt(raw))
 	}
 	if p.Held == "" && len(p.Steps) == 0 {
-		return nil, fmt.Errorf("the plan of %q has no steps and is not held: `kubectl cleanup plan -o json` does not print the Plan contract (steps with actions):\n%s", p.Cluster, raw)
+		return nil, fmt.Errorf("the plan of %q has no steps and is not held: `kubectl cleanup plan -o json` does not print the Plan contract (steps with actions): %s", p.Cluster, excerpt(raw))
 	}
 	return &p, nil
 }
