@@ -102,13 +102,21 @@ func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix st
 		t.Fatal(err)
 	}
 	// The fleet is steady before its plans are taken: governed, stamped
-	// and applied, the operator making no more writes.
-	for _, c := range f.clusters {
-		if err := until(ctx, "the operator governs "+c.name+" and the agent applied its works", 200*time.Millisecond,
-			func() (bool, error) { return w.settled(ctx, c) }); err != nil {
-			t.Fatal(err)
+	// and applied, the operator making no more writes. The agents of
+	// unavailable clusters go only then: they applied every stamp.
+	settle := func() {
+		for _, c := range f.clusters {
+			if err := until(ctx, "the operator governs "+c.name+" and the agent applied its works", 200*time.Millisecond,
+				func() (bool, error) { return w.settled(ctx, c) }); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	settle()
+	if err := w.quiet(ctx, start, f.clusters); err != nil {
+		t.Fatal(err)
+	}
+	settle()
 	for _, c := range f.clusters {
 		if !c.available {
 			w.agent.SetOffline(c.name, true)
