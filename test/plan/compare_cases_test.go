@@ -113,6 +113,10 @@ func TestCompareFails(t *testing.T) {
 		{name: "a write the plan does not have", writes: func(ws []Write) []Write {
 			return append(ws[:15:15], wr("create", works, "c1", "alive"), ws[15])
 		}, want: "create " + works + " c1/alive; not in the plan"},
+		{name: "every difference, whatever the order", writes: func(ws []Write) []Write {
+			ws = drop(ws, 14) // the namespace's delete
+			return append(ws[:1:1], append([]Write{wr("update", works, "c1", "w1")}, ws[1:]...)...)
+		}, want: "    planned, never written: delete namespaces c1\n    written, not planned:   update " + works + " c1/w1\n"},
 		{name: "a write after the last step", writes: func(ws []Write) []Write {
 			return append(ws, wr("patch", mcs, "", "c1"))
 		}, want: "comes after the plan's last write"},
@@ -134,6 +138,8 @@ func TestCompareFails(t *testing.T) {
 		}, writes: func(ws []Write) []Write {
 			return append([]Write{{Verb: "stamp", Object: objectOf(works, "c1", "w1"), DeleteOption: "SelectivelyOrphan"}}, ws...)
 		}, want: `the plan stamps deleteOption "Orphan"`},
+		{name: "a force of another finalizer", plan: func(p *Plan) { p.Steps[1].Actions[2].Finalizer = "example.com/other" },
+			writes: func(ws []Write) []Write { return ws }, want: `the plan removes finalizer "example.com/other"`},
 		{name: "writes for a held plan", plan: func(p *Plan) { p.Held = "no CleanupPolicy governs the cluster" },
 			writes: func(ws []Write) []Write { return ws[:1] }, want: "comes after the plan's last write"},
 	}

@@ -71,6 +71,37 @@ func compare(p *Plan, writes []Write) *comparison {
 	return c
 }
 
+// unordered compares the plan's writes and the writes as two multisets,
+// whatever their order: every difference at once, where the comparison in
+// order stops at the first.
+func (c *comparison) unordered() (missing, extra []string) {
+	planned := map[key]int{}
+	for _, b := range c.blocks {
+		for _, a := range b.actions {
+			planned[actionKey(a)]++
+		}
+	}
+	for _, w := range c.writes {
+		if w.Verb == "recordForcing" {
+			continue
+		}
+		k := writeKey(w)
+		if planned[k] > 0 {
+			planned[k]--
+			continue
+		}
+		extra = append(extra, k.String())
+	}
+	for k, n := range planned {
+		for range n {
+			missing = append(missing, k.String())
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(extra)
+	return missing, extra
+}
+
 // matchBlock checks the writes of window (indexes into c.writes) against
 // one block. On a difference it records the problems and returns false:
 // what follows is out of step and not compared.
@@ -203,6 +234,15 @@ func (c *comparison) report() string {
 	var b strings.Builder
 	for _, p := range c.problems {
 		fmt.Fprintf(&b, "  - %s\n", p)
+	}
+	if missing, extra := c.unordered(); len(missing)+len(extra) > 0 {
+		fmt.Fprintf(&b, "  whatever the order:\n")
+		for _, m := range missing {
+			fmt.Fprintf(&b, "    planned, never written: %s\n", m)
+		}
+		for _, e := range extra {
+			fmt.Fprintf(&b, "    written, not planned:   %s\n", e)
+		}
 	}
 	fmt.Fprintf(&b, "  planned writes, block by block:\n")
 	if len(c.blocks) == 0 {
