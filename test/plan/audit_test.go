@@ -27,7 +27,7 @@ rules:
     resources: ["events"]
   - group: "events.k8s.io"
     resources: ["events"]
-- level: Request
+- level: RequestResponse
   users: ["` + user + `"]
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
@@ -62,7 +62,8 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	RequestObject json.RawMessage `json:"requestObject"`
+	RequestObject  json.RawMessage `json:"requestObject"`
+	ResponseObject json.RawMessage `json:"responseObject"`
 	// RequestReceived is when the API server received the request. A
 	// write sent after another's response came back was received after it:
 	// this order follows the operator's, where the log's order (of
@@ -85,6 +86,11 @@ type Write struct {
 	Finalizer string
 	// Request is the request body, for a write no plan verb describes.
 	Request string
+	// Unchanged, for a patch, is the number (from 1) of the operator's
+	// earlier write to the object whose response had the same
+	// resourceVersion: the patch changed nothing. It is reported, not
+	// forgiven.
+	Unchanged int
 }
 
 func (w Write) String() string {
@@ -98,7 +104,23 @@ func (w Write) String() string {
 	if w.Request != "" {
 		s += " " + w.Request
 	}
+	if w.Unchanged > 0 {
+		s += fmt.Sprintf(" (changed nothing: the resourceVersion its write #%d left)", w.Unchanged)
+	}
 	return s
+}
+
+// resourceVersion is the resourceVersion of the object a write returned.
+func (e *auditEvent) resourceVersion() string {
+	var m struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(e.ResponseObject, &m) != nil {
+		return ""
+	}
+	return m.Metadata.ResourceVersion
 }
 
 // resourceName names the event's resource as kubectl does: resource.group.
@@ -304,8 +326,14 @@ func writesTo(events []auditEvent, user, cluster string) []Write {
 	}
 	slices.SortStableFunc(mine, func(a, b *auditEvent) int { return a.RequestReceived.Time.Compare(b.RequestReceived.Time) })
 	out := make([]Write, len(mine))
+	last := map[object]int{} // the index of the object's last write
 	for i, e := range mine {
 		out[i] = classify(e)
+		obj := out[i].Object
+		if j, ok := last[obj]; ok && e.Verb == "patch" && e.resourceVersion() != "" && e.resourceVersion() == mine[j].resourceVersion() {
+			out[i].Unchanged = j + 1
+		}
+		last[obj] = i
 	}
 	return out
 }
