@@ -86,10 +86,10 @@ type Write struct {
 	Finalizer string
 	// Request is the request body, for a write no plan verb describes.
 	Request string
-	// Unchanged, for a patch, is the number (from 1) of the operator's
-	// earlier write to the object whose response had the same
-	// resourceVersion: the patch changed nothing. It is reported, not
-	// forgiven.
+	// Unchanged, for a patch other than a finalizer's removal, is the
+	// number (from 1) of the operator's earlier write to the object whose
+	// response had the same resourceVersion: the patch changed nothing.
+	// It is reported, not forgiven.
 	Unchanged int
 }
 
@@ -330,7 +330,11 @@ func writesTo(events []auditEvent, user, cluster string) []Write {
 	for i, e := range mine {
 		out[i] = classify(e)
 		obj := out[i].Object
-		if j, ok := last[obj]; ok && e.Verb == "patch" && e.resourceVersion() != "" && e.resourceVersion() == mine[j].resourceVersion() {
+		// A patch that removes the last finalizer of an object being
+		// deleted returns it at the resourceVersion it had: only other
+		// patches tell a change by it.
+		removes := out[i].Verb == "force" || out[i].Verb == "removeFinalizer"
+		if j, ok := last[obj]; ok && e.Verb == "patch" && !removes && e.resourceVersion() != "" && e.resourceVersion() == mine[j].resourceVersion() {
 			out[i].Unchanged = j + 1
 		}
 		last[obj] = i
