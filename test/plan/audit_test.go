@@ -221,7 +221,8 @@ func classify(e *auditEvent) Write {
 }
 
 // removedFinalizer reads a JSON patch that tests a finalizer's position
-// and removes it: the finalizer it removes.
+// and removes it, and may remove annotations too (a released cluster's):
+// the finalizer it removes.
 func removedFinalizer(body []byte) (string, bool) {
 	var ops []struct {
 		Op    string          `json:"op"`
@@ -232,25 +233,27 @@ func removedFinalizer(body []byte) (string, bool) {
 		return "", false
 	}
 	tested := map[string]string{}
+	removed := ""
 	for _, op := range ops {
-		if !strings.HasPrefix(op.Path, "/metadata/finalizers/") {
-			return "", false
-		}
-		switch op.Op {
-		case "test":
+		switch {
+		case op.Op == "test" && strings.HasPrefix(op.Path, "/metadata/finalizers/"):
 			var f string
 			if json.Unmarshal(op.Value, &f) != nil {
 				return "", false
 			}
 			tested[op.Path] = f
-		case "remove":
+		case op.Op == "remove" && strings.HasPrefix(op.Path, "/metadata/finalizers/"):
 			f, ok := tested[op.Path]
-			return f, ok
+			if !ok || removed != "" {
+				return "", false
+			}
+			removed = f
+		case op.Op == "remove" && strings.HasPrefix(op.Path, "/metadata/annotations/"):
 		default:
 			return "", false
 		}
 	}
-	return "", false
+	return removed, removed != ""
 }
 
 func excerpt(raw []byte) string {
