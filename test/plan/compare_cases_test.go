@@ -140,6 +140,8 @@ func TestCompareFails(t *testing.T) {
 		}, want: `the plan stamps deleteOption "Orphan"`},
 		{name: "a force of another finalizer", plan: func(p *Plan) { p.Steps[1].Actions[2].Finalizer = "example.com/other" },
 			writes: func(ws []Write) []Write { return ws }, want: `the plan removes finalizer "example.com/other"`},
+		{name: "writes in a dry run", plan: func(p *Plan) { p.DryRun = true },
+			writes: func(ws []Write) []Write { return ws[:1] }, want: "comes after the plan's last write"},
 		{name: "writes for a held plan", plan: func(p *Plan) { p.Held = "no CleanupPolicy governs the cluster" },
 			writes: func(ws []Write) []Write { return ws[:1] }, want: "comes after the plan's last write"},
 	}
@@ -173,6 +175,13 @@ func TestCompareIgnores(t *testing.T) {
 		p.Held = "held: the policy does not compile"
 		if c := compare(p, nil); !c.ok() {
 			t.Fatalf("a held plan writes nothing:\n%s", c.report())
+		}
+	})
+	t.Run("a dry run and no writes", func(t *testing.T) {
+		p := samplePlan()
+		p.DryRun = true
+		if c := compare(p, nil); !c.ok() {
+			t.Fatalf("a dry run writes nothing:\n%s", c.report())
 		}
 	})
 	t.Run("a namespace for a cluster-scoped object", func(t *testing.T) {

@@ -15,8 +15,11 @@ type Plan struct {
 	PolicyGeneration int64  `json:"policyGeneration"`
 	Strategy         string `json:"strategy"`
 	// Held, when not empty, says why nothing would be done.
-	Held  string `json:"held"`
-	Steps []Step `json:"steps"`
+	Held string `json:"held"`
+	// DryRun is true when the governing policy is in dry run: the operator
+	// reports the plan and writes nothing.
+	DryRun bool   `json:"dryRun"`
+	Steps  []Step `json:"steps"`
 }
 
 // Step is one step of a plan: orphaning, signal, gate, stage, namespace
@@ -107,10 +110,10 @@ func (b block) label() string {
 }
 
 // expectedBlocks are the plan's write actions, in the order the operator
-// must make them. Steps already done make no more writes; a held plan
-// makes none.
+// must make them. Steps already done make no more writes; a held plan and
+// a dry run make none.
 func expectedBlocks(p *Plan) []block {
-	if p.Held != "" {
+	if p.Held != "" || p.DryRun {
 		return nil
 	}
 	var out []block
@@ -143,6 +146,9 @@ func describePlan(p *Plan) string {
 	fmt.Fprintf(&b, "plan of %s: policy %s (generation %d), strategy %s", p.Cluster, p.Policy, p.PolicyGeneration, p.Strategy)
 	if p.Held != "" {
 		fmt.Fprintf(&b, ", held: %s", p.Held)
+	}
+	if p.DryRun {
+		fmt.Fprintf(&b, ", dry run")
 	}
 	for i, s := range p.Steps {
 		fmt.Fprintf(&b, "\n  %d. %s %s [%s]", i+1, s.Kind, s.Name, s.State)

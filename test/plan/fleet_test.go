@@ -67,8 +67,16 @@ func (c *cluster) String() string {
 	if c.policy == nil {
 		return fmt.Sprintf("%s (no policy, %d objects)", c.name, len(c.objects))
 	}
-	return fmt.Sprintf("%s (policy %s, %s, available %t, %d objects)", c.name, c.policy.Name, c.strategy, c.available, len(c.objects))
+	dry := ""
+	if c.dryRun() {
+		dry = ", dry run"
+	}
+	return fmt.Sprintf("%s (policy %s, %s%s, available %t, %d objects)", c.name, c.policy.Name, c.strategy, dry, c.available, len(c.objects))
 }
+
+// dryRun says whether the cluster's policy is in dry run: its teardown
+// ends with the plan reported, and the cluster stays.
+func (c *cluster) dryRun() bool { return c.policy != nil && c.policy.Spec.DryRun }
 
 // generate draws a fleet of n clusters from the seed. Names begin with
 // prefix, so that fleets of several seeds share one API server. At least
@@ -96,15 +104,16 @@ func generate(seed uint64, prefix string, n int) *fleet {
 	f.strategies()
 	var bestEffort []*cluster
 	for _, c := range f.clusters {
-		if c.strategy == v1alpha1.RemoveStrategyBestEffort {
+		if c.strategy == v1alpha1.RemoveStrategyBestEffort && !c.dryRun() {
 			bestEffort = append(bestEffort, c)
 		}
 	}
 	if len(bestEffort) == 0 {
 		// The first cluster's policy (it has one) turns BestEffort, for
-		// it at least.
+		// it at least, and not in dry run.
 		c := f.clusters[0]
 		c.policy.Spec.RemoveStrategy.Default = v1alpha1.RemoveStrategyBestEffort
+		c.policy.Spec.DryRun = false
 		delete(c.labels, tierLabel)
 		f.strategies()
 		bestEffort = []*cluster{c}
@@ -158,6 +167,8 @@ func genPolicy(rng *rand.Rand, name string) *v1alpha1.CleanupPolicy {
 	if rng.IntN(2) == 0 {
 		s.DeletionStages = genStages(rng)
 	}
+	// In dry run the operator reports the plan and writes nothing.
+	s.DryRun = rng.IntN(6) == 0
 	if rng.IntN(2) == 0 {
 		s.KeepNamespace = fmt.Sprintf("namespace.metadata.labels[?'%s'].orValue('') == 'true'", keepLabel)
 	}
@@ -271,9 +282,9 @@ func (f *fleet) describe() string {
 	var b strings.Builder
 	for _, p := range f.policies {
 		s := p.Spec
-		fmt.Fprintf(&b, "\n  policy %s: default %s, %d strategy rule(s), %d monitored, %d stage(s), keepNamespace %t, signal %t, %d orphaning rule(s)",
+		fmt.Fprintf(&b, "\n  policy %s: default %s, %d strategy rule(s), %d monitored, %d stage(s), keepNamespace %t, signal %t, %d orphaning rule(s), dry run %t",
 			p.Name, s.RemoveStrategy.Default, len(s.RemoveStrategy.Rules), len(s.MonitoredResources), len(s.DeletionStages),
-			s.KeepNamespace != "", s.DeletionSignal != nil, len(s.Orphaning))
+			s.KeepNamespace != "", s.DeletionSignal != nil, len(s.Orphaning), s.DryRun)
 	}
 	for _, c := range f.clusters {
 		fmt.Fprintf(&b, "\n  cluster %s", c)

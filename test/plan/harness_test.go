@@ -230,7 +230,8 @@ func (w *world) settled(ctx context.Context, c *cluster) (bool, error) {
 	if err := w.admin.List(ctx, &list, client.InNamespace(c.name)); err != nil {
 		return false, err
 	}
-	if c.policy != nil && c.policy.Spec.DeletionSignal != nil {
+	// In dry run no signal work is created.
+	if c.policy != nil && c.policy.Spec.DeletionSignal != nil && !c.dryRun() {
 		name := c.policy.Spec.DeletionSignal.WorkName
 		if name == "" {
 			name = "cleanup-signal"

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -156,8 +157,12 @@ func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix st
 	}
 	waitErr := until(ctx, "the teardowns to end", 200*time.Millisecond, func() (bool, error) {
 		for _, c := range f.clusters {
-			if _, _, gone, err := w.contentDeleteReason(ctx, c.name); err != nil || !gone {
+			reason, _, gone, err := w.contentDeleteReason(ctx, c.name)
+			if err != nil {
 				return false, err
+			}
+			if !gone && !(c.dryRun() && reason == v1alpha1.DryRunReason) {
+				return false, nil
 			}
 		}
 		return true, nil
@@ -217,6 +222,8 @@ func (w *world) removeMonitored(ctx context.Context, rng *rand.Rand, c *cluster)
 		switch {
 		case err != nil || gone:
 			return gone, err
+		case reason == v1alpha1.DryRunReason:
+			return true, nil // a dry run waits for nothing
 		case reason != v1alpha1.WaitingForMonitoredResourcesReason:
 			return false, nil
 		}
@@ -246,12 +253,18 @@ func (w *world) status(f *fleet) string {
 	return b.String()
 }
 
-// remove deletes the fleet's policies and brings its agents back online.
+// remove lets the clusters of a dry run go (their finalizer stays),
+// deletes the fleet's policies and brings its agents back online.
 func (f *fleet) remove(w *world) {
+	ctx := context.Background()
 	for _, c := range f.clusters {
 		w.agent.SetOffline(c.name, false)
+		if c.dryRun() {
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+			_ = w.admin.Patch(ctx, newManagedCluster(c.name), patch)
+		}
 	}
 	for _, p := range f.policies {
-		_ = w.admin.Delete(context.Background(), p.DeepCopy())
+		_ = w.admin.Delete(ctx, p.DeepCopy())
 	}
 }
