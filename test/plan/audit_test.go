@@ -86,10 +86,11 @@ type Write struct {
 	Finalizer string
 	// Request is the request body, for a write no plan verb describes.
 	Request string
-	// Unchanged, for a patch other than a finalizer's removal, is the
-	// number (from 1) of the operator's earlier write to the object whose
-	// response had the same resourceVersion: the patch changed nothing.
-	// It is reported, not forgiven.
+	// Unchanged, for a patch other than a finalizer's removal or a delete,
+	// is the number (from 1) of the operator's earlier write to the object
+	// whose response had the same resourceVersion: the write changed
+	// nothing (a delete of an object already being deleted). It is
+	// reported, not forgiven.
 	Unchanged int
 }
 
@@ -337,7 +338,7 @@ func writesTo(events []auditEvent, user, cluster string) []Write {
 		// deleted returns it at the resourceVersion it had: only other
 		// patches tell a change by it.
 		removes := out[i].Verb == "force" || out[i].Verb == "removeFinalizer"
-		if j, ok := last[obj]; ok && e.Verb == "patch" && !removes && e.resourceVersion() != "" && e.resourceVersion() == mine[j].resourceVersion() {
+		if j, ok := last[obj]; ok && (e.Verb == "patch" || e.Verb == "delete") && !removes && e.resourceVersion() != "" && e.resourceVersion() == mine[j].resourceVersion() {
 			out[i].Unchanged = j + 1
 		}
 		last[obj] = i
