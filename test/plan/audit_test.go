@@ -170,20 +170,7 @@ func classify(e *auditEvent) Write {
 	}
 	body := bytes.TrimSpace(e.RequestObject)
 	if len(body) > 0 && body[0] == '[' {
-		if f, ok := removedFinalizer(body); ok {
-			w.Finalizer = f
-			switch f {
-			case v1alpha1.ClusterCleanupFinalizer:
-				w.Verb = "removeFinalizer"
-			case v1alpha1.WorkAgentFinalizer:
-				w.Verb = "force"
-			}
-			if w.Verb != "patch" {
-				return w
-			}
-		}
-		w.Request = excerpt(body)
-		return w
+		return classifyJSONPatch(w, body)
 	}
 	var patch struct {
 		Metadata struct {
@@ -218,6 +205,24 @@ func classify(e *auditEvent) Write {
 	default:
 		w.Request = excerpt(body)
 	}
+	return w
+}
+
+// classifyJSONPatch names a JSON patch: the removal of the operator's
+// finalizer from the cluster, or of the work agent's from an object.
+func classifyJSONPatch(w Write, body []byte) Write {
+	if f, ok := removedFinalizer(body); ok {
+		w.Finalizer = f
+		switch f {
+		case v1alpha1.ClusterCleanupFinalizer:
+			w.Verb = "removeFinalizer"
+			return w
+		case v1alpha1.WorkAgentFinalizer:
+			w.Verb = "force"
+			return w
+		}
+	}
+	w.Request = excerpt(body)
 	return w
 }
 

@@ -125,17 +125,22 @@ func start() (w *world, err error) {
 	}
 	stops = append(stops, func() { _ = op.Stop() })
 	w.agent = testenv.NewWorkAgent(w.admin)
-	agentCtx, stopAgent := context.WithCancel(ctx)
-	agentDone := make(chan struct{})
-	go func() {
-		defer close(agentDone)
-		w.agent.Run(agentCtx, 100*time.Millisecond)
-	}()
-	stops = append(stops, func() { stopAgent(); <-agentDone })
+	stops = append(stops, runAgent(ctx, w.agent))
 	if err := <-built; err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// runAgent runs the work agent until the returned function stops it.
+func runAgent(ctx context.Context, agent *testenv.WorkAgent) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		agent.Run(ctx, 100*time.Millisecond)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // buildPlugin builds cmd/kubectl-cleanup, unless PLAN_PLUGIN names a binary.

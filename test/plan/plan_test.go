@@ -90,46 +90,15 @@ func TestPlanMatchesTeardown(t *testing.T) {
 	}
 }
 
+// runSeed generates the seed's fleet, makes it steady, takes each
+// cluster's plan, tears the fleet down and compares.
 func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix string, n int) {
 	f := generate(seed, prefix, n)
 	t.Logf("seed %d:%s", seed, f.describe())
 	t.Cleanup(func() { f.remove(w) })
-
-	start, err := w.audit.size()
-	if err != nil {
+	if err := w.steady(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.create(ctx, w.admin); err != nil {
-		t.Fatal(err)
-	}
-	// The fleet is steady before its plans are taken: governed, stamped
-	// and applied, the operator making no more writes. The agents of
-	// unavailable clusters go only then: they applied every stamp.
-	settle := func() {
-		for _, c := range f.clusters {
-			if err := until(ctx, "the operator governs "+c.name+" and the agent applied its works", 200*time.Millisecond,
-				func() (bool, error) { return w.settled(ctx, c) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	settle()
-	if err := w.quiet(ctx, start, f.clusters); err != nil {
-		t.Fatal(err)
-	}
-	settle()
-	for _, c := range f.clusters {
-		if !c.available {
-			w.agent.SetOffline(c.name, true)
-			if err := setAvailable(ctx, w.admin, c.name, metav1.ConditionUnknown); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := w.quiet(ctx, start, f.clusters); err != nil {
-		t.Fatal(err)
-	}
-
 	mark, err := w.audit.size()
 	if err != nil {
 		t.Fatal(err)
@@ -140,13 +109,77 @@ func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix st
 	for _, c := range f.clusters {
 		plans[c.name], _, planErrs[c.name] = w.plan(ctx, c.name)
 	}
+	if err := w.tearDown(ctx, t, f, seed); err != nil {
+		t.Errorf("%v; where they stand:%s", err, w.status(f))
+		// The comparison below says what was written so far.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+	}
+	if err := w.quiet(ctx, mark, f.clusters); err != nil {
+		t.Fatal(err)
+	}
+	events, err := w.audit.since(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.clusters {
+		checkCluster(t, c, plans[c.name], planErrs[c.name], writesTo(events, testenv.OperatorUser, c.name))
+	}
+}
 
+// steady creates the fleet and returns once it is steady, as it must be
+// before its plans are taken: governed, stamped and applied, the operator
+// making no more writes. The agents of the unavailable clusters go only
+// then, once they applied every stamp.
+func (w *world) steady(ctx context.Context, f *fleet) error {
+	start, err := w.audit.size()
+	if err != nil {
+		return err
+	}
+	if err := f.create(ctx, w.admin); err != nil {
+		return err
+	}
+	settled := func() error {
+		for _, c := range f.clusters {
+			if err := until(ctx, "the operator governs "+c.name+" and the agent applied its works", 200*time.Millisecond,
+				func() (bool, error) { return w.settled(ctx, c) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := settled(); err != nil {
+		return err
+	}
+	if err := w.quiet(ctx, start, f.clusters); err != nil {
+		return err
+	}
+	if err := settled(); err != nil {
+		return err
+	}
+	for _, c := range f.clusters {
+		if !c.available {
+			w.agent.SetOffline(c.name, true)
+			if err := setAvailable(ctx, w.admin, c.name, metav1.ConditionUnknown); err != nil {
+				return err
+			}
+		}
+	}
+	return w.quiet(ctx, start, f.clusters)
+}
+
+// tearDown deletes the fleet's clusters, removes the monitored objects
+// once their teardown waits for them, and returns once every teardown
+// ended: the cluster gone, or in dry run the plan reported.
+func (w *world) tearDown(ctx context.Context, t *testing.T, f *fleet, seed uint64) error {
 	for _, c := range f.clusters {
 		if err := w.admin.Delete(ctx, newManagedCluster(c.name)); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	for i, c := range f.clusters {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		wg.Go(func() {
@@ -155,7 +188,7 @@ func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix st
 			}
 		})
 	}
-	waitErr := until(ctx, "the teardowns to end", 200*time.Millisecond, func() (bool, error) {
+	return until(ctx, "the teardowns to end", 200*time.Millisecond, func() (bool, error) {
 		for _, c := range f.clusters {
 			reason, _, gone, err := w.contentDeleteReason(ctx, c.name)
 			if err != nil {
@@ -167,38 +200,26 @@ func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix st
 		}
 		return true, nil
 	})
-	if waitErr != nil {
-		t.Errorf("%v; where they stand:%s", waitErr, w.status(f))
-		// The comparison below says what was written so far.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-	}
-	wg.Wait()
-	if err := w.quiet(ctx, mark, f.clusters); err != nil {
-		t.Fatal(err)
-	}
-	events, err := w.audit.since(mark)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range f.clusters {
-		p, writes := plans[c.name], writesTo(events, testenv.OperatorUser, c.name)
-		if err := planErrs[c.name]; err != nil {
-			var b strings.Builder
-			for i, wr := range writes {
-				fmt.Fprintf(&b, "\n    #%d %s", i+1, wr)
-			}
-			t.Errorf("cluster %s: %v\n  the operator's writes tearing it down:%s", c, err, b.String())
-			continue
+}
+
+// checkCluster compares the plan of a cluster with the writes of its
+// teardown, or reports the writes when there is no plan to compare with.
+func checkCluster(t *testing.T, c *cluster, p *Plan, planErr error, writes []Write) {
+	t.Helper()
+	if planErr != nil {
+		var b strings.Builder
+		for i, wr := range writes {
+			fmt.Fprintf(&b, "\n    #%d %s", i+1, wr)
 		}
-		cmp := compare(p, writes)
-		if !cmp.ok() {
-			t.Errorf("cluster %s: the operator's writes tearing it down differ from its plan:\n%s%s", c, cmp.report(), describePlan(p))
-		} else {
-			t.Logf("cluster %s: %d write(s) in %d block(s), as planned", c, len(cmp.writes), len(cmp.blocks))
-		}
+		t.Errorf("cluster %s: %v\n  the operator's writes tearing it down:%s", c, planErr, b.String())
+		return
 	}
+	cmp := compare(p, writes)
+	if !cmp.ok() {
+		t.Errorf("cluster %s: the operator's writes tearing it down differ from its plan:\n%s%s", c, cmp.report(), describePlan(p))
+		return
+	}
+	t.Logf("cluster %s: %d write(s) in %d block(s), as planned", c, len(cmp.writes), len(cmp.blocks))
 }
 
 // removeMonitored deletes the cluster's monitored ConfigMaps, as their
