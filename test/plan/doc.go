@@ -14,11 +14,18 @@
 // verbs, the cleanup-priority groups in order (one group's objects in any
 // order). Waits, keeps and holds write nothing; status patches and Events
 // are not writes. The test removes the monitored objects, as their
-// controllers would, once the teardown reports that it waits for them.
+// controllers would, once the teardown reports that it waits for them. No
+// namespace controller runs: the operator does not wait for a deleted
+// namespace to terminate.
 //
 // The seeds are printed, and again with a replay command on failure:
 //
 //	PLAN_SEED=<seed>[,<seed>...] go test ./test/plan/ -count=1 -v -run TestPlanMatchesTeardown
+//
+// A seed fixes the fleet and the test's choices, not the scheduling of the
+// operator and the agent: a replay builds the same fleet and plans, and a
+// disagreement that depends on timing (a write repeated while the
+// operator's cache lags) may not come back every time.
 //
 // Without PLAN_SEED it runs PLAN_SEEDS random seeds (default 2; `make
 // test-plan` runs 20). PLAN_CLUSTERS sets the clusters per seed (default 3),

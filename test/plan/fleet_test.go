@@ -214,7 +214,9 @@ func genStages(rng *rand.Rand) []v1alpha1.DeletionStage {
 // once deleted (no finalizer), works, which the work agent holds with its
 // finalizer until it lets them go, monitored ConfigMaps, which hold the
 // gate until the test deletes them as their controllers would, staged
-// ConfigMaps, and ConfigMaps no policy names.
+// ConfigMaps, and ConfigMaps no policy names. A monitored ConfigMap is
+// never in a stage: the test deletes it, so a plan that listed it in a
+// stage would be wrong by the test's doing.
 func genContent(rng *rand.Rand, c *cluster) {
 	c.keep = rng.IntN(2) == 0
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.name}}
