@@ -143,7 +143,11 @@ func expectedBlocks(p *Plan) []block {
 // failure message.
 func describePlan(p *Plan) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan of %s: policy %s (generation %d), strategy %s", p.Cluster, p.Policy, p.PolicyGeneration, p.Strategy)
+	if p.Policy == "" {
+		fmt.Fprintf(&b, "plan of %s: no policy", p.Cluster)
+	} else {
+		fmt.Fprintf(&b, "plan of %s: policy %s (generation %d), strategy %s", p.Cluster, p.Policy, p.PolicyGeneration, p.Strategy)
+	}
 	if p.Held != "" {
 		fmt.Fprintf(&b, ", held: %s", p.Held)
 	}
