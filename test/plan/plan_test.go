@@ -76,8 +76,18 @@ func TestPlanMatchesTeardown(t *testing.T) {
 			t.Fatalf("PLAN_TIMEOUT=%q: %v", s, err)
 		}
 	}
+	var agreed, clusters int
+	var failed []string
+	defer func() {
+		t.Logf("%d of %d cluster(s) torn down as planned; seeds that differ: %v", agreed, clusters, failed)
+	}()
 	for _, seed := range ss {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					failed = append(failed, strconv.FormatUint(seed, 10))
+				}
+			}()
 			t.Cleanup(func() {
 				if t.Failed() {
 					t.Logf("seed %d; replay: PLAN_SEED=%d go test ./test/plan/ -count=1 -v -run TestPlanMatchesTeardown (PLAN_KEEP=<dir> keeps the audit and operator logs)", seed, seed)
@@ -85,14 +95,16 @@ func TestPlanMatchesTeardown(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			runSeed(ctx, t, w, seed, fmt.Sprintf("s%d", runs.Add(1)), n)
+			ok, of := runSeed(ctx, t, w, seed, fmt.Sprintf("s%d", runs.Add(1)), n)
+			agreed, clusters = agreed+ok, clusters+of
 		})
 	}
 }
 
 // runSeed generates the seed's fleet, makes it steady, takes each
-// cluster's plan, tears the fleet down and compares.
-func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix string, n int) {
+// cluster's plan, tears the fleet down and compares. It returns how many
+// clusters were torn down as planned, of how many.
+func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix string, n int) (agreed, clusters int) {
 	f := generate(seed, prefix, n)
 	t.Logf("seed %d:%s", seed, f.describe())
 	t.Cleanup(func() { f.remove(w) })
@@ -124,8 +136,11 @@ func runSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefix st
 		t.Fatal(err)
 	}
 	for _, c := range f.clusters {
-		checkCluster(t, c, plans[c.name], planErrs[c.name], writesTo(events, testenv.OperatorUser, c.name))
+		if checkCluster(t, c, plans[c.name], planErrs[c.name], writesTo(events, testenv.OperatorUser, c.name)) {
+			agreed++
+		}
 	}
+	return agreed, len(f.clusters)
 }
 
 // steady creates the fleet and returns once it is steady, as it must be
@@ -204,7 +219,8 @@ func (w *world) tearDown(ctx context.Context, t *testing.T, f *fleet, seed uint6
 
 // checkCluster compares the plan of a cluster with the writes of its
 // teardown, or reports the writes when there is no plan to compare with.
-func checkCluster(t *testing.T, c *cluster, p *Plan, planErr error, writes []Write) {
+// It says whether they agree.
+func checkCluster(t *testing.T, c *cluster, p *Plan, planErr error, writes []Write) bool {
 	t.Helper()
 	if planErr != nil {
 		var b strings.Builder
@@ -212,14 +228,15 @@ func checkCluster(t *testing.T, c *cluster, p *Plan, planErr error, writes []Wri
 			fmt.Fprintf(&b, "\n    #%d %s", i+1, wr)
 		}
 		t.Errorf("cluster %s: %v\n  the operator's writes tearing it down:%s", c, planErr, b.String())
-		return
+		return false
 	}
 	cmp := compare(p, writes)
 	if !cmp.ok() {
 		t.Errorf("cluster %s: the operator's writes tearing it down differ from its plan:\n%s%s", c, cmp.report(), describePlan(p))
-		return
+		return false
 	}
 	t.Logf("cluster %s: %d write(s) in %d block(s), as planned", c, len(cmp.writes), len(cmp.blocks))
+	return true
 }
 
 // removeMonitored deletes the cluster's monitored ConfigMaps, as their
