@@ -71,6 +71,13 @@ test: manifests generate fmt vet envtest-bins crds ## Run every unit and envtest
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/tools/bundle && $(BUNDLE_ENV) go test $(GO_TEST_FLAGS) ./...
 
+# How many random seeds test-plan runs; PLAN_SEED=<seed> replays one.
+PLAN_SEEDS ?= 20
+
+.PHONY: test-plan
+test-plan: envtest-bins crds ## Run the plan's property test (test/plan) for PLAN_SEEDS random seeds (default 20; make test runs 2).
+	PLAN_SEEDS=$(PLAN_SEEDS) go test $(GO_TEST_FLAGS) -timeout 60m -v -run TestPlanMatchesTeardown ./test/plan/
+
 .PHONY: bench
 bench: envtest-bins crds ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...

@@ -61,8 +61,12 @@ func ReadAuditLog(file string) ([]AuditEvent, error) {
 	return events, sc.Err()
 }
 
-// writeAuditPolicy writes auditPolicy next to the log file.
-func writeAuditPolicy(logFile string) (string, error) {
+// writeAuditPolicy writes the policy given, or auditPolicy, next to the
+// log file.
+func writeAuditPolicy(logFile, given string) (string, error) {
+	if given == "" {
+		given = auditPolicy
+	}
 	policy := filepath.Join(filepath.Dir(logFile), "audit-policy.yaml")
-	return policy, os.WriteFile(policy, []byte(auditPolicy), 0o600)
+	return policy, os.WriteFile(policy, []byte(given), 0o600)
 }

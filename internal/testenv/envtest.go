@@ -48,6 +48,9 @@ type Options struct {
 	// writes to ManifestWorks and the deletions of ManagedClusters, one
 	// JSON audit event a line (ReadAuditLog); the directory must exist.
 	AuditLog string
+	// AuditPolicy, if set with AuditLog, is the audit policy
+	// (audit.k8s.io/v1 Policy, YAML) to log by instead.
+	AuditPolicy string
 }
 
 // Start starts the control plane with every CRD.
@@ -68,7 +71,7 @@ func StartWith(opts Options) (*Env, error) {
 		e.ControlPlane.GetAPIServer().Path = filepath.Join(links, "kube-apiserver")
 	}
 	if opts.AuditLog != "" {
-		policy, err := writeAuditPolicy(opts.AuditLog)
+		policy, err := writeAuditPolicy(opts.AuditLog, opts.AuditPolicy)
 		if err != nil {
 			_ = os.RemoveAll(links)
 			return nil, err

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,11 +23,47 @@ const workAgentFinalizer = "cluster.open-cluster-management.io/manifest-work-cle
 // the agent does once it removed or orphaned the work's resources. It polls
 // until ctx ends.
 func RunWorkAgent(ctx context.Context, c client.Client, every time.Duration) {
+	NewWorkAgent(c).Run(ctx, every)
+}
+
+// WorkAgent is the work agent of RunWorkAgent, whose clusters can go
+// offline: the agent of an offline cluster does nothing, as when the
+// managed cluster is unreachable.
+type WorkAgent struct {
+	c       client.Client
+	mu      sync.Mutex
+	offline map[string]bool
+}
+
+// NewWorkAgent returns an agent writing with c, every cluster online.
+func NewWorkAgent(c client.Client) *WorkAgent {
+	return &WorkAgent{c: c, offline: map[string]bool{}}
+}
+
+// SetOffline takes the agent of the cluster whose namespace is given
+// offline (true) or back online.
+func (a *WorkAgent) SetOffline(namespace string, offline bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.offline[namespace] = offline
+}
+
+func (a *WorkAgent) isOffline(namespace string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.offline[namespace]
+}
+
+// Run polls until ctx ends, as RunWorkAgent.
+func (a *WorkAgent) Run(ctx context.Context, every time.Duration) {
+	c := a.c
 	for ctx.Err() == nil {
 		var works workv1.ManifestWorkList
 		if err := c.List(ctx, &works); err == nil {
 			for i := range works.Items {
-				_ = agentStep(ctx, c, &works.Items[i])
+				if !a.isOffline(works.Items[i].Namespace) {
+					_ = agentStep(ctx, c, &works.Items[i])
+				}
 			}
 		}
 		select {

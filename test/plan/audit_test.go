@@ -1,0 +1,352 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// auditPolicy records every write of the operator's identity with its
+// request, and nothing else. Events are not actions.
+func auditPolicy(user string) string {
+	return `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: None
+  resources:
+  - group: ""
+    resources: ["events"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+- level: RequestResponse
+  users: ["` + user + `"]
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+}
+
+// The annotations the operator writes on a ManagedCluster being torn down
+// to remember what it did: before it removes the work agent's finalizer
+// (the forced count and the batch), and before it deletes works whose
+// orphan the agent never confirmed.
+const (
+	forcedObjectsAnnotation      = "cleanup.fleetops.dev/forced-objects"
+	forcingAnnotation            = "cleanup.fleetops.dev/forcing"
+	unconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
+)
+
+// auditEvent is what the test reads of one line of the audit log.
+type auditEvent struct {
+	AuditID string `json:"auditID"`
+	Stage   string `json:"stage"`
+	Verb    string `json:"verb"`
+	User    struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		APIGroup    string `json:"apiGroup"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject  json.RawMessage `json:"requestObject"`
+	ResponseObject json.RawMessage `json:"responseObject"`
+	// RequestReceived is when the API server received the request. A
+	// write sent after another's response came back was received after it:
+	// this order follows the operator's, where the log's order (of
+	// completion) may not.
+	RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
+}
+
+// Write is one write of the operator to one object, as the comparison
+// sees it.
+type Write struct {
+	// Verb is the plan's verb for the write (stamp, label, unlabel, delete,
+	// force, recordUnconfirmed, removeFinalizer), recordForcing for the
+	// record that precedes a force, or the request's verb (create, update,
+	// patch, deletecollection) for a write no plan verb describes.
+	Verb   string
+	Object object
+	// DeleteOption is the propagationPolicy a stamp writes.
+	DeleteOption string
+	// Finalizer is the finalizer a force or removeFinalizer removes.
+	Finalizer string
+	// Request is the request body, for a write no plan verb describes.
+	Request string
+	// Unchanged, for a patch other than a finalizer's removal or a delete,
+	// is the number (from 1) of the operator's earlier write to the object
+	// whose response had the same resourceVersion: the write changed
+	// nothing (a delete of an object already being deleted). It is
+	// reported, not forgiven.
+	Unchanged int
+}
+
+func (w Write) String() string {
+	s := w.Verb + " " + w.Object.String()
+	if w.DeleteOption != "" {
+		s += " deleteOption=" + w.DeleteOption
+	}
+	if w.Finalizer != "" {
+		s += " finalizer=" + w.Finalizer
+	}
+	if w.Request != "" {
+		s += " " + w.Request
+	}
+	if w.Unchanged > 0 {
+		s += fmt.Sprintf(" (changed nothing: the resourceVersion its write #%d left)", w.Unchanged)
+	}
+	return s
+}
+
+// resourceVersion is the resourceVersion of the object a write returned.
+func (e *auditEvent) resourceVersion() string {
+	var m struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(e.ResponseObject, &m) != nil {
+		return ""
+	}
+	return m.Metadata.ResourceVersion
+}
+
+// resourceName names the event's resource as kubectl does: resource.group.
+func (e *auditEvent) resourceName() string {
+	if e.ObjectRef.APIGroup == "" {
+		return e.ObjectRef.Resource
+	}
+	return e.ObjectRef.Resource + "." + e.ObjectRef.APIGroup
+}
+
+// touches says whether the event writes the cluster, its namespace or an
+// object in it.
+func (e *auditEvent) touches(cluster string) bool {
+	r := e.ObjectRef
+	switch {
+	case r == nil:
+		return false
+	case r.Namespace == cluster:
+		return true
+	case r.Namespace == "" && r.Name == cluster:
+		return e.resourceName() == "namespaces" || e.resourceName() == "managedclusters.cluster.open-cluster-management.io"
+	}
+	return false
+}
+
+// isObjectWrite says whether the event is a write of user that changed an
+// object: a successful create, update, patch or delete, not of a
+// subresource (status).
+func (e *auditEvent) isObjectWrite(user string) bool {
+	return e.Stage == "ResponseComplete" && e.User.Username == user && e.ObjectRef != nil &&
+		e.ObjectRef.Subresource == "" && e.ResponseStatus != nil &&
+		e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300 &&
+		slices.Contains([]string{"create", "update", "patch", "delete", "deletecollection"}, e.Verb)
+}
+
+// classify names the write an event made.
+func classify(e *auditEvent) Write {
+	w := Write{Verb: e.Verb, Object: objectOf(e.resourceName(), e.ObjectRef.Namespace, e.ObjectRef.Name)}
+	switch e.Verb {
+	case "delete":
+		return w
+	case "patch":
+	default:
+		w.Request = excerpt(e.RequestObject)
+		return w
+	}
+	body := bytes.TrimSpace(e.RequestObject)
+	if len(body) > 0 && body[0] == '[' {
+		return classifyJSONPatch(w, body)
+	}
+	var patch struct {
+		Metadata struct {
+			Labels      map[string]*string `json:"labels"`
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			DeleteOption *struct {
+				PropagationPolicy string `json:"propagationPolicy"`
+			} `json:"deleteOption"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(body, &patch); err != nil {
+		w.Request = excerpt(body)
+		return w
+	}
+	label, labelled := patch.Metadata.Labels[v1alpha1.ClusterDeletingLabel]
+	_, forcing := patch.Metadata.Annotations[forcingAnnotation]
+	_, forced := patch.Metadata.Annotations[forcedObjectsAnnotation]
+	_, unconfirmed := patch.Metadata.Annotations[unconfirmedOrphansAnnotation]
+	switch {
+	case patch.Spec.DeleteOption != nil:
+		w.Verb, w.DeleteOption = "stamp", patch.Spec.DeleteOption.PropagationPolicy
+	case labelled && label != nil && *label == "true":
+		w.Verb = "label"
+	case labelled && label == nil:
+		w.Verb = "unlabel"
+	case forcing || forced:
+		w.Verb = "recordForcing"
+	case unconfirmed:
+		w.Verb = "recordUnconfirmed"
+	default:
+		w.Request = excerpt(body)
+	}
+	return w
+}
+
+// classifyJSONPatch names a JSON patch: the removal of the operator's
+// finalizer from the cluster, or of the work agent's from an object.
+func classifyJSONPatch(w Write, body []byte) Write {
+	if f, ok := removedFinalizer(body); ok {
+		w.Finalizer = f
+		switch f {
+		case v1alpha1.ClusterCleanupFinalizer:
+			w.Verb = "removeFinalizer"
+			return w
+		case v1alpha1.WorkAgentFinalizer:
+			w.Verb = "force"
+			return w
+		}
+	}
+	w.Request = excerpt(body)
+	return w
+}
+
+// removedFinalizer reads a JSON patch that tests a finalizer's position
+// and removes it, and may remove annotations too (a released cluster's):
+// the finalizer it removes.
+func removedFinalizer(body []byte) (string, bool) {
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(body, &ops) != nil {
+		return "", false
+	}
+	tested := map[string]string{}
+	removed := ""
+	for _, op := range ops {
+		switch {
+		case op.Op == "test" && strings.HasPrefix(op.Path, "/metadata/finalizers/"):
+			var f string
+			if json.Unmarshal(op.Value, &f) != nil {
+				return "", false
+			}
+			tested[op.Path] = f
+		case op.Op == "remove" && strings.HasPrefix(op.Path, "/metadata/finalizers/"):
+			f, ok := tested[op.Path]
+			if !ok || removed != "" {
+				return "", false
+			}
+			removed = f
+		case op.Op == "remove" && strings.HasPrefix(op.Path, "/metadata/annotations/"):
+		default:
+			return "", false
+		}
+	}
+	return removed, removed != ""
+}
+
+func excerpt(raw []byte) string {
+	const max = 200
+	s := string(bytes.TrimSpace(raw))
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
+}
+
+// auditLog is the API server's audit log, read from an offset.
+type auditLog struct{ path string }
+
+// size is where the log ends now: a mark to read from later.
+func (a auditLog) size() (int64, error) {
+	fi, err := os.Stat(a.path)
+	if os.IsNotExist(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// since reads the complete events written after the mark.
+func (a auditLog) since(mark int64) ([]auditEvent, error) {
+	f, err := os.Open(a.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(mark, io.SeekStart); err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	return parseAudit(raw)
+}
+
+// parseAudit decodes the complete lines of an audit log; a last line not
+// yet complete is left out.
+func parseAudit(raw []byte) ([]auditEvent, error) {
+	end := bytes.LastIndexByte(raw, '\n')
+	if end < 0 {
+		return nil, nil
+	}
+	var out []auditEvent
+	for _, line := range bytes.Split(raw[:end], []byte{'\n'}) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var e auditEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, fmt.Errorf("audit log line %q: %w", line, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// writesTo are the writes user made to the cluster, its namespace and the
+// objects in it, in the order the API server received them.
+func writesTo(events []auditEvent, user, cluster string) []Write {
+	var mine []*auditEvent
+	for i := range events {
+		if e := &events[i]; e.isObjectWrite(user) && e.touches(cluster) {
+			mine = append(mine, e)
+		}
+	}
+	slices.SortStableFunc(mine, func(a, b *auditEvent) int { return a.RequestReceived.Time.Compare(b.RequestReceived.Time) })
+	out := make([]Write, len(mine))
+	last := map[object]int{} // the index of the object's last write
+	for i, e := range mine {
+		out[i] = classify(e)
+		obj := out[i].Object
+		// A patch that removes the last finalizer of an object being
+		// deleted returns it at the resourceVersion it had: only other
+		// patches tell a change by it.
+		removes := out[i].Verb == "force" || out[i].Verb == "removeFinalizer"
+		if j, ok := last[obj]; ok && (e.Verb == "patch" || e.Verb == "delete") && !removes && e.resourceVersion() != "" && e.resourceVersion() == mine[j].resourceVersion() {
+			out[i].Unchanged = j + 1
+		}
+		last[obj] = i
+	}
+	return out
+}
