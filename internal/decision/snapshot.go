@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 )
 
@@ -59,7 +60,7 @@ type Memory struct {
 
 // Available says whether the cluster's ManagedClusterConditionAvailable is True.
 func (s *Snapshot) Available() bool {
-	return meta.IsStatusConditionTrue(ClusterConditions(s.Cluster), "ManagedClusterConditionAvailable")
+	return meta.IsStatusConditionTrue(ClusterConditions(s.Cluster), clusterv1.ManagedClusterConditionAvailable)
 }
 
 // ClusterConditions reads a ManagedCluster's status conditions.

@@ -74,14 +74,6 @@ func createPolicies(ctx context.Context, c client.Client) error {
 // order OCM deletes them: without the annotation first, then by value.
 var priorities = []string{"", "10", "50"}
 
-// rank orders a cleanup-priority as OCM does; "" is unset.
-func rank(priority string) int {
-	if priority == "" {
-		return -1
-	}
-	return map[string]int{"10": 10, "50": 50}[priority]
-}
-
 // teardown is a cluster the test deletes and what its namespace holds.
 type teardown struct {
 	cluster  string
