@@ -20,6 +20,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/flowcontrol"
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
@@ -52,6 +53,9 @@ type Options struct {
 	// ClusterConcurrency is how many clusters are reconciled, and so torn
 	// down, at once. 0 means DefaultClusterConcurrency.
 	ClusterConcurrency int
+	// FlowControl creates the operator's FlowSchema and priority level at
+	// start when they are absent (internal/flowcontrol).
+	FlowControl bool
 }
 
 // DefaultClusterConcurrency is how many clusters are torn down at once by default.
@@ -165,8 +169,8 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, untypedPolicy bool
 	return optional, nil
 }
 
-// setupAdmission creates the admission policies the operator relies on,
-// when absent, and registers the CleanupPolicy webhook if asked to.
+// setupAdmission creates the admission policies the operator relies on and,
+// if asked to, its flow control objects, when absent, and registers the CleanupPolicy webhook if asked to.
 func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env *cel.Env) error {
 	// With a direct client, as the manager's cache is not started yet.
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
@@ -175,6 +179,14 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 	}
 	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
 		return fmt.Errorf("creating the admission policies: %w", err)
+	}
+	if opts.FlowControl {
+		// The operator works without them, and a teardown must not wait
+		// on them: a failure is reported, not fatal.
+		if _, err := flowcontrol.Ensure(ctx, direct); err != nil {
+			logf.FromContext(ctx).WithName("setup").Error(err,
+				"the operator's FlowSchema and priority level are missing; its requests share the level of other service accounts")
+		}
 	}
 	if opts.EnableWebhooks {
 		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {
