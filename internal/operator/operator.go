@@ -35,10 +35,14 @@ func ManagerOptions() ctrl.Options {
 	return ctrl.Options{
 		Scheme: NewScheme(),
 		// The cache keeps no managedFields: a fleet's worth of them is most
-		// of its memory and the operator never reads them. No cache is
+		// of its memory and the operator never reads them. Of ManifestWorks
+		// it keeps what decisions read (TransformManifestWork). No cache is
 		// narrowed by a selector: stages and monitored resources may be of
 		// any kind, and a narrowed cache would hide objects from the gate.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{
+			DefaultTransform: stripManagedFields,
+			ByObject:         map[client.Object]cache.ByObject{&workv1.ManifestWork{}: {Transform: TransformManifestWork}},
+		},
 		// ManagedClusters are read unstructured; serve them from the cache
 		// too. Every write names the operator's field manager, so that
 		// managedFields say which fields it owns (GitOps tools read them).
