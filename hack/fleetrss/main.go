@@ -143,7 +143,11 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 	total := float64(clusters * works)
 	fmt.Printf("governed %d clusters in %s; manager peak RSS (VmHWM) %.0f MiB, settled RSS (VmRSS) %.0f MiB\n",
 		clusters, governedIn.Round(time.Second), hwm, rss)
-	fmt.Printf("per 1,000 works: peak %.1f MiB, settled %.1f MiB (%d works)\n", hwm/total*1000, rss/total*1000, int(total))
+	if total > 0 {
+		// The whole process over the works; subtract a run with -works 0
+		// for what the works alone cost.
+		fmt.Printf("per 1,000 works: peak %.1f MiB, settled %.1f MiB (%d works)\n", hwm/total*1000, rss/total*1000, int(total))
+	}
 	fmt.Printf("the manager's log: %s\n", logFile.Name())
 	return nil
 }
