@@ -39,10 +39,10 @@ func ManagerOptions() ctrl.Options {
 		// it keeps what decisions read (TransformManifestWork). No cache is
 		// narrowed by a selector: stages and monitored resources may be of
 		// any kind, and a narrowed cache would hide objects from the gate.
-		Cache: cache.Options{
-			DefaultTransform: stripManagedFields,
-			ByObject:         map[client.Object]cache.ByObject{&workv1.ManifestWork{}: {Transform: TransformManifestWork}},
-		},
+		// One transform for every kind, rather than one by object: that
+		// would need ManifestWork's REST mapping before Setup can say that
+		// its CRD is missing.
+		Cache: cache.Options{DefaultTransform: Transform},
 		// ManagedClusters are read unstructured; serve them from the cache
 		// too. Every write names the operator's field manager, so that
 		// managedFields say which fields it owns (GitOps tools read them).

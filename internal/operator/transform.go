@@ -13,6 +13,24 @@ import (
 // stripManagedFields is the transform of every cached object.
 var stripManagedFields = cache.TransformStripManagedFields()
 
+// manifestWorkGVK is ManifestWork's group, version and kind.
+var manifestWorkGVK = workv1.GroupVersion.WithKind("ManifestWork")
+
+// Transform is the transform of every object the manager caches: it drops
+// managedFields, which the operator never reads, and of ManifestWorks what
+// TransformManifestWork drops.
+func Transform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *workv1.ManifestWork:
+		return TransformManifestWork(o)
+	case *unstructured.Unstructured:
+		if o.GroupVersionKind() == manifestWorkGVK {
+			return TransformManifestWork(o)
+		}
+	}
+	return stripManagedFields(obj)
+}
+
 // TransformManifestWork is the cache transform of ManifestWorks: it drops
 // what no decision reads, and what `work` in an orphaning rule is typed
 // without (cel.UncachedManifestFields):
@@ -55,4 +73,7 @@ func TransformManifestWork(obj any) (any, error) {
 	return obj, nil
 }
 
-var _ toolscache.TransformFunc = TransformManifestWork
+var (
+	_ toolscache.TransformFunc = Transform
+	_ toolscache.TransformFunc = TransformManifestWork
+)

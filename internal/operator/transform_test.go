@@ -82,7 +82,8 @@ func cached() *workv1.ManifestWork {
 func TestTransformManifestWork(t *testing.T) {
 	g := NewWithT(t)
 
-	got, err := operator.TransformManifestWork(appliedWork())
+	// The manager's one transform, on a typed work.
+	got, err := operator.Transform(appliedWork())
 	g.Expect(err).NotTo(HaveOccurred())
 	w := got.(*workv1.ManifestWork)
 	g.Expect(w).To(Equal(cached()))
@@ -99,7 +100,7 @@ func TestTransformManifestWork(t *testing.T) {
 	// Unstructured, the same.
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(appliedWork())
 	g.Expect(err).NotTo(HaveOccurred())
-	got, err = operator.TransformManifestWork(&unstructured.Unstructured{Object: raw})
+	got, err = operator.Transform(&unstructured.Unstructured{Object: raw})
 	g.Expect(err).NotTo(HaveOccurred())
 	u := got.(*unstructured.Unstructured).Object
 	g.Expect(u).To(HaveKey("status"))
@@ -116,6 +117,29 @@ func TestTransformManifestWork(t *testing.T) {
 	wantJSON, err := json.Marshal(cached())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(gotJSON).To(MatchJSON(wantJSON))
+}
+
+// Of other kinds the transform drops managedFields only.
+func TestTransformOtherKinds(t *testing.T) {
+	g := NewWithT(t)
+	mc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+		"metadata": map[string]any{"name": "c1", "managedFields": []any{map[string]any{"manager": "registration"}}},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "ManagedClusterConditionAvailable", "status": "True"}},
+			"resourceStatus": map[string]any{"manifests": []any{map[string]any{"conditions": []any{}}}}},
+	}}
+	want := mc.DeepCopy()
+	unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
+	got, err := operator.Transform(mc)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.(*unstructured.Unstructured).Object).To(Equal(want.Object))
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Data: map[string]string{"k": "v"}}
+	got, err = operator.Transform(cm)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.(*corev1.ConfigMap).ManagedFields).To(BeNil())
+	g.Expect(got.(*corev1.ConfigMap).Data).To(HaveKeyWithValue("k", "v"))
 }
 
 // TestCachedManifestWork reads a work through a cache configured as the
