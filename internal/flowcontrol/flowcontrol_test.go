@@ -152,6 +152,19 @@ func TestEnsure(t *testing.T) {
 		g.Expect(resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")).NotTo(Equal(string(fs.UID)))
 	})
 
+	t.Run("asking who it is needs no permission", func(t *testing.T) {
+		g := NewWithT(t)
+		u, err := env.AddUser(envtest.User{Name: "system:serviceaccount:elsewhere:unbound"}, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		c, err := client.New(u.Config(), client.Options{Scheme: operator.NewScheme()})
+		g.Expect(err).NotTo(HaveOccurred())
+		// The review passes (every authenticated user may create one);
+		// reading the FlowSchema is what this account may not do.
+		_, err = flowcontrol.Ensure(testContext(t), c)
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		g.Expect(err.Error()).To(ContainSubstring("getting PriorityLevelConfiguration"))
+	})
+
 	t.Run("an administrator's edits stay", func(t *testing.T) {
 		g := NewWithT(t)
 		c, _ := as(t, "system:serviceaccount:cleanup-operator-system:cleanup-operator-controller-manager")
