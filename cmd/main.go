@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -34,7 +35,7 @@ type flags struct {
 	webhookCertPath, webhookCertName    string
 	webhookCertKey                      string
 	enableLeaderElection, secureMetrics bool
-	enableHTTP2                         bool
+	enableHTTP2, createFlowControl      bool
 	kubeAPIQPS                          float64
 	kubeAPIBurst, clusterConcurrency    int
 	leaderElectionNamespace             string
@@ -77,11 +78,23 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false,
 		"Serve HTTP/2 on the metrics and webhook servers; off by default against HTTP/2 stream attacks.")
-	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 50, "Queries per second to the API server.")
-	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS,
+		"Queries per second to the API server, a guard against a runaway loop: the API server's priority and fairness "+
+			"paces the operator (see --create-flow-control).")
+	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Burst of queries to the API server.")
+	fs.BoolVar(&f.createFlowControl, "create-flow-control", true,
+		"Create the operator's FlowSchema and PriorityLevelConfiguration at start when they are absent.")
 	fs.IntVar(&f.clusterConcurrency, "cluster-concurrency", operator.DefaultClusterConcurrency,
 		"How many ManagedClusters are reconciled, and so torn down, at once.")
 }
+
+// The client-side rate limit by default: above what an API server serves a
+// single client, so that it does not bind a teardown on a fleet hub;
+// docs/configuration.md says why.
+const (
+	DefaultKubeAPIQPS   = 1000
+	DefaultKubeAPIBurst = 2000
+)
 
 // run builds the manager, sets the operator up in it and runs it until a
 // termination signal.
@@ -95,7 +108,8 @@ func run(f flags, log logr.Logger) error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency}
+	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
+		FlowControl: f.createFlowControl}
 	if _, err := operator.Setup(ctx, mgr, opts); err != nil {
 		return fmt.Errorf("setting up the operator: %w", err)
 	}
@@ -146,8 +160,7 @@ func newManager(f flags) (manager.Manager, error) {
 	}
 
 	cfg := ctrl.GetConfigOrDie()
-	cfg.QPS = float32(f.kubeAPIQPS)
-	cfg.Burst = f.kubeAPIBurst
+	f.limit(cfg)
 	mgrOpts := operator.ManagerOptions()
 	mgrOpts.Metrics = metricsOpts
 	mgrOpts.WebhookServer = webhook.NewServer(webhookOpts)
@@ -168,6 +181,12 @@ func newManager(f flags) (manager.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// limit sets the client-side rate limit of the flags on cfg.
+func (f *flags) limit(cfg *rest.Config) {
+	cfg.QPS = float32(f.kubeAPIQPS)
+	cfg.Burst = f.kubeAPIBurst
 }
 
 // addChecks adds the health check and the ready check: ready once the

@@ -164,6 +164,22 @@ func TestCompileErrors(t *testing.T) {
 			want:  []string{"undeclared reference to 'namespace'"},
 		},
 		{
+			name: "a manifest's conditions in the work's status are not cached",
+			edit: func(s *v1alpha1.CleanupPolicySpec) {
+				s.Orphaning = []v1alpha1.OrphaningRule{{Name: "a", When: "work.status.resourceStatus.manifests.exists(m, m.conditions.size() > 0)"}}
+			},
+			field: "spec.orphaning[0].when",
+			want:  []string{"undefined field 'conditions'"},
+		},
+		{
+			name: "a manifest's status feedback in the work's status is not cached",
+			edit: func(s *v1alpha1.CleanupPolicySpec) {
+				s.Orphaning = []v1alpha1.OrphaningRule{{Name: "a", When: "has(work.status.resourceStatus.manifests[0].statusFeedback)"}}
+			},
+			field: "spec.orphaning[0].when",
+			want:  []string{"undefined field 'statusFeedback'"},
+		},
+		{
 			name:  "misspelled field of ManagedCluster",
 			edit:  func(s *v1alpha1.CleanupPolicySpec) { s.ClusterSelector = "cluster.metadata.lables['env'] == 'prod'" },
 			field: "spec.clusterSelector",
@@ -383,6 +399,10 @@ func TestCompileAcceptsWhatRunsAtRunTime(t *testing.T) {
 		},
 		"an optional list with a default, then a comprehension": func(s *v1alpha1.CleanupPolicySpec) {
 			s.ClusterSelector = "cluster.status.?conditions.orValue([]).exists(c, c.type == 'ManagedClusterConditionAvailable' && c.status == 'True')"
+		},
+		"the work's conditions and each manifest's resource stay typed": func(s *v1alpha1.CleanupPolicySpec) {
+			s.Orphaning = []v1alpha1.OrphaningRule{{Name: "r", When: "work.status.conditions.exists(c, c.type == 'Applied' && c.status == 'True') && " +
+				"work.status.resourceStatus.manifests.exists(m, m.resourceMeta.resource == 'configmaps')"}}
 		},
 		"later variables read earlier ones": func(s *v1alpha1.CleanupPolicySpec) {
 			s.Variables = []v1alpha1.Variable{{Name: "a", Expression: "'x'"}, {Name: "b", Expression: "variables.a + 'y'"}}

@@ -112,7 +112,7 @@ func NewEnv(s Schemas) (*Env, error) {
 		e.types[VarCluster] = typed("io.open_cluster_management.cluster.v1.ManagedCluster", withObjectMeta(s.ManagedCluster))
 	}
 	if s.ManifestWork != nil {
-		e.types[VarWork] = typed("io.open_cluster_management.work.v1.ManifestWork", withObjectMeta(s.ManifestWork))
+		e.types[VarWork] = typed("io.open_cluster_management.work.v1.ManifestWork", withObjectMeta(cachedWorkSchema(s.ManifestWork)))
 	}
 	if s.ConfigurationPolicy != nil {
 		e.types[VarPolicy] = typed("io.open_cluster_management.policy.v1.ConfigurationPolicy", withObjectMeta(s.ConfigurationPolicy))

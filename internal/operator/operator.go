@@ -20,6 +20,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/flowcontrol"
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
@@ -34,10 +35,14 @@ func ManagerOptions() ctrl.Options {
 	return ctrl.Options{
 		Scheme: NewScheme(),
 		// The cache keeps no managedFields: a fleet's worth of them is most
-		// of its memory and the operator never reads them. No cache is
+		// of its memory and the operator never reads them. Of ManifestWorks
+		// it keeps what decisions read (TransformManifestWork). No cache is
 		// narrowed by a selector: stages and monitored resources may be of
 		// any kind, and a narrowed cache would hide objects from the gate.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// One transform for every kind, rather than one by object: that
+		// would need ManifestWork's REST mapping before Setup can say that
+		// its CRD is missing.
+		Cache: cache.Options{DefaultTransform: Transform},
 		// ManagedClusters are read unstructured; serve them from the cache
 		// too. Every write names the operator's field manager, so that
 		// managedFields say which fields it owns (GitOps tools read them).
@@ -52,6 +57,9 @@ type Options struct {
 	// ClusterConcurrency is how many clusters are reconciled, and so torn
 	// down, at once. 0 means DefaultClusterConcurrency.
 	ClusterConcurrency int
+	// FlowControl creates the operator's FlowSchema and priority level at
+	// start when they are absent (internal/flowcontrol).
+	FlowControl bool
 }
 
 // DefaultClusterConcurrency is how many clusters are torn down at once by default.
@@ -165,8 +173,8 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, untypedPolicy bool
 	return optional, nil
 }
 
-// setupAdmission creates the admission policies the operator relies on,
-// when absent, and registers the CleanupPolicy webhook if asked to.
+// setupAdmission creates the admission policies the operator relies on and,
+// if asked to, its flow control objects, when absent, and registers the CleanupPolicy webhook if asked to.
 func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env *cel.Env) error {
 	// With a direct client, as the manager's cache is not started yet.
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
@@ -175,6 +183,14 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 	}
 	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
 		return fmt.Errorf("creating the admission policies: %w", err)
+	}
+	if opts.FlowControl {
+		// The operator works without them, and a teardown must not wait
+		// on them: a failure is reported, not fatal.
+		if _, err := flowcontrol.Ensure(ctx, direct); err != nil {
+			logf.FromContext(ctx).WithName("setup").Error(err,
+				"the operator's FlowSchema and priority level are missing; its requests share the level of other service accounts")
+		}
 	}
 	if opts.EnableWebhooks {
 		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {

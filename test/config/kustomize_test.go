@@ -129,6 +129,8 @@ func TestPermissionsAreLeast(t *testing.T) {
 		"events.k8s.io/events":                                           {"create", "patch"},
 		"admissionregistration.k8s.io/validatingadmissionpolicies":       {"create"},
 		"admissionregistration.k8s.io/validatingadmissionpolicybindings": {"create"},
+		"flowcontrol.apiserver.k8s.io/flowschemas":                       {"create"}, // created at start when absent
+		"flowcontrol.apiserver.k8s.io/prioritylevelconfigurations":       {"create"},
 	}
 	readVerbs := []string{"get", "list", "watch"}
 	for _, name := range []string{"cleanup-operator-manager-role", "cleanup-operator-manager-extra-resources"} {

@@ -117,6 +117,10 @@ var leftOutKinds = map[string]string{
 		"the operator creates it at start (internal/admissionpolicy), as its cluster permissions allow",
 	"admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding": "a bundle cannot carry this kind; " +
 		"the operator creates it at start (internal/admissionpolicy), as its cluster permissions allow",
+	"flowcontrol.apiserver.k8s.io/FlowSchema": "a bundle cannot carry this kind; " +
+		"the operator creates it at start for its service account (internal/flowcontrol), as its cluster permissions allow",
+	"flowcontrol.apiserver.k8s.io/PriorityLevelConfiguration": "a bundle cannot carry this kind; " +
+		"the operator creates it at start (internal/flowcontrol), as its cluster permissions allow",
 }
 
 // Generate renders the bundle from the kustomize build of config/manifests.

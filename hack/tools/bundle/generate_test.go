@@ -250,6 +250,41 @@ func TestAdmissionPoliciesAreLeftOut(t *testing.T) {
 	}
 }
 
+// config/default installs the operator's FlowSchema and priority level; a
+// bundle cannot carry them, so the generator leaves them out and says the
+// operator creates them.
+func TestFlowControlIsLeftOut(t *testing.T) {
+	b, err := assemble(testOptions(t), built(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"FlowSchema ", "PriorityLevelConfiguration "} {
+		if !slices.ContainsFunc(b.LeftOut, func(n Note) bool {
+			return n.Object == kind+"cleanup-operator-manager" && strings.Contains(n.Reason, "internal/flowcontrol")
+		}) {
+			t.Errorf("%s is not left out with its reason: %v", kind, b.LeftOut)
+		}
+	}
+	for _, f := range b.Files {
+		if strings.Contains(f.Path, "flowcontrol.apiserver.k8s.io") {
+			t.Errorf("%s is in the bundle", f.Path)
+		}
+	}
+}
+
+// The operator creates its FlowSchema and priority level at start, so the
+// CSV's cluster permissions must let it.
+func TestClusterPermissionsAllowFlowControl(t *testing.T) {
+	csv, _ := generated(t)
+	for _, resource := range []string{"flowschemas", "prioritylevelconfigurations"} {
+		for _, verb := range []string{"get", "create"} {
+			if !allowed(csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions, "flowcontrol.apiserver.k8s.io", resource, verb) {
+				t.Errorf("the CSV's clusterPermissions do not allow %s %s", verb, resource)
+			}
+		}
+	}
+}
+
 // The operator creates its ValidatingAdmissionPolicies at start, so the
 // CSV's cluster permissions must let it.
 func TestClusterPermissionsAllowAdmissionPolicies(t *testing.T) {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// documentedFlags reads the flags table of docs/configuration.md: the rows
+// whose first cell is a `--flag`, by flag name, with their default.
+func documentedFlags(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	out := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		cells := strings.Split(s.Text(), "|")
+		if len(cells) < 4 {
+			continue
+		}
+		cell := strings.TrimSpace(cells[1])
+		if !strings.HasPrefix(cell, "`--") {
+			continue
+		}
+		name := strings.Trim(cell, "`")
+		if _, dup := out[name[2:]]; dup {
+			t.Errorf("%s is documented twice", name)
+		}
+		out[name[2:]] = strings.Trim(strings.TrimSpace(cells[2]), "`")
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The manager's flags and their defaults are the ones docs/configuration.md
+// documents, no more and no fewer.
+func TestDefaultFlagsAreDocumented(t *testing.T) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var f flags
+	f.bind(fs)
+	documented := documentedFlags(t)
+	fs.VisitAll(func(fl *flag.Flag) {
+		def, ok := documented[fl.Name]
+		switch {
+		case !ok:
+			t.Errorf("--%s (default %q) is not documented in docs/configuration.md", fl.Name, fl.DefValue)
+		case def != fl.DefValue:
+			t.Errorf("--%s: docs/configuration.md says the default is %q, the manager's is %q", fl.Name, def, fl.DefValue)
+		}
+		delete(documented, fl.Name)
+	})
+	for name := range documented {
+		t.Errorf("docs/configuration.md documents --%s, which the manager does not have", name)
+	}
+}
+
+// The defaults are the fast path: the client-side limit is the documented
+// one and reaches the client, and the flow control objects are created.
+func TestDefaultsReachTheClient(t *testing.T) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var f flags
+	f.bind(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rest.Config{}
+	f.limit(cfg)
+	if cfg.QPS != DefaultKubeAPIQPS || cfg.Burst != DefaultKubeAPIBurst {
+		t.Errorf("client limit %v QPS, burst %d; want %v, %d", cfg.QPS, cfg.Burst, DefaultKubeAPIQPS, DefaultKubeAPIBurst)
+	}
+	if !f.createFlowControl {
+		t.Error("--create-flow-control is off by default")
+	}
+
+	if err := fs.Parse([]string{"--kube-api-qps=20", "--kube-api-burst=30"}); err != nil {
+		t.Fatal(err)
+	}
+	f.limit(cfg)
+	if cfg.QPS != 20 || cfg.Burst != 30 {
+		t.Errorf("client limit %v QPS, burst %d; want 20, 30", cfg.QPS, cfg.Burst)
+	}
+}
