@@ -279,3 +279,20 @@ func TestCacheCompilesOncePerGeneration(t *testing.T) {
 		t.Fatal("evicted policy still cached")
 	}
 }
+
+func TestCancelledReconcileEvaluatesNothing(t *testing.T) {
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.ClusterSelector = "cluster.metadata.labels[?'env'].orValue('') == 'prod'"
+		s.RemoveStrategy.Rules = []v1alpha1.StrategyRule{{When: "cluster.metadata.labels.exists(k, k == 'env')", Strategy: v1alpha1.RemoveStrategyNeedless}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a := p.Bind(ctx, cel.NewBudget(cel.ReconcileCostBudget), cluster("a", map[string]any{"env": "prod"}))
+	for name, e := range map[string]*cel.Expression{"selector": p.ClusterSelector, "rule with a comprehension": p.StrategyRules[0]} {
+		got, err := e.Bool(a)
+		var evalErr *cel.EvalError
+		if !errors.As(err, &evalErr) || !errors.Is(err, context.Canceled) || !cel.Transient(err) || got {
+			t.Fatalf("%s: got %v, %v; want a transient EvalError", name, got, err)
+		}
+	}
+}
