@@ -12,7 +12,6 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
-	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
@@ -204,7 +203,7 @@ func (e *Env) value(name string, obj map[string]any) any {
 	}
 	obj = withMetadataMaps(obj)
 	if t := e.types[name]; t != nil {
-		return common.UnstructuredToVal(obj, t.schema)
+		return toVal(obj, t.schema)
 	}
 	return types.DefaultTypeAdapter.NativeToValue(obj)
 }
