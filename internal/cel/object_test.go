@@ -71,7 +71,7 @@ func TestFastAdapterMatchesLibrary(t *testing.T) {
 			"has(dyn(policy.spec).unknownField)", "'object__dash__templates' in dyn(policy.spec)", "'object-templates' in dyn(policy.spec)", "size(dyn(policy.spec)) == 3",
 		},
 		"keepNamespace": {"namespace.metadata.name == 'c1' && namespace.status.phase == 'Active'", "namespace.metadata == namespace.metadata"},
-		"stage": {"object.metadata.finalizers.exists(f, f == 'f')", "object.metadata.name == 'o'", "object == object", "has(object.metadata.labels)"},
+		"stage":         {"object.metadata.finalizers.exists(f, f == 'f')", "object.metadata.name == 'o'", "object == object", "has(object.metadata.labels)"},
 	}
 
 	check := func(t *testing.T, e *cel.Expression, src string, a *cel.Activation) {
