@@ -1,6 +1,7 @@
 package cel
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -17,13 +18,31 @@ import (
 // of every expression; every other value is the API server library's
 // adapter's, whose conversions objectVal also delegates to.
 func toVal(v any, s *cachedSchema) ref.Val {
-	if m, ok := v.(map[string]any); ok && s.typ == "object" && !s.intOrString && (s.embedded || s.properties != nil) {
-		if s.embedded {
-			s = s.WithTypeAndObjectMeta().(*cachedSchema)
+	if s.intOrString {
+		return common.UnstructuredToVal(v, s)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if s.typ == "object" && (s.embedded || s.properties != nil) {
+			if s.embedded {
+				s = s.WithTypeAndObjectMeta().(*cachedSchema)
+			}
+			return &objectVal{value: v, schema: s}
 		}
-		return &objectVal{value: m, schema: s}
+	case []any:
+		if items, ok := s.items.(*cachedSchema); ok && s.typ == "array" && isObject(items) {
+			switch s.listType {
+			case "", "atomic", "set", "map":
+				return &listVal{elements: v, schema: s, items: items}
+			}
+		}
 	}
 	return common.UnstructuredToVal(v, s)
+}
+
+// isObject says whether toVal adapts a map of schema s as an objectVal.
+func isObject(s *cachedSchema) bool {
+	return s.typ == "object" && !s.intOrString && (s.embedded || s.properties != nil)
 }
 
 // objectVal is an object with typed properties, as the API server library
@@ -42,8 +61,11 @@ func (o *objectVal) library() ref.Val { return common.UnstructuredToVal(o.value,
 
 // libraryOf is v as the library's adapter sees it.
 func libraryOf(v ref.Val) ref.Val {
-	if o, ok := v.(*objectVal); ok {
-		return o.library()
+	switch v := v.(type) {
+	case *objectVal:
+		return v.library()
+	case *listVal:
+		return v.library()
 	}
 	return v
 }
@@ -107,3 +129,91 @@ func (o *objectVal) ConvertToType(t ref.Type) ref.Val {
 func (o *objectVal) Type() ref.Type { return types.MapType }
 
 func (o *objectVal) Value() any { return o.value }
+
+// listVal is a list of objects with typed properties, as the API server
+// library adapts it, whose elements are objectVals: read when an
+// expression reaches them, not all at once when it iterates. Equality,
+// membership, concatenation and conversions are the library's own.
+type listVal struct {
+	elements []any
+	schema   *cachedSchema
+	items    *cachedSchema
+}
+
+var _ traits.Lister = (*listVal)(nil)
+
+// library is the API server library's adapter of the same list.
+func (l *listVal) library() ref.Val { return common.UnstructuredToVal(l.elements, l.schema) }
+
+func (l *listVal) Get(idx ref.Val) ref.Val {
+	iv, isInt := idx.(types.Int)
+	if !isInt {
+		return types.ValOrErr(idx, "unsupported index: %v", idx)
+	}
+	i := int(iv)
+	if i < 0 || i >= len(l.elements) {
+		return types.NewErr("index out of bounds: %v", idx)
+	}
+	return toVal(l.elements[i], l.items)
+}
+
+func (l *listVal) Iterator() traits.Iterator { return &listIterator{list: l} }
+
+func (l *listVal) Size() ref.Val { return types.Int(len(l.elements)) }
+
+func (l *listVal) Contains(v ref.Val) ref.Val {
+	return l.library().(traits.Lister).Contains(libraryOf(v))
+}
+
+func (l *listVal) Add(other ref.Val) ref.Val {
+	return l.library().(traits.Lister).Add(libraryOf(other))
+}
+
+func (l *listVal) Equal(other ref.Val) ref.Val { return l.library().Equal(libraryOf(other)) }
+
+func (l *listVal) ConvertToNative(t reflect.Type) (any, error) {
+	return l.library().ConvertToNative(t)
+}
+
+func (l *listVal) ConvertToType(t ref.Type) ref.Val {
+	if t == types.ListType {
+		return l
+	}
+	return l.library().ConvertToType(t)
+}
+
+func (l *listVal) Type() ref.Type { return types.ListType }
+
+func (l *listVal) Value() any { return l.elements }
+
+type listIterator struct {
+	list *listVal
+	next int
+}
+
+var _ traits.Iterator = (*listIterator)(nil)
+
+func (it *listIterator) HasNext() ref.Val { return types.Bool(it.next < len(it.list.elements)) }
+
+func (it *listIterator) Next() ref.Val {
+	if it.next >= len(it.list.elements) {
+		return types.NewErr("no more elements")
+	}
+	v := toVal(it.list.elements[it.next], it.list.items)
+	it.next++
+	return v
+}
+
+func (it *listIterator) ConvertToNative(t reflect.Type) (any, error) {
+	return nil, fmt.Errorf("type conversion error from iterator to '%v'", t)
+}
+
+func (it *listIterator) ConvertToType(t ref.Type) ref.Val {
+	return types.NewErr("type conversion error from iterator to '%s'", t.TypeName())
+}
+
+func (it *listIterator) Equal(other ref.Val) ref.Val { return types.NoSuchOverloadErr() }
+
+func (it *listIterator) Type() ref.Type { return types.IteratorType }
+
+func (it *listIterator) Value() any { return nil }

@@ -54,6 +54,12 @@ func TestFastAdapterMatchesLibrary(t *testing.T) {
 		"cluster.status.version.kubernetes", "cluster.status.clusterClaims.exists(c, c.name.startsWith('id'))",
 		"cluster.status.conditions.all(c, c.lastTransitionTime < timestamp('2027-01-01T00:00:00Z'))",
 		"cluster.metadata.labels[?'env']", "cluster.?status.?version.?kubernetes", "type(cluster.metadata)",
+		"cluster.status.conditions + cluster.status.conditions", "size(cluster.status.conditions + cluster.status.conditions)",
+		"cluster.status.conditions[0] in cluster.status.conditions", "dyn({'type': 'x'}) in cluster.status.conditions", "cluster.status.conditions[5]", "size(cluster.status.conditions)",
+		"cluster.status.conditions.map(c, c)", "cluster.status.conditions.filter(c, c.status == 'True')", "cluster.status.conditions[?0]",
+		"cluster.metadata.ownerReferences[0] in cluster.metadata.ownerReferences", "cluster.metadata.ownerReferences + []",
+		"cluster.spec.managedClusterClientConfigs", "cluster.metadata.finalizers", "dyn(cluster.status.conditions)[dyn(0.0)]",
+		"type(cluster.status.conditions)", "cluster.status.conditions.exists_one(c, c.type != '')",
 	}
 	work0 := "work.spec.workload.manifests[0]"
 	bools := map[string][]string{
@@ -62,7 +68,8 @@ func TestFastAdapterMatchesLibrary(t *testing.T) {
 			work0 + " == " + work0, "has(dyn(" + work0 + ").data)", "work.metadata.labels.all(k, k != '')",
 			"work.spec.workload == work.spec.workload", "work.spec == work.spec", "work.metadata.namespace == cluster.metadata.name",
 			"manifest.data.k == 'v'", "has(manifest.spec)", "work.spec.workload.manifests[1].metadata.name == ''",
-			"work.spec.workload.manifests.all(m, has(m.metadata))", "size(dyn(work.spec.workload.manifests[0])) == 4",
+			"work.spec.workload.manifests.all(m, has(m.metadata))", "work.spec.workload.manifests + work.spec.workload.manifests == work.spec.workload.manifests",
+			"work.spec.workload.manifests[0] in work.spec.workload.manifests", "work.spec.workload.manifests.exists_one(m, m.kind == 'Secret')", "size(dyn(work.spec.workload.manifests[0])) == 4",
 		},
 		"prune": {
 			"policy.spec.object__dash__templates.size() > 0", "has(policy.spec.object__dash__templates)",
