@@ -201,6 +201,10 @@ func (e *Env) value(name string, obj map[string]any) any {
 	if obj == nil {
 		return types.NullValue
 	}
+	if t := e.types[name]; t != nil && isObject(t.schema) && !t.schema.embedded {
+		// Read in place: the object's adapter adds the maps it lacks.
+		return &objectVal{value: obj, schema: t.schema, defaults: rootDefaults}
+	}
 	obj = withMetadataMaps(obj)
 	if t := e.types[name]; t != nil {
 		return toVal(obj, t.schema)

@@ -52,12 +52,46 @@ func isObject(s *cachedSchema) bool {
 type objectVal struct {
 	value  map[string]any
 	schema *cachedSchema
+	// defaults says which maps an expression sees though value may lack
+	// them (see withMetadataMaps).
+	defaults defaults
 }
+
+// defaults are the maps an object of a variable always has.
+type defaults uint8
+
+const (
+	// noDefaults: the object is what value holds.
+	noDefaults defaults = iota
+	// rootDefaults: the object is a variable's; it has metadata, whose
+	// labels and annotations are maps.
+	rootDefaults
+	// metadataDefaults: the object is a variable's metadata; its labels
+	// and annotations are maps.
+	metadataDefaults
+)
+
+// emptyMap stands for the maps an object lacks. It is never written.
+var emptyMap = map[string]any{}
 
 var _ traits.Mapper = (*objectVal)(nil)
 
+// seen is the object an expression sees: value with the maps it lacks.
+// Only iteration, equality and conversions need it whole.
+func (o *objectVal) seen() map[string]any {
+	switch o.defaults {
+	case rootDefaults:
+		return withMetadataMaps(o.value)
+	case metadataDefaults:
+		if md, ok := withMetadataMaps(map[string]any{"metadata": o.value})["metadata"].(map[string]any); ok {
+			return md
+		}
+	}
+	return o.value
+}
+
 // library is the API server library's adapter of the same object.
-func (o *objectVal) library() ref.Val { return common.UnstructuredToVal(o.value, o.schema) }
+func (o *objectVal) library() ref.Val { return common.UnstructuredToVal(o.seen(), o.schema) }
 
 // libraryOf is v as the library's adapter sees it.
 func libraryOf(v ref.Val) ref.Val {
@@ -82,9 +116,25 @@ func (o *objectVal) Find(key ref.Val) (ref.Val, bool) {
 			return nil, false
 		}
 	}
-	v, ok := o.value[k]
-	if !ok || v == nil {
-		// A null field of an object with properties is an absent one.
+	v := o.value[k]
+	switch {
+	case o.defaults == rootDefaults && k == "metadata":
+		md, isMap := v.(map[string]any)
+		if !isMap {
+			md = emptyMap
+		}
+		if prop, ok := o.schema.properties[k].(*cachedSchema); ok && isObject(prop) {
+			return &objectVal{value: md, schema: prop, defaults: metadataDefaults}, true
+		}
+		v = md
+	case o.defaults == metadataDefaults && (k == "labels" || k == "annotations"):
+		if _, isMap := v.(map[string]any); !isMap {
+			v = emptyMap
+		}
+	}
+	if v == nil {
+		// An absent field; a null field of an object with properties is
+		// absent too.
 		return nil, false
 	}
 	prop, ok := o.schema.properties[k]
@@ -109,7 +159,7 @@ func (o *objectVal) Contains(key ref.Val) ref.Val {
 	return types.Bool(found)
 }
 
-func (o *objectVal) Size() ref.Val { return types.Int(len(o.value)) }
+func (o *objectVal) Size() ref.Val { return types.Int(len(o.seen())) }
 
 func (o *objectVal) Iterator() traits.Iterator { return o.library().(traits.Mapper).Iterator() }
 
@@ -128,7 +178,7 @@ func (o *objectVal) ConvertToType(t ref.Type) ref.Val {
 
 func (o *objectVal) Type() ref.Type { return types.MapType }
 
-func (o *objectVal) Value() any { return o.value }
+func (o *objectVal) Value() any { return o.seen() }
 
 // listVal is a list of objects with typed properties, as the API server
 // library adapts it, whose elements are objectVals: read when an

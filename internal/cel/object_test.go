@@ -78,7 +78,8 @@ func TestFastAdapterMatchesLibrary(t *testing.T) {
 			"has(dyn(policy.spec).unknownField)", "'object__dash__templates' in dyn(policy.spec)", "'object-templates' in dyn(policy.spec)", "size(dyn(policy.spec)) == 3",
 		},
 		"keepNamespace": {"namespace.metadata.name == 'c1' && namespace.status.phase == 'Active'", "namespace.metadata == namespace.metadata"},
-		"stage":         {"object.metadata.finalizers.exists(f, f == 'f')", "object.metadata.name == 'o'", "object == object", "has(object.metadata.labels)"},
+		"stage": {"object.metadata.finalizers.exists(f, f == 'f')", "object.metadata.name == 'o'", "object == object", "has(object.metadata.labels)",
+			"object.metadata.labels == object.metadata.annotations", "object.metadata == object.metadata", "size(dyn(object.metadata)) == 5"},
 	}
 
 	check := func(t *testing.T, e *cel.Expression, src string, a *cel.Activation) {
@@ -95,13 +96,23 @@ func TestFastAdapterMatchesLibrary(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	for _, src := range clusterExprs {
-		t.Run(src, func(t *testing.T) {
-			p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
-				s.Variables = []v1alpha1.Variable{{Name: "v", Expression: src}}
+	// Without labels or annotations, or without metadata, the object has
+	// them as empty maps.
+	bare := cluster("c2", nil)
+	bare["metadata"].(map[string]any)["annotations"] = nil
+	noMetadata := cluster("c3", nil)
+	delete(noMetadata, "metadata")
+	clusterExprs = append(clusterExprs, "cluster.metadata.labels == {}", "size(cluster.metadata.annotations) == 0",
+		"has(cluster.metadata.labels) && has(cluster.metadata.annotations)", "size(dyn(cluster)) > 0")
+	for name, c := range map[string]map[string]any{"labelled": c, "bare": bare, "no metadata": noMetadata} {
+		for _, src := range clusterExprs {
+			t.Run(name+"/"+src, func(t *testing.T) {
+				p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+					s.Variables = []v1alpha1.Variable{{Name: "v", Expression: src}}
+				})
+				check(t, p.Variables[0], src, p.Bind(ctx, cel.NewBudget(cel.ReconcileCostBudget), c))
 			})
-			check(t, p.Variables[0], src, p.Bind(ctx, cel.NewBudget(cel.ReconcileCostBudget), c))
-		})
+		}
 	}
 	for field, exprs := range bools {
 		for _, src := range exprs {
