@@ -296,3 +296,34 @@ func TestCancelledReconcileEvaluatesNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrentEvaluations(t *testing.T) {
+	// One compiled policy serves every reconcile at once: its shared parts
+	// (the empty variables, the schemas, the deadlines) must bear it.
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.ClusterSelector = "cluster.metadata.labels[?'env'].orValue('') == 'prod' && " +
+			"cluster.status.conditions.exists(c, c.type == 'ManagedClusterConditionAvailable' && c.status == 'True')"
+	})
+	c := cluster("a", map[string]any{"env": "prod"})
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var err error
+			for range 200 {
+				var ok bool
+				if ok, err = p.ClusterSelector.Bool(p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), c)); err == nil && !ok {
+					err = errors.New("selector false")
+				}
+				if err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
