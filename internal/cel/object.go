@@ -14,9 +14,10 @@ import (
 
 // toVal adapts an unstructured value of schema s for CEL, lazily: nothing
 // below it is converted until an expression reads it. Objects with typed
-// properties are read by objectVal, whose field selection is the hot path
-// of every expression; every other value is the API server library's
-// adapter's, whose conversions objectVal also delegates to.
+// properties, and lists of them, are read by objectVal and listVal, whose
+// field selection and indexing are the hot path of every expression; every
+// other value is the API server library's adapter's, to which they also
+// delegate iteration of keys, equality and conversions.
 func toVal(v any, s *cachedSchema) ref.Val {
 	if s.intOrString {
 		return common.UnstructuredToVal(v, s)
