@@ -3,6 +3,8 @@ package cel_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -98,4 +100,69 @@ func BenchmarkFleetThroughCache(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(cache.Compilations()), "compilations")
+}
+
+// BenchmarkEvalOrphaningRule evaluates an orphaning rule on one manifest of a
+// ManifestWork, as the orphaning decision does: the cluster and the work
+// bound once, the manifest bound for each evaluation. The manifest is the
+// ConfigMap the fleet benchmark uses, with 512 bytes of data.
+func BenchmarkEvalOrphaningRule(b *testing.B) {
+	p, errs := cel.Compile(typedEnv(b), policy(func(s *v1alpha1.CleanupPolicySpec) {
+		s.Orphaning = []v1alpha1.OrphaningRule{{Name: "keep", When: "manifest.kind == 'CustomResourceDefinition' || " +
+			"(has(manifest.metadata.annotations) && manifest.metadata.annotations[?'cleanup.fleetops.dev/orphan'].orValue('') == 'true') || " +
+			"work.metadata.labels[?'legacy'].orValue('') == 'true'"}}
+	}))
+	if len(errs) > 0 {
+		b.Fatal(errs.ToAggregate())
+	}
+	work := map[string]any{
+		"apiVersion": "work.open-cluster-management.io/v1",
+		"kind":       "ManifestWork",
+		"metadata":   map[string]any{"name": "w-0001", "namespace": "bench", "labels": map[string]any{"app": "bench"}},
+	}
+	manifest := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata":   map[string]any{"name": "cm-0001", "namespace": "default"},
+		"data":       map[string]any{"payload": strings.Repeat("x", 512)},
+	}
+	wa := p.Bind(context.Background(), cel.NewBudget(math.MaxInt64), cluster("bench", map[string]any{"env": "prod"})).With(cel.VarWork, work)
+	b.ReportAllocs()
+	for b.Loop() {
+		ok, err := p.Orphaning[0].Bool(wa.With(cel.VarManifest, manifest))
+		if err != nil || ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
+// BenchmarkEvalStageWhen evaluates a deletion stage's when on one object of
+// the cluster namespace, known by its metadata, as the stage assignment
+// does: the cluster bound once, the object for each evaluation.
+func BenchmarkEvalStageWhen(b *testing.B) {
+	p, errs := cel.Compile(typedEnv(b), policy(func(s *v1alpha1.CleanupPolicySpec) {
+		s.DeletionStages = []v1alpha1.DeletionStage{{Name: "workloads", GroupVersionResource: gvr("manifestworks"),
+			When: "!object.metadata.name.endsWith('-klusterlet') && object.metadata.labels[?'tier'].orValue('') != 'keep'"}}
+	}))
+	if len(errs) > 0 {
+		b.Fatal(errs.ToAggregate())
+	}
+	obj := map[string]any{
+		"apiVersion": "work.open-cluster-management.io/v1",
+		"kind":       "ManifestWork",
+		"metadata": map[string]any{
+			"name": "w-0001", "namespace": "bench", "uid": "0b9a1d3e-5c47-4f0e-9d0b-1f6f1c2a9e11", "resourceVersion": "12345",
+			"labels":      map[string]any{"app": "bench"},
+			"annotations": map[string]any{"note": "x"},
+			"finalizers":  []any{"cluster.open-cluster-management.io/manifest-work-cleanup"},
+		},
+	}
+	a := p.Bind(context.Background(), cel.NewBudget(math.MaxInt64), cluster("bench", map[string]any{"env": "prod"}))
+	b.ReportAllocs()
+	for b.Loop() {
+		ok, err := p.StageWhen[0].Bool(a.With(cel.VarObject, obj))
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
 }

@@ -7,9 +7,12 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/lazy"
 	"k8s.io/apiserver/pkg/cel/library"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -21,6 +24,10 @@ type Expression struct {
 	Path    *field.Path
 	program cel.Program
 	output  *cel.Type
+	// iterates says the expression holds a comprehension (all, exists,
+	// map, filter, ...): only such an evaluation can run long on little
+	// cost, and only it is bounded in time (see evalCost).
+	iterates bool
 }
 
 // Policy is a compiled CleanupPolicy: the spec it was compiled from and one
@@ -42,6 +49,9 @@ type Policy struct {
 
 	env  *Env
 	vars *apiservercel.DeclType
+	// noVars is the variables value of a policy that declares none: it
+	// holds nothing to compute, so every activation shares it.
+	noVars *lazy.MapValue
 }
 
 // compiler holds what one Compile call shares between fields.
@@ -82,6 +92,7 @@ func Compile(env *Env, p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
 	if len(c.errs) > 0 {
 		return nil, c.errs
 	}
+	out.noVars = lazy.NewMapValue(c.vars.CelType())
 	return out, nil
 }
 
@@ -211,15 +222,29 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 			est.Max, uint64(MaxEstimatedCost))))
 		return nil
 	}
-	prog, err := env.Program(ast,
+	iterates := iterates(ast)
+	opts := []cel.ProgramOption{
 		cel.CostLimit(PerCallCostLimit),
-		cel.InterruptCheckFrequency(checkFrequency),
-	)
+		// A constant pattern of matches() is compiled once, with the
+		// program, not on every call. The environment refused invalid
+		// literal patterns already, so this refuses nothing more.
+		cel.OptimizeRegex(interpreter.MatchesRegexOptimization),
+	}
+	if iterates {
+		opts = append(opts, cel.InterruptCheckFrequency(checkFrequency))
+	}
+	prog, err := env.Program(ast, opts...)
 	if err != nil {
 		c.errs = append(c.errs, field.InternalError(path, err))
 		return nil
 	}
-	return &Expression{Path: path, program: prog, output: ast.OutputType()}
+	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates}
+}
+
+// iterates reports whether a checked expression holds a comprehension.
+func iterates(a *cel.Ast) bool {
+	found := celast.MatchDescendants(celast.NavigateAST(a.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))
+	return len(found) > 0
 }
 
 func (c *compiler) scopeEnv(scope Scope) (*cel.Env, error) {

@@ -91,7 +91,7 @@ type Env struct {
 // varType is how one variable is typed at compile time and converted at run time.
 type varType struct {
 	decl   *apiservercel.DeclType
-	schema common.Schema
+	schema *cachedSchema
 }
 
 func (t *varType) celType() *cel.Type {

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 
+	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
-	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
@@ -50,15 +51,50 @@ type Activation struct {
 	ctx    context.Context
 	budget *Budget
 	policy *Policy
-	values map[string]any
-	vars   *lazy.MapValue
+	// bound holds the objects bound, converted, by slot; nil is unbound.
+	bound [numSlots]any
+	vars  *lazy.MapValue
+}
+
+// The slots of the variables an activation may bind.
+const (
+	slotCluster = iota
+	slotNamespace
+	slotObject
+	slotWork
+	slotManifest
+	slotPolicy
+	numSlots
+)
+
+// slotOf is the slot of the variable with the CEL name name.
+func slotOf(name string) (int, bool) {
+	switch name {
+	case VarCluster:
+		return slotCluster, true
+	case nsIdent:
+		return slotNamespace, true
+	case VarObject:
+		return slotObject, true
+	case VarWork:
+		return slotWork, true
+	case VarManifest:
+		return slotManifest, true
+	case VarPolicy:
+		return slotPolicy, true
+	}
+	return 0, false
 }
 
 // Bind starts the activations for one cluster. cluster may be nil, where no
 // ManagedCluster exists (a standalone ConfigurationPolicy): it is then null.
 func (p *Policy) Bind(ctx context.Context, budget *Budget, cluster map[string]any) *Activation {
-	a := &Activation{ctx: ctx, budget: budget, policy: p, values: map[string]any{}}
-	a.values[VarCluster] = p.env.value(VarCluster, cluster)
+	a := &Activation{ctx: ctx, budget: budget, policy: p, vars: p.noVars}
+	a.bound[slotCluster] = p.env.value(VarCluster, cluster)
+	if len(p.Spec.Variables) == 0 {
+		// Nothing to compute: the empty map is shared.
+		return a
+	}
 	a.vars = lazy.NewMapValue(p.vars.CelType())
 	for i, v := range p.Spec.Variables {
 		expr := p.Variables[i]
@@ -76,12 +112,13 @@ func (p *Policy) Bind(ctx context.Context, budget *Budget, cluster map[string]an
 // With returns an activation that also binds name to obj. Variables already
 // computed are shared.
 func (a *Activation) With(name string, obj map[string]any) *Activation {
-	values := make(map[string]any, len(a.values)+1)
-	for k, v := range a.values {
-		values[k] = v
+	slot, ok := slotOf(celName(name))
+	if !ok {
+		panic(fmt.Sprintf("cel: no variable %q to bind", name))
 	}
-	values[celName(name)] = a.policy.env.value(name, obj)
-	return &Activation{ctx: a.ctx, budget: a.budget, policy: a.policy, values: values, vars: a.vars}
+	out := *a
+	out.bound[slot] = a.policy.env.value(name, obj)
+	return &out
 }
 
 // ResolveName implements interpreter.Activation.
@@ -89,8 +126,11 @@ func (a *Activation) ResolveName(name string) (any, bool) {
 	if name == VarVariables {
 		return a.vars, true
 	}
-	v, ok := a.values[name]
-	return v, ok
+	slot, ok := slotOf(name)
+	if !ok || a.bound[slot] == nil {
+		return nil, false
+	}
+	return a.bound[slot], true
 }
 
 // Parent implements interpreter.Activation.
@@ -121,9 +161,22 @@ func (e *Expression) evalCost(a *Activation) (ref.Val, uint64, error) {
 	if a.budget.Remaining() <= 0 {
 		return nil, 0, &EvalError{Path: e.Path.String(), Err: ErrBudgetExhausted}
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, PerCallTimeout)
-	defer cancel()
-	val, details, err := e.program.ContextEval(ctx, a)
+	if err := a.ctx.Err(); err != nil {
+		// The reconcile is over: evaluate nothing more for it. (A running
+		// evaluation is bounded by its own deadline, not by ctx.)
+		return nil, 0, &EvalError{Path: e.Path.String(), Err: err}
+	}
+	var (
+		val     ref.Val
+		details *cel.EvalDetails
+		err     error
+	)
+	if e.iterates {
+		// Only a comprehension checks for interruption: bound it in time.
+		val, details, err = e.program.ContextEval(evalDeadlines.context(time.Now()), a)
+	} else {
+		val, details, err = e.program.Eval(a)
+	}
 	var cost uint64
 	if details != nil && details.ActualCost() != nil {
 		cost = *details.ActualCost()
@@ -148,9 +201,13 @@ func (e *Env) value(name string, obj map[string]any) any {
 	if obj == nil {
 		return types.NullValue
 	}
+	if t := e.types[name]; t != nil && isObject(t.schema) && !t.schema.embedded {
+		// Read in place: the object's adapter adds the maps it lacks.
+		return &objectVal{value: obj, schema: t.schema, defaults: rootDefaults}
+	}
 	obj = withMetadataMaps(obj)
 	if t := e.types[name]; t != nil {
-		return common.UnstructuredToVal(obj, t.schema)
+		return toVal(obj, t.schema)
 	}
 	return types.DefaultTypeAdapter.NativeToValue(obj)
 }

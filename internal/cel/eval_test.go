@@ -279,3 +279,51 @@ func TestCacheCompilesOncePerGeneration(t *testing.T) {
 		t.Fatal("evicted policy still cached")
 	}
 }
+
+func TestCancelledReconcileEvaluatesNothing(t *testing.T) {
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.ClusterSelector = "cluster.metadata.labels[?'env'].orValue('') == 'prod'"
+		s.RemoveStrategy.Rules = []v1alpha1.StrategyRule{{When: "cluster.metadata.labels.exists(k, k == 'env')", Strategy: v1alpha1.RemoveStrategyNeedless}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a := p.Bind(ctx, cel.NewBudget(cel.ReconcileCostBudget), cluster("a", map[string]any{"env": "prod"}))
+	for name, e := range map[string]*cel.Expression{"selector": p.ClusterSelector, "rule with a comprehension": p.StrategyRules[0]} {
+		got, err := e.Bool(a)
+		var evalErr *cel.EvalError
+		if !errors.As(err, &evalErr) || !errors.Is(err, context.Canceled) || !cel.Transient(err) || got {
+			t.Fatalf("%s: got %v, %v; want a transient EvalError", name, got, err)
+		}
+	}
+}
+
+func TestConcurrentEvaluations(t *testing.T) {
+	// One compiled policy serves every reconcile at once: its shared parts
+	// (the empty variables, the schemas, the deadlines) must bear it.
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.ClusterSelector = "cluster.metadata.labels[?'env'].orValue('') == 'prod' && " +
+			"cluster.status.conditions.exists(c, c.type == 'ManagedClusterConditionAvailable' && c.status == 'True')"
+	})
+	c := cluster("a", map[string]any{"env": "prod"})
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var err error
+			for range 200 {
+				var ok bool
+				if ok, err = p.ClusterSelector.Bool(p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), c)); err == nil && !ok {
+					err = errors.New("selector false")
+				}
+				if err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -28,3 +28,17 @@ var (
 	RenameNamespace  = renameNamespace
 	RestoreNamespace = restoreNamespace
 )
+
+// LibraryAdapted is a as the API server library's adapter alone would bind
+// it: the same objects, read through common.UnstructuredToVal, charged to
+// budget. Evaluations on it are the reference the fast adapter must match.
+func (a *Activation) LibraryAdapted(budget *Budget) *Activation {
+	out := a.policy.Bind(a.ctx, budget, nil)
+	out.bound = a.bound
+	for i, v := range out.bound {
+		if o, ok := v.(*objectVal); ok {
+			out.bound[i] = o.library()
+		}
+	}
+	return out
+}

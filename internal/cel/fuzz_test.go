@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/cel-go/common/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -151,6 +152,7 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 			a = x.bind(a)
 		}
 		cost, err := evalReturns(t, x, a)
+		sameAsLibrary(t, x, a, err)
 		if err != nil {
 			var evalErr *cel.EvalError
 			if !errors.As(err, &evalErr) {
@@ -161,6 +163,31 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 		if cost > cel.PerCallCostLimit {
 			t.Fatalf("%s: cost %d, over the per-call limit %d", x.expr.Path, cost, cel.PerCallCostLimit)
 		}
+	}
+}
+
+// sameAsLibrary evaluates x again on the objects as the API server
+// library's adapter alone binds them, and fails the test unless both fail
+// or both succeed with the same truth value. (A map's keys come in no fixed
+// order, so the cost of a comprehension that stops early, the order of a
+// list built from a map and which of two errors is reported may differ
+// from one evaluation to the next; TestFastAdapterMatchesLibrary compares
+// those where they are fixed.)
+func sameAsLibrary(t *testing.T, x scoped, a *cel.Activation, err error) {
+	t.Helper()
+	if cel.Transient(err) {
+		return // interrupted for time: another run may not be
+	}
+	val, _, _ := x.expr.EvalCost(a)
+	libVal, _, libErr := x.expr.EvalCost(a.LibraryAdapted(cel.NewBudget(cel.ReconcileCostBudget)))
+	if cel.Transient(libErr) {
+		return
+	}
+	if (err == nil) != (libErr == nil) {
+		t.Fatalf("%s: %v here, %v through the library's adapter:\n%s", x.expr.Path, err, libErr, x.src)
+	}
+	if b, ok := val.(types.Bool); ok && err == nil && libVal != b {
+		t.Fatalf("%s: %v here, %v through the library's adapter:\n%s", x.expr.Path, val, libVal, x.src)
 	}
 }
 
