@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -65,11 +66,14 @@ func readWrites(file string, from, to time.Time) (map[string]writes, error) {
 	}
 	defer f.Close()
 	byUser := map[string]writes{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			break // EOF; a line the API server is still writing is left out
+		}
 		var ev auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+		if err := json.Unmarshal(line, &ev); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		if ev.RequestReceived.Before(from) || (!to.IsZero() && !ev.RequestReceived.Before(to)) {
@@ -88,28 +92,45 @@ func readWrites(file string, from, to time.Time) (map[string]writes, error) {
 		}
 		byUser[ev.User.Username][key]++
 	}
-	return byUser, sc.Err()
+	return byUser, nil
 }
 
-// lastWrite returns when the user's last write since from was received
-// (zero: none).
-func lastWrite(file, user string, from time.Time) (time.Time, error) {
-	f, err := os.Open(file)
+// auditTail follows an audit log, reading each line once.
+type auditTail struct {
+	file string
+	off  int64
+	last map[string]time.Time // by user, the last write received
+}
+
+func newAuditTail(file string) *auditTail {
+	return &auditTail{file: file, last: map[string]time.Time{}}
+}
+
+// lastWrite returns when the user's last write was received (zero: none
+// yet), reading what the log gained since the last call.
+func (a *auditTail) lastWrite(user string) (time.Time, error) {
+	f, err := os.Open(a.file)
 	if err != nil {
 		return time.Time{}, err
 	}
 	defer f.Close()
-	var last time.Time
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		var ev auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return last, fmt.Errorf("%s: %w", file, err)
+	if _, err := f.Seek(a.off, io.SeekStart); err != nil {
+		return time.Time{}, err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			break // EOF; a partial line is read again next time
 		}
-		if ev.User.Username == user && !ev.RequestReceived.Before(from) && ev.RequestReceived.After(last) {
-			last = ev.RequestReceived
+		a.off += int64(len(line))
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return time.Time{}, fmt.Errorf("%s: %w", a.file, err)
+		}
+		if ev.RequestReceived.After(a.last[ev.User.Username]) {
+			a.last[ev.User.Username] = ev.RequestReceived
 		}
 	}
-	return last, sc.Err()
+	return a.last[user], nil
 }
