@@ -339,21 +339,25 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 			if err := <-errs; err != nil {
 				return err
 			}
-			// Wait until the group is gone, one object after the other.
-			for _, name := range names {
-				for {
-					_, err := res.Get(ctx, name, metav1.GetOptions{})
-					if apierrors.IsNotFound(err) {
-						break
+			// Wait until the group is gone: one list every 20 ms.
+			for {
+				left, err := res.List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err
+				}
+				remaining := 0
+				for _, item := range left.Items {
+					if item.Annotations[cleanupPriority] == prio {
+						remaining++
 					}
-					if err != nil {
-						return err
-					}
-					select {
-					case <-ctx.Done():
-						return ctx.Err()
-					case <-time.After(20 * time.Millisecond):
-					}
+				}
+				if remaining == 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
 				}
 			}
 		}

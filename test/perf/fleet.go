@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -214,6 +216,13 @@ func deleteClusters(ctx context.Context, c client.Client, f fleet) error {
 	return nil
 }
 
+// agentErrors counts the simulated agent's failed patches, which it retries.
+var agentErrors atomic.Int64
+
+// agentSwept counts the works the simulated agent released after finding
+// them in its sweep, not through its watch.
+var agentSwept atomic.Int64
+
 // startAgent runs a simulated work agent as its own user: it removes its
 // finalizer from a work agentDelay after the work starts deleting, as OCM's
 // agent does once it removed the work's resources.
@@ -235,23 +244,34 @@ func startAgent(ctx context.Context, cfg *rest.Config, agentDelay time.Duration)
 	if err != nil {
 		return err
 	}
-	var scheduled sync.Map
+	var scheduled sync.Map // UID -> when the release was scheduled
+	release := func(namespace, name string) {
+		u := &metav1.PartialObjectMetadata{}
+		u.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
+		u.SetNamespace(namespace)
+		u.SetName(name)
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		// As the agent requeues, retry until the work is let go.
+		for ctx.Err() == nil {
+			err := agentClient.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
+			if err == nil || apierrors.IsNotFound(err) {
+				return
+			}
+			if agentErrors.Add(1) == 1 {
+				fmt.Fprintf(os.Stderr, "the simulated agent retries after: %v\n", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	handle := func(obj any) {
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok || m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, workAgentFinalizer) {
 			return
 		}
-		if _, loaded := scheduled.LoadOrStore(m.UID, true); loaded {
+		if _, loaded := scheduled.LoadOrStore(m.UID, time.Now()); loaded {
 			return
 		}
-		time.AfterFunc(agentDelay, func() {
-			u := &metav1.PartialObjectMetadata{}
-			u.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
-			u.SetNamespace(m.Namespace)
-			u.SetName(m.Name)
-			patch := []byte(`{"metadata":{"finalizers":null}}`)
-			_ = agentClient.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
-		})
+		time.AfterFunc(agentDelay, func() { release(m.Namespace, m.Name) })
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    handle,
@@ -259,6 +279,36 @@ func startAgent(ctx context.Context, cfg *rest.Config, agentDelay time.Duration)
 	}); err != nil {
 		return err
 	}
+	// A deleting work the watch did not deliver in time (a loaded API
+	// server can hold a watch back) is released by a sweep every 2 s, as
+	// the agent's own resync would.
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWorkList"))
+			if err := agentClient.List(ctx, list); err != nil {
+				continue
+			}
+			for i := range list.Items {
+				m := &list.Items[i]
+				if m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, workAgentFinalizer) {
+					continue
+				}
+				if at, ok := scheduled.Load(m.UID); ok && time.Since(at.(time.Time)) < agentDelay+2*time.Second {
+					continue
+				}
+				if _, loaded := scheduled.LoadOrStore(m.UID, time.Now()); !loaded {
+					agentSwept.Add(1)
+				}
+				go release(m.Namespace, m.Name)
+			}
+		}
+	}()
 	go func() { _ = agentCache.Start(ctx) }()
 	if !agentCache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("the work agent's cache did not sync")

@@ -178,11 +178,15 @@ func runAll(ctx context.Context, cfg config, out io.Writer) error {
 	for _, s := range cfg.scenarios {
 		switch s {
 		case "teardown":
+			var rows [][]teardownResult
 			for _, name := range cfg.cases {
-				if err := teardownTable(ctx, cfg, p, mgrBin, filepath.Join(dir, "teardown-"+name), teardownCases[name], out); err != nil {
+				row, err := teardownTable(ctx, cfg, p, mgrBin, filepath.Join(dir, "teardown-"+name), teardownCases[name], out)
+				if err != nil {
 					return err
 				}
+				rows = append(rows, row)
 			}
+			summary(out, cfg, rows)
 		case "idle":
 			f := fleet{clusters: cfg.clusters, works: cfg.worksPer}
 			if err := idleFleet(ctx, cfg, p, mgrBin, filepath.Join(dir, "idle"), f, out); err != nil {
@@ -217,19 +221,20 @@ type teardownResult struct {
 	writes    writes // the contender's, from the deletion of the clusters until 2 s after the end
 	tail      int    // of those, made after the end
 	agent     int    // the simulated agent's writes
+	swept     int64  // works the agent found by its sweep, not its watch
 	mem       memory
 	inProcess bool
 	load      string
 }
 
-func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, out io.Writer) error {
+func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, out io.Writer) ([]teardownResult, error) {
 	fmt.Fprintf(out, "\n## teardown: %s (%s)\n\n", tc.name, tc.fleet)
 	var results []teardownResult
 	for _, key := range cfg.contenders {
 		c := contenders[key]
 		res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, key), tc, c)
 		if err != nil {
-			return fmt.Errorf("%s, %s: %w", tc.name, c.name, err)
+			return nil, fmt.Errorf("%s, %s: %w", tc.name, c.name, err)
 		}
 		fmt.Fprintf(out, "- %s: %.2f s, %d writes, peak RSS %s%s (load %s)\n", c.name, res.took.Seconds(),
 			res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.load)
@@ -249,9 +254,35 @@ func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string,
 	}
 	fmt.Fprintln(out)
 	for _, r := range results {
-		fmt.Fprintf(out, "- %s: %s; the simulated agent wrote %d.\n", r.c.name, r.c.about, r.agent)
+		swept := ""
+		if r.swept > 0 {
+			swept = fmt.Sprintf(" (%d of the works it found by its 2 s sweep, not its watch)", r.swept)
+		}
+		fmt.Fprintf(out, "- %s: %s; the simulated agent wrote %d%s.\n", r.c.name, r.c.about, r.agent, swept)
 	}
-	return nil
+	return results, nil
+}
+
+// summary prints the teardown cases side by side: time, writes and peak RSS
+// (* the harness process's).
+func summary(out io.Writer, cfg config, rows [][]teardownResult) {
+	fmt.Fprintf(out, "\n## teardown summary (time, writes, peak RSS; * RSS of the harness process)\n\n| teardown |")
+	for _, key := range cfg.contenders {
+		fmt.Fprintf(out, " %s |", contenders[key].name)
+	}
+	fmt.Fprintf(out, "\n|---|%s\n", strings.Repeat("---|", len(cfg.contenders)))
+	for i, row := range rows {
+		fmt.Fprintf(out, "| %s |", teardownCases[cfg.cases[i]].name)
+		for _, r := range row {
+			star := ""
+			if r.inProcess {
+				star = "*"
+			}
+			fmt.Fprintf(out, " %.2f s, %d, %s%s |", r.took.Seconds(), r.writes.total(), mib(r.mem.peak), star)
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintf(out, "\nload average at the end: %s\n", loadAverage())
 }
 
 func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, c contender) (teardownResult, error) {
@@ -274,6 +305,7 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 	if err != nil {
 		return res, err
 	}
+	agentSwept.Store(0)
 	if err := startAgent(rctx, agentCfg, tc.agentDelay); err != nil {
 		return res, err
 	}
@@ -317,5 +349,6 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 	}
 	res.tail = res.writes.total() - during[c.user].total()
 	res.agent = all[userAgent].total()
+	res.swept = agentSwept.Load()
 	return res, nil
 }
