@@ -244,7 +244,7 @@ func startAgent(ctx context.Context, cfg *rest.Config, agentDelay time.Duration)
 	if err != nil {
 		return err
 	}
-	var scheduled sync.Map // UID -> when the release was scheduled
+	var scheduled sync.Map // UID -> when the release was scheduled (watch or sweep)
 	release := func(namespace, name string) {
 		u := &metav1.PartialObjectMetadata{}
 		u.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
@@ -299,12 +299,13 @@ func startAgent(ctx context.Context, cfg *rest.Config, agentDelay time.Duration)
 				if m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, workAgentFinalizer) {
 					continue
 				}
-				if at, ok := scheduled.Load(m.UID); ok && time.Since(at.(time.Time)) < agentDelay+2*time.Second {
+				// A release scheduled through the watch retries until
+				// it succeeds; only a work the watch never delivered is
+				// released here.
+				if _, loaded := scheduled.LoadOrStore(m.UID, time.Now()); loaded {
 					continue
 				}
-				if _, loaded := scheduled.LoadOrStore(m.UID, time.Now()); !loaded {
-					agentSwept.Add(1)
-				}
+				agentSwept.Add(1)
 				go release(m.Namespace, m.Name)
 			}
 		}
