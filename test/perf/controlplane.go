@@ -83,6 +83,10 @@ func startControlPlane(p paths, dir string) (*controlPlane, error) {
 		return nil, err
 	}
 	auditLog := filepath.Join(dir, "audit.log")
+	// A kept work folder may hold the log of an earlier run.
+	if err := os.Remove(auditLog); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{
 			filepath.Join(p.root, "config", "crd", "bases"),
