@@ -114,6 +114,9 @@ func (a *auditTail) lastWrite(user string) (time.Time, error) {
 		return time.Time{}, err
 	}
 	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() < a.off {
+		a.off = 0 // rotated
+	}
 	if _, err := f.Seek(a.off, io.SeekStart); err != nil {
 		return time.Time{}, err
 	}

@@ -99,7 +99,10 @@ func startControlPlane(p paths, dir string) (*controlPlane, error) {
 	env.ControlPlane.GetAPIServer().Configure().
 		Set("audit-policy-file", policy).
 		Set("audit-log-path", auditLog).
-		Set("audit-log-mode", "blocking")
+		Set("audit-log-mode", "blocking").
+		// Never rotate (the default rotates at 100 MB, which a 100,000-work
+		// fleet's creation passes): the harness reads one file.
+		Set("audit-log-maxsize", "1000000")
 	if _, err := env.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
