@@ -79,8 +79,19 @@ test-plan: envtest-bins crds ## Run the plan's property test (test/plan) for PLA
 	PLAN_SEEDS=$(PLAN_SEEDS) go test $(GO_TEST_FLAGS) -timeout 60m -v -run TestPlanMatchesTeardown ./test/plan/
 
 .PHONY: bench
-bench: envtest-bins crds ## Run the benchmarks.
+bench: envtest-bins crds ## Run the benchmarks: test/bench, then the manager as shipped beside a bare loop and OCM's gc (test/perf).
 	go test -run '^$$' -bench . -benchmem ./...
+	cd test/perf && go run .
+
+# BENCH_* variables choose what test/perf runs (docs/performance.md), e.g.
+# BENCH_SCENARIOS=idle BENCH_CLUSTERS=3000 BENCH_WORKS_PER_CLUSTER=10.
+.PHONY: bench-shipped
+bench-shipped: envtest-bins crds ## Run only test/perf: teardown and idle-fleet memory of the manager binary as shipped.
+	cd test/perf && go run .
+
+.PHONY: bench-smoke
+bench-smoke: envtest-bins crds ## Check that test/perf measures what it says, on a tiny fleet (a minute or two).
+	cd test/perf && go test $(GO_TEST_FLAGS) .
 
 # How long each fuzz target runs; Go runs one fuzz target per invocation.
 FUZZTIME ?= 30s

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// auditEvent is what the harness reads of an audit log line.
+type auditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+}
+
+// writes counts write requests by "verb resource[/subresource]".
+type writes map[string]int
+
+func (w writes) total() int {
+	n := 0
+	for _, v := range w {
+		n += v
+	}
+	return n
+}
+
+// String lists the counts, largest first.
+func (w writes) String() string {
+	keys := make([]string, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if w[keys[i]] != w[keys[j]] {
+			return w[keys[i]] > w[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, w[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// readWrites counts, by user, the write requests the API server received
+// in [from, to) (to zero: no end).
+func readWrites(file string, from, to time.Time) (map[string]writes, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	byUser := map[string]writes{}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			break // EOF; a line the API server is still writing is left out
+		}
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if ev.RequestReceived.Before(from) || (!to.IsZero() && !ev.RequestReceived.Before(to)) {
+			continue
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		key := ev.Verb + " " + res
+		if ev.ResponseStatus.Code >= 300 {
+			key += fmt.Sprintf(" (%d)", ev.ResponseStatus.Code)
+		}
+		if byUser[ev.User.Username] == nil {
+			byUser[ev.User.Username] = writes{}
+		}
+		byUser[ev.User.Username][key]++
+	}
+	return byUser, nil
+}
+
+// auditTail follows an audit log, reading each line once.
+type auditTail struct {
+	file string
+	off  int64
+	last map[string]time.Time // by user, the last write received
+}
+
+func newAuditTail(file string) *auditTail {
+	return &auditTail{file: file, last: map[string]time.Time{}}
+}
+
+// lastWrite returns when the user's last write was received (zero: none
+// yet), reading what the log gained since the last call.
+func (a *auditTail) lastWrite(user string) (time.Time, error) {
+	f, err := os.Open(a.file)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() < a.off {
+		a.off = 0 // rotated
+	}
+	if _, err := f.Seek(a.off, io.SeekStart); err != nil {
+		return time.Time{}, err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			break // EOF; a partial line is read again next time
+		}
+		a.off += int64(len(line))
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return time.Time{}, fmt.Errorf("%s: %w", a.file, err)
+		}
+		if ev.RequestReceived.After(a.last[ev.User.Username]) {
+			a.last[ev.User.Username] = ev.RequestReceived
+		}
+	}
+	return a.last[user], nil
+}

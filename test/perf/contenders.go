@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/openshift/library-go/pkg/operator/events"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
+	"open-cluster-management.io/ocm/pkg/registration/hub/gc"
+)
+
+// run is one contender's run on a control plane of its own.
+type run struct {
+	p      paths
+	cp     *controlPlane
+	admin  client.Client
+	fleet  fleet
+	mgrBin string
+}
+
+// instance is a started contender.
+type instance struct {
+	// pid is the process whose RSS is measured.
+	pid int
+	// inProcess says the contender runs in the harness's process, whose
+	// RSS includes the harness, the simulated agent and their caches.
+	inProcess bool
+	// teardown runs once the clusters are deleted and returns when the
+	// contender's teardown is done.
+	teardown func(ctx context.Context) error
+	stop     func()
+}
+
+// contender is one way of tearing the fleet's clusters down.
+type contender struct {
+	name, user string
+	about      string
+	start      func(ctx context.Context, r *run) (*instance, error)
+}
+
+var contenders = map[string]contender{
+	"bare": {name: "bare loop, sequential", user: userBare,
+		about: "per cluster in parallel: delete each object, one at a time, wait until the group is gone, next group, then the namespace",
+		start: bareLoop(1)},
+	"bare16": {name: "bare loop, 16 deletes in flight", user: userBare,
+		about: "as bare, with up to 16 deletes in flight per cluster",
+		start: bareLoop(16)},
+	"ocm": {name: "OCM gc controller", user: userOCM,
+		about: "open-cluster-management.io/ocm v1.0.0 registration hub gc controller, in the harness process, with OCM's default client limits (50/100 and 100/200 QPS/burst for deletes)",
+		start: startOCMGC},
+	"operator": {name: "operator, defaults", user: userOperator,
+		about: "the manager binary built from ./cmd, no flags beyond the address ones, the shipped RBAC",
+		start: startOperator()},
+	"operator-fast": {name: "operator, --kube-api-qps=5000 --kube-api-burst=5000", user: userOperator,
+		about: "as operator, with the client limits lifted",
+		start: startOperator("--kube-api-qps=5000", "--kube-api-burst=5000")},
+}
+
+// contenderOrder is the order of the table's columns.
+var contenderOrder = []string{"bare", "bare16", "ocm", "operator", "operator-fast"}
+
+// createPolicy creates a CleanupPolicy that governs every cluster, with
+// the default stages (add-ons, then works) and the Required strategy.
+func createPolicy(ctx context.Context, c client.Client) error {
+	pol := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cleanup.fleetops.dev/v1alpha1",
+		"kind":       "CleanupPolicy",
+		"metadata":   map[string]any{"name": "bench"},
+		"spec":       map[string]any{"removeStrategy": map[string]any{"default": "Required"}},
+	}}
+	return c.Create(ctx, pol)
+}
+
+// operatorProcess is the manager binary running as the operator's user.
+type operatorProcess struct {
+	cmd  *exec.Cmd
+	done chan error
+	log  string
+}
+
+// startManager starts the manager binary with the shipped RBAC, no flags
+// but the address ones (and extra), webhooks off as outside a cluster.
+func startManager(ctx context.Context, r *run, extra ...string) (*operatorProcess, error) {
+	kubeconfig, err := r.cp.operatorKubeconfig(ctx, r.p)
+	if err != nil {
+		return nil, err
+	}
+	logFile := filepath.Join(r.cp.dir, "manager.log")
+	out, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
+	cmd := exec.Command(r.mgrBin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "ENABLE_WEBHOOKS=false")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = out.Close()
+		return nil, err
+	}
+	op := &operatorProcess{cmd: cmd, done: make(chan error, 1), log: logFile}
+	go func() {
+		op.done <- cmd.Wait()
+		_ = out.Close()
+	}()
+	return op, nil
+}
+
+func (op *operatorProcess) stop() {
+	_ = op.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-op.done:
+	case <-time.After(10 * time.Second):
+		_ = op.cmd.Process.Kill()
+		<-op.done
+	}
+}
+
+// exited says whether the manager has stopped on its own.
+func (op *operatorProcess) exited() error {
+	select {
+	case err := <-op.done:
+		op.done <- err
+		return fmt.Errorf("the manager exited (%v); see %s", err, op.log)
+	default:
+		return nil
+	}
+}
+
+// watchExit cancels ctx when the manager exits.
+func (op *operatorProcess) watchExit(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for ctx.Err() == nil {
+			if op.exited() != nil {
+				cancel()
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	return ctx, cancel
+}
+
+func startOperator(extra ...string) func(ctx context.Context, r *run) (*instance, error) {
+	return func(ctx context.Context, r *run) (*instance, error) {
+		if err := createPolicy(ctx, r.admin); err != nil {
+			return nil, err
+		}
+		op, err := startManager(ctx, r, extra...)
+		if err != nil {
+			return nil, err
+		}
+		wctx, cancel := op.watchExit(ctx)
+		defer cancel()
+		if err := waitFinalizer(wctx, r.admin, r.fleet.clusters, operatorFinalizer, 50*time.Millisecond); err != nil {
+			op.stop()
+			if e := op.exited(); e != nil {
+				return nil, e
+			}
+			return nil, fmt.Errorf("waiting for the operator to govern the clusters: %w", err)
+		}
+		return &instance{
+			pid: op.cmd.Process.Pid,
+			teardown: func(ctx context.Context) error {
+				wctx, cancel := op.watchExit(ctx)
+				defer cancel()
+				if err := waitClustersGone(wctx, r.admin); err != nil {
+					return firstErr(op.exited(), err)
+				}
+				return nil
+			},
+			stop: op.stop,
+		}, nil
+	}
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startOCMGC runs OCM's registration hub gc controller as OCM's registration
+// hub sets it up: a cluster client with OCM's default limits (QPS 50, burst
+// 100), a metadata client for the deletes with twice that, the resource list
+// of its default flags (add-ons, then works), one worker, and an event
+// recorder writing Events to its namespace.
+func startOCMGC(ctx context.Context, r *run) (*instance, error) {
+	cfg, err := r.cp.user(userOCM, "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	metaCfg := rest.CopyConfig(cfg)
+	metaCfg.QPS, metaCfg.Burst = cfg.QPS*2, cfg.Burst*2
+	clusterClient, err := clusterclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	metadataClient, err := metadata.NewForConfig(metaCfg)
+	if err != nil {
+		return nil, err
+	}
+	kubeClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	const ns = "open-cluster-management-hub"
+	if err := r.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return nil, err
+	}
+	recorder := events.NewKubeRecorder(kubeClient.CoreV1().Events(ns), "registration-hub",
+		&corev1.ObjectReference{Kind: "Deployment", Namespace: ns, Name: "cluster-manager-registration-controller", APIVersion: "apps/v1"},
+		clock.RealClock{})
+	informers := clusterinformers.NewSharedInformerFactory(clusterClient, 30*time.Minute)
+	ctrl := gc.NewGCController(informers.Cluster().V1().ManagedClusters(), clusterClient, metadataClient, recorder,
+		[]string{"addon.open-cluster-management.io/v1alpha1/managedclusteraddons", "work.open-cluster-management.io/v1/manifestworks"})
+	gcCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	informers.Start(gcCtx.Done())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctrl.Run(gcCtx, 1)
+	}()
+	stop := func() {
+		cancel()
+		wg.Wait()
+		informers.Shutdown()
+	}
+	if err := waitFinalizer(ctx, r.admin, r.fleet.clusters, ocmGCFinalizer, 50*time.Millisecond); err != nil {
+		stop()
+		return nil, fmt.Errorf("waiting for OCM's gc controller to put its finalizer: %w", err)
+	}
+	return &instance{
+		pid: os.Getpid(), inProcess: true,
+		teardown: func(ctx context.Context) error { return waitClustersGone(ctx, r.admin) },
+		stop:     stop,
+	}, nil
+}
+
+// bareLoop deletes what the others delete, in the same order, with nothing
+// else: per cluster (all at once), each group (the add-ons, then the works
+// of each cleanup priority, lowest first), waiting until the group is gone,
+// then the namespace. inFlight bounds the deletes in flight per cluster.
+func bareLoop(inFlight int) func(ctx context.Context, r *run) (*instance, error) {
+	return func(ctx context.Context, r *run) (*instance, error) {
+		cfg, err := r.cp.user(userBare, "system:masters")
+		if err != nil {
+			return nil, err
+		}
+		cfg.QPS, cfg.Burst = -1, 0 // no client-side limit
+		bare, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &instance{
+			pid: os.Getpid(), inProcess: true,
+			teardown: func(ctx context.Context) error {
+				errs := make(chan error, r.fleet.clusters)
+				for i := range r.fleet.clusters {
+					ns := clusterName(i)
+					go func() { errs <- bareCluster(ctx, bare, kube, ns, inFlight) }()
+				}
+				var first error
+				for range r.fleet.clusters {
+					first = firstErr(first, <-errs)
+				}
+				return first
+			},
+			stop: func() {},
+		}, nil
+	}
+}
+
+func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.Interface, ns string, inFlight int) error {
+	for _, gvr := range []string{"addons", "works"} {
+		res := bare.Resource(addonGVR).Namespace(ns)
+		if gvr == "works" {
+			res = bare.Resource(workGVR).Namespace(ns)
+		}
+		list, err := res.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		// Group by cleanup priority, lowest first (absent: 0).
+		groups := map[string][]string{}
+		for _, item := range list.Items {
+			prio := item.Annotations[cleanupPriority]
+			groups[prio] = append(groups[prio], item.Name)
+		}
+		for _, prio := range []string{"", "10", "20"} {
+			names := groups[prio]
+			if len(names) == 0 {
+				continue
+			}
+			sem := make(chan struct{}, inFlight)
+			errs := make(chan error, len(names))
+			for _, name := range names {
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem }()
+					err := res.Delete(ctx, name, metav1.DeleteOptions{})
+					if err != nil && !apierrors.IsNotFound(err) {
+						errs <- err
+					}
+				}()
+			}
+			for range inFlight {
+				sem <- struct{}{}
+			}
+			close(errs)
+			if err := <-errs; err != nil {
+				return err
+			}
+			// Wait until the group is gone: one list every 20 ms.
+			for {
+				left, err := res.List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err
+				}
+				remaining := 0
+				for _, item := range left.Items {
+					if item.Annotations[cleanupPriority] == prio {
+						remaining++
+					}
+				}
+				if remaining == 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}
+	}
+	return kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+}

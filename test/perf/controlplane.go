@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// The users the contenders run as: the audit log tells their writes apart
+// by user name.
+const (
+	userAdmin    = "bench-admin" // creates the fleet and deletes the clusters
+	userAgent    = "work-agent"  // the simulated work agent
+	userOperator = "cleanup-operator"
+	userBare     = "bare-loop"
+	userOCM      = "ocm-gc"
+)
+
+// auditPolicy records every write, at the Metadata level, one line each.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+`
+
+// paths are what the harness reads from the repository: bin/ (kube-apiserver,
+// etcd, the CRDs `make crds` copies) and config/ (the CleanupPolicy CRD and
+// the operator's RBAC).
+type paths struct {
+	root, bin string
+}
+
+func findPaths() (paths, error) {
+	root := os.Getenv("BENCH_REPO_ROOT")
+	if root == "" {
+		// go run and go test run in test/perf.
+		root = filepath.Join("..", "..")
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return paths{}, err
+	}
+	p := paths{root: root, bin: filepath.Join(root, "bin")}
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		p.bin = dir
+	}
+	for _, f := range []string{"kube-apiserver", "etcd", "crds/ocm", "crds/policy"} {
+		if _, err := os.Stat(filepath.Join(p.bin, f)); err != nil {
+			return p, fmt.Errorf("no %s in %s: run 'make envtest-bins crds'", f, p.bin)
+		}
+	}
+	return p, nil
+}
+
+// controlPlane is a kube-apiserver and etcd with OCM's CRDs (bin/crds/ocm),
+// the policy CRDs (bin/crds/policy) and the CleanupPolicy CRD, writing every
+// write request to an audit log.
+type controlPlane struct {
+	env      *envtest.Environment
+	admin    *rest.Config
+	auditLog string
+	dir      string
+}
+
+func startControlPlane(p paths, dir string) (*controlPlane, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, err
+	}
+	auditLog := filepath.Join(dir, "audit.log")
+	// A kept work folder may hold the log of an earlier run.
+	if err := os.Remove(auditLog); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(p.root, "config", "crd", "bases"),
+			filepath.Join(p.bin, "crds", "ocm"),
+			filepath.Join(p.bin, "crds", "policy"),
+		},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: p.bin,
+	}
+	env.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", auditLog).
+		Set("audit-log-mode", "blocking").
+		// Never rotate (the default rotates at 100 MB, which a 100,000-work
+		// fleet's creation passes): the harness reads one file.
+		Set("audit-log-maxsize", "1000000")
+	if _, err := env.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	cp := &controlPlane{env: env, auditLog: auditLog, dir: dir}
+	admin, err := cp.user(userAdmin, "system:masters")
+	if err != nil {
+		_ = cp.stop()
+		return nil, err
+	}
+	admin.QPS, admin.Burst = -1, 0 // the harness itself is never the bottleneck
+	cp.admin = admin
+	return cp, nil
+}
+
+func (cp *controlPlane) stop() error { return cp.env.Stop() }
+
+// user returns a client configuration for a user of the given groups.
+func (cp *controlPlane) user(name string, groups ...string) (*rest.Config, error) {
+	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rest.CopyConfig(u.Config()), nil
+}
+
+// kubeconfig writes a kubeconfig file for a user.
+func (cp *controlPlane) kubeconfig(name string, groups ...string) (string, error) {
+	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return "", err
+	}
+	raw, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(cp.dir, name+".kubeconfig")
+	return file, os.WriteFile(file, raw, 0o600)
+}
+
+// operatorKubeconfig binds the ClusterRoles the operator ships with
+// (config/rbac/role.yaml and extra_resources_role.yaml) to the operator's
+// user and returns a kubeconfig for it.
+func (cp *controlPlane) operatorKubeconfig(ctx context.Context, p paths) (string, error) {
+	cs, err := kubernetes.NewForConfig(cp.admin)
+	if err != nil {
+		return "", err
+	}
+	for _, file := range []string{"role.yaml", "extra_resources_role.yaml"} {
+		roles, err := clusterRoles(filepath.Join(p.root, "config", "rbac", file))
+		if err != nil {
+			return "", err
+		}
+		for i := range roles {
+			role := roles[i]
+			if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+				return "", fmt.Errorf("creating ClusterRole %s: %w", role.Name, err)
+			}
+			binding := &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + userOperator},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+				Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: userOperator}},
+			}
+			if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+				return "", fmt.Errorf("binding ClusterRole %s: %w", role.Name, err)
+			}
+		}
+	}
+	return cp.kubeconfig(userOperator)
+}
+
+func clusterRoles(file string) ([]rbacv1.ClusterRole, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var roles []rbacv1.ClusterRole
+	for {
+		var role rbacv1.ClusterRole
+		if err := dec.Decode(&role); err != nil {
+			if err.Error() == "EOF" {
+				return roles, nil
+			}
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if role.Kind == "ClusterRole" {
+			roles = append(roles, role)
+		}
+	}
+}
+
+// buildManager builds the manager from ./cmd of the repository, as shipped,
+// into dir; BENCH_MANAGER names a binary to use instead.
+func buildManager(p paths, dir string) (string, error) {
+	if bin := os.Getenv("BENCH_MANAGER"); bin != "" {
+		return filepath.Abs(bin)
+	}
+	out := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd")
+	cmd.Dir = p.root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the manager from %s/cmd: %w", p.root, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// idleResult is the operator on an idle fleet.
+type idleResult struct {
+	fleet      fleet
+	governed   time.Duration // from the manager's start until every cluster carries its finalizer
+	settled    time.Duration // from the start until the operator stopped writing for cfg.quiet
+	idleWrites writes        // the operator's writes in the cfg.idle window after it settled
+	idle       time.Duration
+	peak, rss  int64 // VmHWM at the end, VmRSS at the end
+	load       string
+}
+
+// idleFleet creates a fleet of clusters with works (no add-ons), a policy
+// that governs them all, and starts the manager binary: it reports how long
+// the operator takes to govern every cluster, its writes once settled (a
+// steady fleet must cost none) and its RSS.
+func idleFleet(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fleet, out io.Writer) error {
+	fmt.Fprintf(out, "\n## idle fleet: %d clusters x %d works = %d works, each one ConfigMap manifest of 512 bytes of data\n\n",
+		f.clusters, f.works, f.clusters*f.works)
+	res, err := idleOnce(ctx, cfg, p, mgrBin, dir, f, out)
+	if err != nil {
+		return fmt.Errorf("idle fleet: %w", err)
+	}
+	works := float64(f.clusters * f.works)
+	fmt.Fprintf(out, "\n| clusters x works | all governed | writes once settled | peak RSS | settled RSS | per 1,000 works (peak / settled) |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "| %d x %d | %.1f s | %d in %s | %s | %s | %.2f / %.2f MiB |\n\n", f.clusters, f.works, res.governed.Seconds(),
+		res.idleWrites.total(), res.idle, mib(res.peak), mib(res.rss),
+		float64(res.peak)/(1<<20)/(works/1000), float64(res.rss)/(1<<20)/(works/1000))
+	if n := res.idleWrites.total(); n > 0 {
+		fmt.Fprintf(out, "writes once settled: %s\n", res.idleWrites)
+	}
+	fmt.Fprintf(out, "settled (no operator write for %s) %.1f s after the start; load average at the end %s\n",
+		cfg.quiet, res.settled.Seconds(), res.load)
+	return nil
+}
+
+func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fleet, out io.Writer) (idleResult, error) {
+	res := idleResult{fleet: f, idle: cfg.idle}
+	cp, err := startControlPlane(p, dir)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = cp.stop() }()
+	admin, err := client.New(cp.admin, client.Options{Scheme: newScheme()})
+	if err != nil {
+		return res, err
+	}
+	began := time.Now()
+	if err := populate(ctx, admin, f); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(out, "- created the fleet in %.1f s\n", time.Since(began).Seconds())
+	if err := createPolicy(ctx, admin); err != nil {
+		return res, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	r := &run{p: p, cp: cp, admin: admin, fleet: f, mgrBin: mgrBin}
+	start := time.Now()
+	op, err := startManager(rctx, r)
+	if err != nil {
+		return res, err
+	}
+	defer op.stop()
+	wctx, wcancel := op.watchExit(rctx)
+	defer wcancel()
+	// Listing a large fleet often would load the API server the operator
+	// is measured on.
+	every := 250 * time.Millisecond
+	if f.clusters > 1000 {
+		every = time.Second
+	}
+	if err := waitFinalizer(wctx, admin, f.clusters, operatorFinalizer, every); err != nil {
+		return res, firstErr(op.exited(), err)
+	}
+	res.governed = time.Since(start)
+	fmt.Fprintf(out, "- every cluster governed %.1f s after the manager started\n", res.governed.Seconds())
+
+	// Settled: no write of the operator's for cfg.quiet.
+	tail := newAuditTail(cp.auditLog)
+	for {
+		last, err := tail.lastWrite(userOperator)
+		if err != nil {
+			return res, err
+		}
+		if last.Before(start) {
+			last = start
+		}
+		if time.Since(last) >= cfg.quiet {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return res, firstErr(op.exited(), fmt.Errorf("the operator did not settle: %w", wctx.Err()))
+		case <-time.After(time.Second):
+		}
+	}
+	settled := time.Now()
+	res.settled = settled.Sub(start)
+	fmt.Fprintf(out, "- settled %.1f s after the start; counting its writes for %s\n", res.settled.Seconds(), cfg.idle)
+	select {
+	case <-wctx.Done():
+		return res, firstErr(op.exited(), wctx.Err())
+	case <-time.After(cfg.idle):
+	}
+	byUser, err := readWrites(cp.auditLog, settled, time.Now())
+	if err != nil {
+		return res, err
+	}
+	res.idleWrites = byUser[userOperator]
+	if res.idleWrites == nil {
+		res.idleWrites = writes{}
+	}
+	mem, err := readMemory(op.cmd.Process.Pid)
+	if err != nil {
+		return res, err
+	}
+	res.peak, res.rss = mem.peak, mem.now
+	res.load = loadAverage()
+	return res, nil
+}

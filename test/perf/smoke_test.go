@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs every contender on a tiny teardown (1 cluster, 1 add-on,
+// 3 works) and the idle fleet at 1 cluster of 3 works: it checks that the
+// harness measures what it says, not how fast anything is. `make
+// bench-smoke`; each contender starts a control plane of its own, so this
+// takes a minute or two.
+func TestSmoke(t *testing.T) {
+	quietLogs()
+	p, err := findPaths()
+	if err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	mgrBin, err := buildManager(p, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config{timeout: 3 * time.Minute, quiet: 2 * time.Second, idle: 3 * time.Second}
+	tc := teardownCases["tiny"]
+	for _, key := range contenderOrder {
+		t.Run(key, func(t *testing.T) {
+			c := contenders[key]
+			res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, key), tc, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %.2f s, peak RSS %s, writes: %s", c.name, res.took.Seconds(), mib(res.mem.peak), res.writes)
+			if res.took <= 0 || res.mem.peak <= 0 {
+				t.Errorf("no time or no RSS measured: %+v", res)
+			}
+			// Every contender deletes each work and add-on at least once;
+			// the bare loop exactly once, and the namespace.
+			if res.writes["delete manifestworks"] < 3 || res.writes["delete managedclusteraddons"] < 1 {
+				t.Errorf("the audit log does not show the deletes: %s", res.writes)
+			}
+			if key == "bare" || key == "bare16" {
+				want := writes{"delete manifestworks": 3, "delete managedclusteraddons": 1, "delete namespaces": 1}
+				if res.writes.String() != want.String() {
+					t.Errorf("bare loop writes: got %s, want %s", res.writes, want)
+				}
+			}
+			if res.agent != 3 {
+				t.Errorf("the simulated agent wrote %d times, want 3 (one finalizer removal per work)", res.agent)
+			}
+		})
+	}
+	t.Run("idle", func(t *testing.T) {
+		var log testWriter
+		res, err := idleOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, "idle"), fleet{clusters: 1, works: 3}, &log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.peak <= 0 || res.rss <= 0 || res.peak < res.rss {
+			t.Errorf("RSS not measured: peak %d, settled %d", res.peak, res.rss)
+		}
+		if n := res.idleWrites.total(); n != 0 {
+			t.Errorf("the operator wrote on a steady fleet: %s", res.idleWrites)
+		}
+	})
+}
+
+type testWriter struct{}
+
+func (testWriter) Write(p []byte) (int, error) { return len(p), nil }
