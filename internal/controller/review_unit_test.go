@@ -144,3 +144,45 @@ func TestReviewReleaseKeepsFinalizerWhenUnlabelRefused(t *testing.T) {
 		t.Errorf("the namespace's unlabel was refused (Conflict), yet the cluster's finalizer was removed: %v", rec.patches)
 	}
 }
+
+// TestReviewForceWritesOnExactlyItsObject: teardown_writes.go promises "the
+// UID is a precondition of every write". The force (and the cluster's own
+// finalizer removal) is a JSON patch that tests only the finalizer's
+// position, not the UID: a plan made on a cache that still shows the old
+// work (uid old, deleting) removes the work agent's finalizer from the
+// work recreated under the same name (uid new), which is not being deleted.
+func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
+	mc, _, _, _, _ := reviewSignalFixture(t, false, true)
+	fresh := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "c1", UID: "new",
+		Finalizers: []string{v1alpha1.WorkAgentFinalizer}}}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = workv1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(fresh).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "ManagedCluster" {
+				return nil // recordForcing
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	a := &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), inflight: newInflight()}
+
+	// What the cache still shows: the previous work of that name, deleting.
+	deleting := metav1.Now()
+	stale := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "c1", UID: "old",
+		DeletionTimestamp: &deleting, Finalizers: []string{v1alpha1.WorkAgentFinalizer}}}
+	stale.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
+	act := decision.Action{Verb: decision.VerbForce, Resource: "manifestworks.work.open-cluster-management.io", Namespace: "c1", Name: "app",
+		UID: "old", Meta: stale, Finalizer: v1alpha1.WorkAgentFinalizer, For: "the timeout passed"}
+	if err := a.force(context.Background(), mc, &decision.Plan{Strategy: v1alpha1.RemoveStrategyBestEffort}, []decision.Action{act}); err != nil {
+		t.Logf("force: %v", err)
+	}
+	got := &workv1.ManifestWork{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "c1", Name: "app"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Finalizers) == 0 {
+		t.Errorf("the work agent's finalizer was removed from work c1/app uid %s (not being deleted), for an action on uid %s", got.UID, act.UID)
+	}
+}
