@@ -202,6 +202,7 @@ func removeFinalizerPatch(obj metav1.Object, finalizer string, annotations []str
 		return nil, false
 	}
 	ops := []string{
+		fmt.Sprintf(`{"op":"test","path":"/metadata/uid","value":%q}`, obj.GetUID()),
 		fmt.Sprintf(`{"op":"test","path":"/metadata/finalizers/%d","value":%q}`, i, finalizer),
 		fmt.Sprintf(`{"op":"remove","path":"/metadata/finalizers/%d"}`, i),
 	}
