@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -26,6 +27,17 @@ type teardown struct {
 	deadline time.Time
 	plan     *Plan
 	built    []built
+	// options are the deleteOptions the teardown requires, by work UID:
+	// each work's orphaning rules are evaluated once per plan, so the
+	// reconcile's CEL budget is spent once on them.
+	options map[types.UID]requiredOption
+}
+
+// requiredOption is one work's required deleteOption, or why it cannot be
+// decided.
+type requiredOption struct {
+	option DeleteOption
+	err    error
 }
 
 // PlanTeardown decides the teardown of the snapshot's cluster under its
@@ -51,7 +63,8 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 		return plan
 	}
 	plan.Strategy = strategy
-	t := &teardown{g: g, s: s, p: p, strategy: strategy, plan: plan, deadline: s.Now.Add(Timeout(p))}
+	t := &teardown{g: g, s: s, p: p, strategy: strategy, plan: plan, deadline: s.Now.Add(Timeout(p)),
+		options: map[types.UID]requiredOption{}}
 	if ts := s.Cluster.GetDeletionTimestamp(); ts != nil {
 		t.deadline = ts.Add(Timeout(p))
 	}

@@ -64,11 +64,17 @@ func (t *teardown) orphaning() (Step, bool, bool) {
 	return t.awaitOrphans(st, stamps, pending)
 }
 
-// requiredOption is the deleteOption the teardown requires of a work.
+// requiredOption is the deleteOption the teardown requires of a work,
+// decided once per plan (workPlans and the orphaning step share it).
 func (t *teardown) requiredOption(w *workv1.ManifestWork) (DeleteOption, error) {
-	return TeardownOrphaning(t.strategy, SignalRoleOf(t.p, w), func() (DeleteOption, error) {
+	if r, ok := t.options[w.UID]; ok {
+		return r.option, r.err
+	}
+	d, err := TeardownOrphaning(t.strategy, SignalRoleOf(t.p, w), func() (DeleteOption, error) {
 		return WorkOrphaning(t.p, t.g.Activation, w, t.s.ResourceOf)
 	})
+	t.options[w.UID] = requiredOption{option: d, err: err}
+	return d, err
 }
 
 // OrphaningHeld is the report of works whose deleteOption cannot be
