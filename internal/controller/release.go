@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,13 +38,23 @@ func (a *ManagedClusterAdapter) unlabel(ctx context.Context, ns *corev1.Namespac
 	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled || ns.DeletionTimestamp != nil {
 		return nil
 	}
-	return a.setDeletingLabel(ctx, ns.Name, ns.UID, "", false)
+	if err := a.setDeletingLabel(ctx, ns.Name, ns.UID, "", false); !errors.Is(err, errStaleNamespace) {
+		return err
+	}
+	return nil // another namespace of that name: its event brings the cluster back
 }
+
+// errStaleNamespace is a label or unlabel the API server refused on its
+// preconditions: the namespace is another one of that name, or changed
+// since it was read. The step stops there: nothing that follows the label
+// in the plan is written this reconcile, and the namespace's event brings
+// the cluster back.
+var errStaleNamespace = errors.New("the cluster namespace changed since it was read")
 
 // setDeletingLabel puts the cluster-deleting label on a namespace, or takes
 // it off, on exactly the namespace of that UID and, when rv is set, only as
 // it was read: a namespace changed meanwhile (or a cache behind the last
-// write) is left to its event.
+// write) is refused, errStaleNamespace, and left to its event.
 func (a *ManagedClusterAdapter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) error {
 	value, verb := "null", "unlabelled"
 	if on {
@@ -57,7 +68,8 @@ func (a *ManagedClusterAdapter) setDeletingLabel(ctx context.Context, name strin
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := a.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil // another namespace of that name: its event brings the cluster back
+			logf.FromContext(ctx).Info("cluster namespace changed since it was read; not "+verb+" yet", "namespace", name)
+			return errStaleNamespace
 		}
 		return client.IgnoreNotFound(err)
 	}

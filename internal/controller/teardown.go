@@ -68,10 +68,20 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 	case step == nil:
 		return reconcile.Result{}, nil
 	case step.Kind == decision.StepFinish:
-		return reconcile.Result{}, a.finish(ctx, mc, plan, step)
+		if err := a.finish(ctx, mc, plan, step); !errors.Is(err, errStaleNamespace) {
+			return reconcile.Result{}, err
+		}
+		// The unlabel was refused: the finalizer stays until the
+		// namespace's event brings the cluster back.
+		return reconcile.Result{}, nil
 	default:
 		report = step.Report
 		holds, err := a.run(ctx, mc, s, plan)
+		if errors.Is(err, errStaleNamespace) {
+			// The label was refused: nothing after it is written, nor
+			// reported; the namespace's event brings the cluster back.
+			return reconcile.Result{}, nil
+		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -99,7 +109,8 @@ func plannedHolds(step *decision.Step) []string {
 // run makes the writes of the plan's next step, by verb: labels, stamps
 // and records before deletes, deletes before forcing. It returns the stamps
 // that turned into holds (another manager owns the field, or the write
-// failed).
+// failed). A refused label or unlabel (errStaleNamespace) stops the step
+// before any other write.
 func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
 	now := plan.Now()
 	byVerb := map[decision.Verb][]decision.Action{}
@@ -133,7 +144,8 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 }
 
 // finish reports the outcome, then makes the last step's writes: the
-// finalizer goes last, once the outcome is written.
+// finalizer goes last, once the outcome is written and the namespace
+// unlabelled (a refused unlabel, errStaleNamespace, keeps the finalizer).
 func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) error {
 	r := step.Report
 	if r.Reason != "" {
