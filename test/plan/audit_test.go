@@ -226,8 +226,8 @@ func classifyJSONPatch(w Write, body []byte) Write {
 	return w
 }
 
-// removedFinalizer reads a JSON patch that tests a finalizer's position
-// and removes it, and may remove annotations too (a released cluster's):
+// removedFinalizer reads a JSON patch that tests the object's UID and a
+// finalizer's position and removes it, and may remove annotations too (a released cluster's):
 // the finalizer it removes.
 func removedFinalizer(body []byte) (string, bool) {
 	var ops []struct {
@@ -242,6 +242,8 @@ func removedFinalizer(body []byte) (string, bool) {
 	removed := ""
 	for _, op := range ops {
 		switch {
+		case op.Op == "test" && op.Path == "/metadata/uid":
+			// On exactly the object the plan read.
 		case op.Op == "test" && strings.HasPrefix(op.Path, "/metadata/finalizers/"):
 			var f string
 			if json.Unmarshal(op.Value, &f) != nil {
