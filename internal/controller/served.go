@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,25 +16,10 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-
-// mapperServes says, through the REST mapper, whether the API server
-// serves a resource. The mapper asks the API server again for a group
-// version it did not know, so a CRD installed later is found.
-func mapperServes(mapper meta.RESTMapper) func(schema.GroupVersionResource) (bool, error) {
-	return func(gvr schema.GroupVersionResource) (bool, error) {
-		_, err := mapper.KindFor(gvr)
-		switch {
-		case meta.IsNoMatchError(err):
-			return false, nil
-		case err != nil:
-			return false, fmt.Errorf("mapping %s: %w", gvr, err)
-		}
-		return true, nil
-	}
-}
 
 // setNotServedCondition reports the fields naming unserved resources.
 func setNotServedCondition(p *v1alpha1.CleanupPolicy, fields []decision.UnservedField) string {
@@ -72,7 +56,9 @@ func policyUnserved(mapper meta.RESTMapper, p *cel.Policy) ([]decision.UnservedF
 	if mapper == nil {
 		return nil, nil
 	}
-	return decision.UnservedFields(p.Spec, mapperServes(mapper))
+	return decision.UnservedFields(p.Spec, func(gvr schema.GroupVersionResource) (decision.Scope, error) {
+		return snapshot.ScopeOf(mapper, gvr)
+	})
 }
 
 // crdMetadata is a CustomResourceDefinition watched as metadata only.

@@ -104,6 +104,41 @@ var _ = Describe("Resources the API server does not serve", func() {
 		clusterGone("srv-1")
 	})
 
+	It("refuses a cluster-scoped monitored resource or stage, naming the field, and holds the teardown without listing it", func() {
+		fleetCluster("srv-cs", nil, true)
+		addon("srv-cs", "search")
+		Expect(k8s.Create(ctx, cleanupPolicy("scoped", v1alpha1.CleanupPolicySpec{
+			MonitoredResources: []v1alpha1.MonitoredResource{
+				{GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "secrets"}},
+				{GroupVersionResource: v1alpha1.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}},
+			},
+			DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "roles", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}},
+				{Name: "addons", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"}},
+			},
+		}))).To(Succeed())
+		Eventually(func(g Gomega) {
+			ready := readyOf(g, "scoped")
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready.Reason).To(Equal(v1alpha1.ResourceNotServedReason))
+			g.Expect(ready.Message).To(ContainSubstring("spec.monitoredResources[1]: resource managedclusters.cluster.open-cluster-management.io/v1 is cluster-scoped"))
+			g.Expect(ready.Message).To(ContainSubstring("spec.deletionStages[0]: resource clusterroles.rbac.authorization.k8s.io/v1 is cluster-scoped"))
+			g.Expect(ready.Message).NotTo(ContainSubstring("monitoredResources[0]"))
+			g.Expect(ready.Message).NotTo(ContainSubstring("deletionStages[1]"))
+		}).Should(Succeed())
+		governedBy("srv-cs", "scoped")
+
+		deleteCluster("srv-cs")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "srv-cs")
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("held at the gate"))
+			g.Expect(c.Message).To(ContainSubstring("spec.monitoredResources[1]: resource managedclusters.cluster.open-cluster-management.io/v1 is cluster-scoped"))
+		}).Should(Succeed())
+		Consistently(objectGone("ManagedClusterAddOn", "srv-cs", "search"), "2s").Should(BeFalse())
+		Expect(getCluster(Default, "srv-cs").GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+	})
+
 	It("holds at a stage whose resource is not served, until the stage is removed from the policy", func() {
 		fleetCluster("srv-2", nil, true)
 		addon("srv-2", "search")

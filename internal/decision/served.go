@@ -13,14 +13,37 @@ import (
 // installed yet) cannot be listed: taking it for empty would open the gate,
 // or skip the stage, and delete the namespace while objects of the intended
 // resource remain. A teardown holds at that step until it is served.
+//
+// A cluster-scoped resource has no objects in the cluster namespace: a live
+// list drops the namespace (every object of the hub), the operator's cache
+// finds none. Neither is what the policy asked for, so it is refused the
+// same way: the policy is not Ready, and a teardown holds at that step.
 
-// UnservedField is a field of a policy naming a resource not served.
+// Scope is how the API server serves a resource.
+type Scope int
+
+const (
+	// NotServed: the API server does not serve the resource.
+	NotServed Scope = iota
+	// ClusterScoped: served, but its objects are in no namespace.
+	ClusterScoped
+	// Namespaced: served, with objects in namespaces.
+	Namespaced
+)
+
+// UnservedField is a field of a policy naming a resource not served in the
+// cluster namespace: not served at all, or cluster-scoped.
 type UnservedField struct {
-	Path string
-	GVR  schema.GroupVersionResource
+	Path          string
+	GVR           schema.GroupVersionResource
+	ClusterScoped bool
 }
 
 func (f UnservedField) String() string {
+	if f.ClusterScoped {
+		return fmt.Sprintf("%s: resource %s/%s is cluster-scoped; only namespaced resources, read in the cluster namespace, can be monitored or deleted",
+			f.Path, ResourceName(f.GVR), f.GVR.Version)
+	}
 	return fmt.Sprintf("%s: resource %s/%s is not served by the API server", f.Path, ResourceName(f.GVR), f.GVR.Version)
 }
 
@@ -43,16 +66,18 @@ func StageFields(spec *v1alpha1.CleanupPolicySpec) []UnservedField {
 }
 
 // UnservedFields returns the policy's monitored resources and stages that
-// the API server does not serve, with their field paths. served says
-// whether the API server serves a resource.
-func UnservedFields(spec *v1alpha1.CleanupPolicySpec, served func(schema.GroupVersionResource) (bool, error)) ([]UnservedField, error) {
+// the API server does not serve in the cluster namespace (not served, or
+// cluster-scoped), with their field paths. scope says how the API server
+// serves a resource.
+func UnservedFields(spec *v1alpha1.CleanupPolicySpec, scope func(schema.GroupVersionResource) (Scope, error)) ([]UnservedField, error) {
 	var out []UnservedField
 	for _, f := range append(MonitoredFields(spec), StageFields(spec)...) {
-		ok, err := served(f.GVR)
+		sc, err := scope(f.GVR)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
+		if sc != Namespaced {
+			f.ClusterScoped = sc == ClusterScoped
 			out = append(out, f)
 		}
 	}

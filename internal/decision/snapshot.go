@@ -33,6 +33,10 @@ type Snapshot struct {
 	SignalOwned bool
 	// Unserved are the policy's resources the API server does not serve.
 	Unserved map[schema.GroupVersionResource]bool
+	// ClusterScoped are the policy's resources the API server serves
+	// cluster-scoped: none of their objects is in the cluster namespace.
+	// They are not listed; a step naming one holds.
+	ClusterScoped map[schema.GroupVersionResource]bool
 	// Now is the time of the decision.
 	Now time.Time
 	// ResourceOf names the resource of a kind (the API server's REST

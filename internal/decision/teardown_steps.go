@@ -95,11 +95,12 @@ func (t *teardown) gate() (Step, bool, bool) {
 }
 
 // heldOnUnserved says why a step holds when one of its fields names a
-// resource the API server does not serve.
+// resource the API server does not serve, or serves cluster-scoped.
 func (t *teardown) heldOnUnserved(where string, fields []UnservedField) (string, bool) {
 	var parts []string
 	for _, f := range fields {
-		if t.s.Unserved[f.GVR] {
+		f.ClusterScoped = t.s.ClusterScoped[f.GVR]
+		if t.s.Unserved[f.GVR] || f.ClusterScoped {
 			parts = append(parts, f.String())
 		}
 	}

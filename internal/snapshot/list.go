@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // MapperLister lists from a reader, through a REST mapper that says which
@@ -28,6 +30,27 @@ func (l MapperLister) List(ctx context.Context, gvr schema.GroupVersionResource,
 	}
 	items, err := ListMetadata(ctx, l.Reader, gvk, namespace)
 	return items, true, err
+}
+
+// ScopeOf says, through a REST mapper, how the API server serves a
+// resource: not at all, cluster-scoped, or namespaced. The mapper asks the
+// API server again for a group version it did not know, so a CRD installed
+// later is found.
+func ScopeOf(mapper meta.RESTMapper, gvr schema.GroupVersionResource) (decision.Scope, error) {
+	gvk, err := mapper.KindFor(gvr)
+	if err == nil {
+		var m *meta.RESTMapping
+		if m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			if m.Scope.Name() == meta.RESTScopeNameRoot {
+				return decision.ClusterScoped, nil
+			}
+			return decision.Namespaced, nil
+		}
+	}
+	if meta.IsNoMatchError(err) {
+		return decision.NotServed, nil
+	}
+	return decision.NotServed, fmt.Errorf("mapping %s: %w", gvr, err)
 }
 
 // ListMetadata lists the metadata of a kind's objects in a namespace.

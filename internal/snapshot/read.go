@@ -60,7 +60,7 @@ type Reader struct {
 func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Memory) (*decision.Snapshot, error) {
 	s := &decision.Snapshot{Cluster: g.Cluster, Now: time.Now(), Memory: mem, ResourceOf: r.resourceOf,
 		Objects: map[schema.GroupVersionResource][]decision.Object{}, Works: map[types.UID]*workv1.ManifestWork{},
-		Unserved: map[schema.GroupVersionResource]bool{}}
+		Unserved: map[schema.GroupVersionResource]bool{}, ClusterScoped: map[schema.GroupVersionResource]bool{}}
 	if r.Now != nil {
 		s.Now = r.Now()
 	}
@@ -88,6 +88,19 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 	for _, gvr := range decision.Resources(g.Policy) {
 		if _, done := s.Objects[gvr]; done {
 			continue
+		}
+		// A cluster-scoped resource has no objects in the cluster
+		// namespace: never listed (a live list would return every object
+		// of the hub, the cache none), its step holds.
+		if r.Mapper != nil {
+			scope, err := ScopeOf(r.Mapper, gvr)
+			if err != nil {
+				return nil, err
+			}
+			if scope == decision.ClusterScoped {
+				s.ClusterScoped[gvr] = true
+				continue
+			}
 		}
 		items, served, err := lister.List(ctx, gvr, ns.Name)
 		if err != nil {

@@ -20,13 +20,12 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
-// TestReviewClusterScopedResourceReadAlike: nothing refuses a cluster-scoped
-// resource as a monitored resource or a stage. The preview lists it with a
-// live client, which drops the namespace of a cluster-scoped list (every
-// object of the hub); the operator lists it from its cache, whose namespace
-// index holds no cluster-scoped object (none). Same PlanTeardown, different
-// inputs: `kubectl cleanup plan` says the gate waits, the operator goes
-// through it and deletes the stages.
+// TestReviewClusterScopedResourceReadAlike: a cluster-scoped resource as a
+// monitored resource (or a stage) has no objects in the cluster namespace.
+// Listed, the preview's live client would drop the namespace (every object
+// of the hub) and the operator's cache would find none: the preview would
+// say the gate waits while the operator went through it. Neither lists it:
+// both hold the gate, naming the field.
 func TestReviewClusterScopedResourceReadAlike(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -74,15 +73,29 @@ func TestReviewClusterScopedResourceReadAlike(t *testing.T) {
 	os, err := operator.Read(ctx, gov(), decision.Memory{})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	gate := func(s *decision.Snapshot) decision.StepState {
+	gate := func(s *decision.Snapshot) decision.Step {
 		for _, st := range decision.PlanTeardown(gov(), s).Steps {
 			if st.Kind == decision.StepGate {
-				return st.State
+				return st
 			}
 		}
-		return ""
+		return decision.Step{}
 	}
+	pg, og := gate(ps), gate(os)
 	t.Logf("preview lists %d managedclusters, gate %s; operator lists %d, gate %s",
-		len(ps.Objects[clusters]), gate(ps), len(os.Objects[clusters]), gate(os))
-	g.Expect(len(os.Objects[clusters])).To(Equal(len(ps.Objects[clusters])), "the preview and the operator read the same objects")
+		len(ps.Objects[clusters]), pg.State, len(os.Objects[clusters]), og.State)
+	for _, side := range []struct {
+		name string
+		s    *decision.Snapshot
+		gate decision.Step
+	}{{"preview", ps, pg}, {"operator", os, og}} {
+		// Never read as empty, never listed hub-wide: refused, and the
+		// gate holds, naming the field.
+		g.Expect(side.s.ClusterScoped[clusters]).To(BeTrue(), side.name)
+		g.Expect(side.s.Objects).NotTo(HaveKey(clusters), side.name)
+		g.Expect(side.gate.Actions).To(HaveLen(1), side.name)
+		g.Expect(side.gate.Actions[0].Verb).To(Equal(decision.VerbHold), side.name)
+		g.Expect(side.gate.Actions[0].For).To(ContainSubstring("spec.monitoredResources[0]: resource managedclusters.cluster.open-cluster-management.io/v1 is cluster-scoped"), side.name)
+	}
+	g.Expect(og).To(Equal(pg), "the preview and the operator plan the gate alike")
 }
