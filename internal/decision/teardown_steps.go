@@ -107,7 +107,7 @@ func (t *teardown) heldOnUnserved(where string, fields []UnservedField) (string,
 	if len(parts) == 0 {
 		return "", false
 	}
-	return fmt.Sprintf("held at %s, nothing more is deleted: %s; the hold ends when the resource is served or removed from CleanupPolicy %s",
+	return fmt.Sprintf("held at %s, nothing more is deleted: %s; the hold ends when the resource is served, namespaced, or removed from CleanupPolicy %s",
 		where, strings.Join(parts, "; "), t.p.Name), true
 }
 
