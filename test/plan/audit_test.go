@@ -34,16 +34,6 @@ rules:
 `
 }
 
-// The annotations the operator writes on a ManagedCluster being torn down
-// to remember what it did: before it removes the work agent's finalizer
-// (the forced count and the batch), and before it deletes works whose
-// orphan the agent never confirmed.
-const (
-	forcedObjectsAnnotation      = "cleanup.fleetops.dev/forced-objects"
-	forcingAnnotation            = "cleanup.fleetops.dev/forcing"
-	unconfirmedOrphansAnnotation = "cleanup.fleetops.dev/unconfirmed-orphans"
-)
-
 // auditEvent is what the test reads of one line of the audit log.
 type auditEvent struct {
 	AuditID string `json:"auditID"`
@@ -188,9 +178,9 @@ func classify(e *auditEvent) Write {
 		return w
 	}
 	label, labelled := patch.Metadata.Labels[v1alpha1.ClusterDeletingLabel]
-	_, forcing := patch.Metadata.Annotations[forcingAnnotation]
-	_, forced := patch.Metadata.Annotations[forcedObjectsAnnotation]
-	_, unconfirmed := patch.Metadata.Annotations[unconfirmedOrphansAnnotation]
+	_, forcing := patch.Metadata.Annotations[v1alpha1.ForcingAnnotation]
+	_, forced := patch.Metadata.Annotations[v1alpha1.ForcedObjectsAnnotation]
+	_, unconfirmed := patch.Metadata.Annotations[v1alpha1.UnconfirmedOrphansAnnotation]
 	switch {
 	case patch.Spec.DeleteOption != nil:
 		w.Verb, w.DeleteOption = "stamp", patch.Spec.DeleteOption.PropagationPolicy
