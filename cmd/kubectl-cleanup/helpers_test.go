@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -130,6 +131,34 @@ func get(ctx context.Context, g Gomega, c client.Client, gvk schema.GroupVersion
 
 func patchMeta(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, key client.ObjectKey, patch string) error {
 	return c.Patch(ctx, metaObject(gvk, key.Namespace, key.Name), client.RawPatch("application/merge-patch+json", []byte(patch)))
+}
+
+// deleteWebhookConfigurations deletes every ValidatingWebhookConfiguration
+// and waits until the API server stops calling them: it learns of the
+// deletion from its own watch, and until then a CleanupPolicy write fails
+// with "connection refused" once no webhook server runs.
+func deleteWebhookConfigurations(ctx context.Context, g Gomega, c client.Client) {
+	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
+	probe := func() error {
+		return c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe"},
+			Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired}}},
+			client.DryRunAll)
+	}
+	g.Eventually(probe).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// restoreWebhookConfigurations re-creates configurations whose webhook
+// server no longer runs, and waits until the API server calls them.
+func restoreWebhookConfigurations(ctx context.Context, g Gomega, c client.Client, hooks []admissionregistrationv1.ValidatingWebhookConfiguration) {
+	for _, h := range hooks {
+		h.ResourceVersion, h.UID = "", ""
+		g.Expect(c.Create(ctx, &h)).To(Succeed())
+	}
+	g.Eventually(func() error {
+		return c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe"},
+			Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired}}},
+			client.DryRunAll)
+	}).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("failed calling webhook")))
 }
 
 // applyFile applies every object of a multi-document YAML file server-side,

@@ -107,13 +107,10 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	var hooks admissionregistrationv1.ValidatingWebhookConfigurationList
 	g.Expect(c.List(ctx, &hooks)).To(Succeed())
 	g.Expect(hooks.Items).NotTo(BeEmpty())
-	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
+	deleteWebhookConfigurations(ctx, g, c)
 	g.Expect(c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{v1alpha1.InUseFinalizer}},
 		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired}}})).To(Succeed())
-	for _, h := range hooks.Items {
-		h.ResourceVersion, h.UID = "", ""
-		g.Expect(c.Create(ctx, &h)).To(Succeed())
-	}
+	restoreWebhookConfigurations(ctx, g, c, hooks.Items)
 	g.Expect(patchMeta(ctx, c, managedClusterGVK, client.ObjectKey{Name: "pending"}, `{"metadata":{"finalizers":null}}`)).To(Succeed())
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall")
 	g.Expect(err).To(HaveOccurred())
@@ -123,7 +120,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	// A user with the permissions docs/uninstall.md lists, without those to
 	// read Deployments and Leases: uninstall warns that it cannot tell
 	// whether the operator runs, and does its work.
-	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
+	deleteWebhookConfigurations(ctx, g, c)
 	userConfig := userKubeconfig(ctx, t, g, c, env, "uninstaller", "uninstaller", []rbacv1.PolicyRule{
 		{APIGroups: []string{"", "cluster.open-cluster-management.io", "cleanup.fleetops.dev", "policy.open-cluster-management.io"},
 			Resources: []string{"managedclusters", "cleanuppolicies", "namespaces", "configurationpolicies"},

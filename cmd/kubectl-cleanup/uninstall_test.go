@@ -141,6 +141,7 @@ func TestUninstall(t *testing.T) {
 	g.Expect(c.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
 	g.Expect(stopOperator()).To(Succeed())
 	stopped = true
+	deleteWebhookConfigurations(ctx, g, c)
 
 	// The work agent of c2 applies the Orphan of the signal work; uninstall
 	// must not delete the work before.
