@@ -123,6 +123,16 @@ type CleanupPolicySpec struct {
 	// dryRun computes and reports every decision without changing anything.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+
+	// suspend, when true, stops the operator from writing anything for what
+	// the policy governs: no stamp, no finalizer added or removed, no
+	// teardown step, no condition or Event on its clusters. The policy's
+	// status is written once, when suspend turns true (Ready, reason
+	// Suspended), and not again until it is resumed. A cluster deleted
+	// meanwhile waits under its finalizer. Absent or false: the policy is
+	// reconciled, and resuming reconciles everything it governs.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // Variable is a named CEL value.

@@ -87,6 +87,24 @@ const (
 	// DryRunReason surfaces when the governing policy is in dry run: the
 	// message is the plan; nothing is deleted and the finalizer stays.
 	DryRunReason = "DryRun"
+	// WaitingForHooksReason surfaces while pre-cleanup hook annotations
+	// (PreCleanupHookPrefix) on a deleting ManagedCluster hold its cleanup:
+	// nothing is written for the teardown but this condition, and nothing
+	// is ever forced, whatever the strategy or timeout. The message names
+	// every hook. The condition is Unknown: the cleanup has not started.
+	WaitingForHooksReason = "WaitingForHooks"
+)
+
+// Guard rails on a ManagedCluster.
+const (
+	// PreCleanupHookPrefix begins the key of every pre-cleanup hook
+	// annotation: while a deleting ManagedCluster carries one, its cleanup
+	// waits before its first write. Removing the last one resumes it.
+	PreCleanupHookPrefix = "pre-cleanup.hook.cleanup.fleetops.dev/"
+	// PausedAnnotation, with value "true" on a ManagedCluster, stops every
+	// write of the operator for that cluster, its works and its
+	// ConfigurationPolicies, as spec.suspend does for a whole policy.
+	PausedAnnotation = "cleanup.fleetops.dev/paused"
 )
 
 // OCM finalizers the operator knows.

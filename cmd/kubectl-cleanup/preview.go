@@ -81,6 +81,11 @@ type clusterStatus struct {
 	// remove or wait for.
 	Next      decision.StepKind `json:"next,omitempty"`
 	Remaining remaining         `json:"remaining"`
+	// Suspended says, live, why the operator writes nothing for the
+	// cluster (a suspended policy, or its paused annotation).
+	Suspended string `json:"suspended,omitempty"`
+	// Hooks are the pre-cleanup hooks that hold the cleanup.
+	Hooks []string `json:"hooks,omitempty"`
 }
 
 // remaining counts the objects a cleanup still waits for, by step.
@@ -117,6 +122,14 @@ func (p *preview) status(ctx context.Context) ([]clusterStatus, error) {
 			s.Next = next.Kind
 		}
 		s.Remaining = remainingOf(plan)
+		s.Suspended, s.Hooks = plan.Suspended, plan.Hooks
+		// Computed now: the operator writes no condition while suspended.
+		switch {
+		case plan.Suspended != "":
+			s.Step, s.Message = "Suspended", plan.Suspended
+		case len(plan.Hooks) > 0 && s.Step == "Pending":
+			s.Step = v1alpha1.WaitingForHooksReason
+		}
 		out = append(out, s)
 	}
 	return out, nil

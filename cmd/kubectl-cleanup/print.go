@@ -29,6 +29,9 @@ func printPlan(w io.Writer, p *decision.Plan) {
 		return
 	}
 	printHeader(w, p)
+	if p.Suspended != "" {
+		fmt.Fprintf(w, "Suspended: %s; the operator writes nothing for the cluster until it is resumed.\n", p.Suspended)
+	}
 	if p.Deleting {
 		fmt.Fprintln(w, "\nThe teardown:")
 	} else {
@@ -46,6 +49,13 @@ func printPlan(w io.Writer, p *decision.Plan) {
 	stages, stage := countStages(p), 0
 	for _, st := range p.Steps {
 		switch st.Kind {
+		case decision.StepHooks:
+			if len(st.Actions) > 0 {
+				step(st, "hold: wait until every pre-cleanup hook is removed (nothing is written before, nothing is ever forced):")
+				for _, h := range p.Hooks {
+					fmt.Fprintf(w, "      hook: %s\n", h)
+				}
+			}
 		case decision.StepOrphaning:
 			printOrphaning(w, p, st, step)
 		case decision.StepSignal:

@@ -69,6 +69,9 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		}
 		return reconcile.Result{}, err
 	}
+	if suspended, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); suspended {
+		return reconcile.Result{}, r.reconcileSuspended(ctx, u)
+	}
 	teardowns, err := r.reconcileInUse(ctx, u)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -160,6 +163,45 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	}
 	r.forgetClusters(clusters)
 	return reconcile.Result{}, nil
+}
+
+// reconcileSuspended writes the status of a suspended policy once, when
+// suspend turns true: Ready False, reason Suspended, observedGeneration,
+// no Reconciling or Stalled (kstatus: Current), and one Event. While it
+// stays suspended, nothing is written at all, not even for a new
+// generation: the policy is not reconciled, and its in-use finalizer is
+// neither added nor removed.
+func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *unstructured.Unstructured) error {
+	p, _ := snapshot.DecodePolicy(u)
+	if suspendedStatus(p) {
+		return nil
+	}
+	orig := p.DeepCopy()
+	setSuspendedCondition(p)
+	if err := r.patchStatus(ctx, orig, p); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, v1alpha1.SuspendedReason, "Suspend", "%s", suspendedMessage)
+	logf.FromContext(ctx).Info("policy suspended: nothing is written for what it governs", "policy", p.Name, "generation", p.Generation)
+	return nil
+}
+
+// suspendedMessage is the Ready message of a suspended policy.
+const suspendedMessage = "suspended (spec.suspend is true): the operator writes nothing for the clusters, works and " +
+	"ConfigurationPolicies the policy governs, and a cluster deleted meanwhile waits; set spec.suspend to false to resume"
+
+// suspendedStatus says whether the status already says the policy is
+// suspended.
+func suspendedStatus(p *v1alpha1.CleanupPolicy) bool {
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ReadyCondition)
+	return c != nil && c.Reason == v1alpha1.SuspendedReason
+}
+
+// setSuspendedCondition reports a suspended policy: not Ready, reason
+// Suspended, neither Reconciling nor Stalled, this generation observed.
+func setSuspendedCondition(p *v1alpha1.CleanupPolicy) {
+	p.Status.ObservedGeneration = p.Generation
+	setReadyCondition(p, metav1.ConditionFalse, v1alpha1.SuspendedReason, suspendedMessage)
 }
 
 // readySummary is the message of a Ready policy.

@@ -178,6 +178,11 @@ func (r *DecisionsReconciler) decideTemplate(root *unstructured.Unstructured, cl
 		marked.Insert(mark)
 	}
 	switch {
+	case g.Suspended != "":
+		// A suspended policy or a paused cluster: the decision published
+		// before stays, unchanged, until it is resumed.
+		keep()
+		return ""
 	case g.Held != nil:
 		keep()
 		return fmt.Sprintf("%s: held: %v", key, g.Held)

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -64,6 +65,13 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	g, err := r.Reader.Govern(ctx, r.Adapter.ClusterName(obj), ok && s.Standalone())
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if g.Suspended != "" {
+		// A suspended policy or a paused cluster: no write at all for the
+		// object. Resuming changes the policy's generation or the
+		// cluster's annotations, whose events bring it back.
+		logf.FromContext(ctx).V(1).Info("suspended, nothing written", "kind", r.Adapter.Name(), "object", req.NamespacedName, "reason", g.Suspended)
+		return reconcile.Result{}, nil
 	}
 	return r.Adapter.Reconcile(ctx, obj, g)
 }

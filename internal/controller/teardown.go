@@ -57,6 +57,12 @@ func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
 // What the writes meet (a conflict on a stamp) may turn the report into a
 // hold; it never adds a write the plan did not list.
 func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
+	if plan.Suspended != "" {
+		// A suspended policy or a paused cluster: not a single write, not
+		// even the condition; the resume brings the cluster back.
+		logf.FromContext(ctx).V(1).Info("teardown suspended", "cluster", mc.GetName(), "reason", plan.Suspended)
+		return reconcile.Result{}, nil
+	}
 	a.trackNotOwned(plan, s)
 	step := plan.Next()
 	var report *decision.Report
@@ -202,8 +208,11 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 // conflict is an error, retried.
 func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) error {
 	status := metav1.ConditionFalse
-	if r.Done {
+	switch {
+	case r.Done:
 		status = metav1.ConditionTrue
+	case r.Pending:
+		status = metav1.ConditionUnknown
 	}
 	before := mc.DeepCopy()
 	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {

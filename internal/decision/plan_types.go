@@ -18,8 +18,14 @@ type Plan struct {
 	PolicyGeneration int64     `json:"policyGeneration,omitempty"`
 	PolicyUID        types.UID `json:"-"`
 	// Held, when set, says why nothing would be done.
-	Held   string `json:"held,omitempty"`
-	DryRun bool   `json:"dryRun,omitempty"`
+	Held string `json:"held,omitempty"`
+	// Suspended, when set, says why the operator makes no write at all for
+	// the cluster (a suspended policy, or the cluster's paused annotation):
+	// the steps say what it would do once resumed.
+	Suspended string `json:"suspended,omitempty"`
+	// Hooks are the pre-cleanup hook annotations that hold the teardown.
+	Hooks  []string `json:"hooks,omitempty"`
+	DryRun bool     `json:"dryRun,omitempty"`
 	// Deleting is true when the cluster is already being deleted.
 	Deleting  bool                        `json:"deleting,omitempty"`
 	Strategy  v1alpha1.RemoveStrategyType `json:"strategy,omitempty"`
@@ -38,6 +44,7 @@ type StepKind string
 
 // The steps of a teardown, in their order; stages repeat.
 const (
+	StepHooks     StepKind = "hooks"
 	StepOrphaning StepKind = "orphaning"
 	StepSignal    StepKind = "signal"
 	StepGate      StepKind = "gate"
@@ -144,7 +151,10 @@ type Action struct {
 // Report is what a step reports while it is the next one.
 type Report struct {
 	// Done is true for the outcome: the condition becomes True.
-	Done    bool   `json:"done,omitempty"`
+	Done bool `json:"done,omitempty"`
+	// Pending is true while the cleanup has not started (pre-cleanup
+	// hooks hold it): the condition is Unknown.
+	Pending bool   `json:"pending,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
 	// Event, when set, is the reason of an Event on the cluster; Action is
@@ -166,10 +176,11 @@ func (p *Plan) Next() *Step {
 }
 
 // Now is what the operator writes in this reconcile: the write actions of
-// the next step's first group. Nothing in a dry run or a held plan.
+// the next step's first group. Nothing in a dry run, a held plan or a
+// suspended one.
 func (p *Plan) Now() []Action {
 	s := p.Next()
-	if s == nil || p.DryRun || p.Held != "" {
+	if s == nil || p.DryRun || p.Held != "" || p.Suspended != "" {
 		return nil
 	}
 	first := -1

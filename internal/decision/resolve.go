@@ -28,6 +28,10 @@ type Governed struct {
 	Budget *cel.Budget
 	// Activation binds the cluster for the policy's expressions.
 	Activation *cel.Activation
+	// Suspended, when set, says why the operator makes no write for the
+	// cluster and what it governs: a suspended policy, or the cluster's
+	// paused annotation. The decisions may still be computed (a preview).
+	Suspended string
 	// Selection is what the selectors say of the cluster; nil when they
 	// were not evaluated (no cluster, a held pin, or the pin of a deleting
 	// cluster, which the selectors do not decide).
@@ -75,7 +79,16 @@ func Pinned(cluster *unstructured.Unstructured) bool {
 // teardown ends). A cluster whose named policy does not compile is held,
 // not released. Otherwise the selectors decide (see Select); a failed
 // selector of a policy ranked before the governor holds the cluster.
+//
+// Suspended is set when the cluster is paused, its governor suspended, or
+// the policy its annotation names suspended (that policy keeps it).
 func (g *Governance) Resolve(ctx context.Context, budget *cel.Budget, in Input) *Governed {
+	gov := g.resolve(ctx, budget, in)
+	gov.Suspended = suspension(in.Cluster, gov.Policy, in.Ranked)
+	return gov
+}
+
+func (g *Governance) resolve(ctx context.Context, budget *cel.Budget, in Input) *Governed {
 	gov := &Governed{Cluster: in.Cluster, Budget: budget}
 	if in.Cluster == nil {
 		if p := Standalone(in.Ranked); in.Standalone && p != nil {

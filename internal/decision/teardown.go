@@ -47,6 +47,7 @@ type requiredOption struct {
 func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	plan := &Plan{Cluster: s.Cluster.GetName(), Deleting: s.Cluster.GetDeletionTimestamp() != nil, Steps: []Step{}}
 	plan.Available = s.Available()
+	plan.Suspended, plan.Hooks = g.Suspended, Hooks(s.Cluster)
 	switch {
 	case g.Held != nil:
 		plan.Held = g.Held.Error()
@@ -65,11 +66,11 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	plan.Strategy = strategy
 	t := &teardown{g: g, s: s, p: p, strategy: strategy, plan: plan, deadline: s.Now.Add(Timeout(p)),
 		options: map[types.UID]requiredOption{}}
-	if ts := s.Cluster.GetDeletionTimestamp(); ts != nil {
-		t.deadline = ts.Add(Timeout(p))
+	if start, ok := CleanupStart(s); ok {
+		t.deadline = start.Add(Timeout(p))
 	}
 	plan.Works = t.workPlans()
-	if t.add(t.orphaning()) && t.add(t.signal()) && t.add(t.gate()) && t.stages() && t.add(t.namespace()) {
+	if t.hooks() && t.add(t.orphaning()) && t.add(t.signal()) && t.add(t.gate()) && t.stages() && t.add(t.namespace()) {
 		t.add(t.finish())
 	}
 	t.labelOnlyWhileNeeded()

@@ -139,8 +139,13 @@ func (v *CleanupPolicyValidator) validate(p *v1alpha1.CleanupPolicy) (admission.
 	return v.warnings(p), nil
 }
 
+// SuspendWarning is the admission warning of a suspended policy.
+const SuspendWarning = "spec.suspend is true: the operator writes nothing for the clusters, works and ConfigurationPolicies " +
+	"this policy governs (a cluster deleted meanwhile waits) until spec.suspend is false or removed"
+
 // warnings say which expressions are checked at run time only because the
-// CRD of their variable was not installed when the operator started.
+// CRD of their variable was not installed when the operator started, and
+// that a suspended policy makes no write.
 func (v *CleanupPolicyValidator) warnings(p *v1alpha1.CleanupPolicy) admission.Warnings {
 	var w admission.Warnings
 	uses := map[string]bool{
@@ -152,6 +157,9 @@ func (v *CleanupPolicyValidator) warnings(p *v1alpha1.CleanupPolicy) admission.W
 		if uses[name] && !v.Env.Typed(name) {
 			w = append(w, fmt.Sprintf("`%s` is not type-checked: its CRD was not installed when the operator started; its fields are checked at run time", name))
 		}
+	}
+	if p.Spec.Suspend {
+		w = append(w, SuspendWarning)
 	}
 	return w
 }

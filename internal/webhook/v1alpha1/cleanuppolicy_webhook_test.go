@@ -52,6 +52,20 @@ func TestValidator(t *testing.T) {
 	if _, err := v.ValidateDelete(context.Background(), broken); err != nil {
 		t.Fatal(err)
 	}
+
+	// Suspending is admitted, with a warning saying what it stops.
+	suspended := fixed.DeepCopy()
+	suspended.Spec.Suspend = true
+	w, err = v.ValidateUpdate(context.Background(), fixed, suspended)
+	if err != nil || len(w) != 2 || w[1] != SuspendWarning {
+		t.Fatalf("suspend: warnings %q, error %v: want the suspend warning", w, err)
+	}
+	// Suspending does not let an invalid policy in.
+	brokenSuspended := broken.DeepCopy()
+	brokenSuspended.Spec.Suspend = true
+	if _, err := v.ValidateCreate(context.Background(), brokenSuspended); !apierrors.IsInvalid(err) {
+		t.Fatalf("suspended invalid policy: got %v, want Invalid", err)
+	}
 }
 
 func TestHandlerReadsStoredPolicies(t *testing.T) {
