@@ -1,0 +1,200 @@
+package decision_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+func TestResolveSuspended(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := compile(t, env, "all", 0, "")
+	high := compile(t, env, "high", 10, "cluster.metadata.labels[?'env'].orValue('') == 'prod'")
+	suspended := func(p *cel.Policy) *cel.Policy {
+		c := *p
+		spec := *p.Spec
+		spec.Suspend = true
+		c.Spec = &spec
+		return &c
+	}
+	paused := func(c *unstructured.Unstructured) *unstructured.Unstructured {
+		a := c.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[v1alpha1.PausedAnnotation] = "true"
+		c.SetAnnotations(a)
+		return c
+	}
+	prod := func(name string) *unstructured.Unstructured { return cluster(name, "1", map[string]string{"env": "prod"}) }
+	for _, tc := range []struct {
+		name      string
+		in        decision.Input
+		suspended string // a substring; "" for none
+	}{
+		{name: "an active governor", in: decision.Input{Cluster: prod("c1"), Ranked: decision.Ranked([]*cel.Policy{all, high})}},
+		{name: "a suspended governor", in: decision.Input{Cluster: prod("c2"), Ranked: decision.Ranked([]*cel.Policy{all, suspended(high)})},
+			suspended: "suspended by CleanupPolicy high (spec.suspend)"},
+		{name: "a paused cluster under an active governor", in: decision.Input{Cluster: paused(prod("c3")), Ranked: decision.Ranked([]*cel.Policy{all, high})},
+			suspended: "paused by the annotation " + v1alpha1.PausedAnnotation},
+		{name: "a paused cluster no policy governs", in: decision.Input{Cluster: paused(prod("c4"))},
+			suspended: "paused by the annotation"},
+		{name: "paused only with the value true", in: decision.Input{Cluster: func() *unstructured.Unstructured {
+			c := prod("c5")
+			c.SetAnnotations(map[string]string{v1alpha1.PausedAnnotation: "false"})
+			return c
+		}(), Ranked: decision.Ranked([]*cel.Policy{all, high})}},
+		{name: "a suspended policy keeps the cluster its annotation names from another selector",
+			in:        decision.Input{Cluster: pinnedTo(prod("c6"), "all", false), Ranked: decision.Ranked([]*cel.Policy{suspended(all), high})},
+			suspended: "suspended by CleanupPolicy all (spec.suspend), which the cluster names"},
+		{name: "a deleting cluster pinned to a suspended policy",
+			in:        decision.Input{Cluster: pinnedTo(prod("c7"), "all", true), Ranked: decision.Ranked([]*cel.Policy{high}), Pinned: suspended(all)},
+			suspended: "suspended by CleanupPolicy all (spec.suspend)"},
+		{name: "the standalone rule under a suspended policy",
+			in:        decision.Input{Standalone: true, Ranked: decision.Ranked([]*cel.Policy{suspended(all)})},
+			suspended: "suspended by CleanupPolicy all"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := decision.NewGovernance().Resolve(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), tc.in)
+			if tc.suspended == "" && g.Suspended != "" || !strings.Contains(g.Suspended, tc.suspended) {
+				t.Fatalf("Suspended = %q, want %q", g.Suspended, tc.suspended)
+			}
+		})
+	}
+}
+
+func TestHooks(t *testing.T) {
+	g := NewWithT(t)
+	c := cluster("c1", "1", nil)
+	c.SetAnnotations(map[string]string{
+		v1alpha1.PreCleanupHookPrefix + "z": "", v1alpha1.PreCleanupHookPrefix + "a": "x",
+		"pre-cleanup.hook.other.dev/b": "", "x/" + v1alpha1.PreCleanupHookPrefix: "", v1alpha1.PausedAnnotation: "true",
+	})
+	g.Expect(decision.Hooks(c)).To(Equal([]string{v1alpha1.PreCleanupHookPrefix + "a", v1alpha1.PreCleanupHookPrefix + "z"}))
+	g.Expect(decision.Hooks(cluster("c2", "1", nil))).To(BeEmpty())
+}
+
+// guardSnapshot is a deleted cluster with one work, an hour after its
+// deletion, with the annotations and ContentDeleteSuccess given.
+func guardSnapshot(annotations map[string]string, cond *metav1.Condition) *decision.Snapshot {
+	deleted := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	mc := cluster("c1", "1", nil)
+	mc.SetAnnotations(annotations)
+	mc.SetDeletionTimestamp(&deleted)
+	mc.SetFinalizers([]string{v1alpha1.ClusterCleanupFinalizer})
+	conds := []any{map[string]any{"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "R", "message": "m",
+		"lastTransitionTime": deleted.UTC().Format(time.RFC3339)}}
+	if cond != nil {
+		conds = append(conds, map[string]any{"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason, "message": "m",
+			"lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339)})
+	}
+	_ = unstructured.SetNestedSlice(mc.Object, conds, "status", "conditions")
+	w := object(decision.ManifestWorks, "w1", "", false)
+	w.Meta.Finalizers = []string{v1alpha1.WorkAgentFinalizer}
+	return &decision.Snapshot{Cluster: mc, Now: deleted.Add(time.Hour),
+		Objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: {w}}}
+}
+
+func TestPlanHooksAndSuspend(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Generation: 1},
+		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort,
+			Timeout: &metav1.Duration{Duration: time.Minute}}}})
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	governed := func(s *decision.Snapshot) *decision.Governed {
+		return &decision.Governed{Cluster: s.Cluster, Policy: p, Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), s.Cluster.Object)}
+	}
+	hookA, hookB := v1alpha1.PreCleanupHookPrefix+"a", v1alpha1.PreCleanupHookPrefix+"b"
+
+	t.Run("hooks hold before the first step, whatever the strategy and timeout", func(t *testing.T) {
+		g := NewWithT(t)
+		s := guardSnapshot(map[string]string{hookB: "", hookA: ""}, nil)
+		plan := decision.PlanTeardown(governed(s), s)
+		g.Expect(plan.Hooks).To(Equal([]string{hookA, hookB}))
+		g.Expect(plan.Steps[0].Kind).To(Equal(decision.StepHooks))
+		g.Expect(plan.Steps[0].State).To(Equal(decision.StateNext))
+		for _, st := range plan.Steps[1:] {
+			g.Expect(st.State).To(Equal(decision.StateLater), string(st.Kind))
+		}
+		g.Expect(plan.Now()).To(BeEmpty(), "nothing is written while hooks hold")
+		r := plan.Next().Report
+		g.Expect(r.Pending).To(BeTrue())
+		g.Expect(r.Reason).To(Equal(v1alpha1.WaitingForHooksReason))
+		g.Expect(r.Event).To(Equal(v1alpha1.WaitingForHooksReason))
+		g.Expect(r.Message).To(And(ContainSubstring("2 pre-cleanup hook(s)"), ContainSubstring(hookA), ContainSubstring(hookB)))
+		g.Expect(r.Requeue.Duration).To(BeZero(), "the hooks' removal, an event, resumes: no polling")
+	})
+
+	t.Run("the timeout counts from the end of the hold", func(t *testing.T) {
+		g := NewWithT(t)
+		// Held until now (an hour after the deletion, the timeout a
+		// minute): the first step after the hold forces nothing.
+		held := &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionUnknown, Reason: v1alpha1.WaitingForHooksReason,
+			LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC))}
+		s := guardSnapshot(nil, held)
+		plan := decision.PlanTeardown(governed(s), s)
+		for _, st := range plan.Steps {
+			for _, a := range st.Actions {
+				g.Expect(a.Verb).NotTo(Equal(decision.VerbForce), "%s %s", st.Kind, a.Name)
+			}
+		}
+		// The first step reported after the hold: the timeout counts
+		// from it.
+		released := &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.DeletingStageReason,
+			LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 59, 30, 0, time.UTC))}
+		s = guardSnapshot(nil, released)
+		start, ok := decision.CleanupStart(s)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(start).To(BeTemporally("==", released.LastTransitionTime.Time))
+		plan = decision.PlanTeardown(governed(s), s)
+		for _, st := range plan.Steps {
+			for _, a := range st.Actions {
+				g.Expect(a.Verb).NotTo(Equal(decision.VerbForce), "%s %s", st.Kind, a.Name)
+			}
+		}
+		// Without a hold the timeout counts from the deletion, and
+		// BestEffort forces an hour later.
+		s = guardSnapshot(nil, nil)
+		start, _ = decision.CleanupStart(s)
+		g.Expect(start).To(BeTemporally("==", s.Cluster.GetDeletionTimestamp().Time))
+		plan = decision.PlanTeardown(governed(s), s)
+		forced := false
+		for _, st := range plan.Steps {
+			for _, a := range st.Actions {
+				forced = forced || a.Verb == decision.VerbForce
+			}
+		}
+		g.Expect(forced).To(BeTrue(), "BestEffort past its timeout forces")
+	})
+
+	t.Run("a suspended plan says what it would do and writes nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		s := guardSnapshot(nil, nil)
+		gov := governed(s)
+		gov.Suspended = "suspended by CleanupPolicy p (spec.suspend)"
+		plan := decision.PlanTeardown(gov, s)
+		g.Expect(plan.Suspended).To(Equal(gov.Suspended))
+		g.Expect(plan.Next()).NotTo(BeNil())
+		g.Expect(plan.Now()).To(BeEmpty())
+		gov.Suspended = ""
+		g.Expect(decision.PlanTeardown(gov, s).Now()).NotTo(BeEmpty())
+	})
+}
