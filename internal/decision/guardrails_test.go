@@ -39,7 +39,9 @@ func TestResolveSuspended(t *testing.T) {
 		c.SetAnnotations(a)
 		return c
 	}
-	prod := func(name string) *unstructured.Unstructured { return cluster(name, "1", map[string]string{"env": "prod"}) }
+	prod := func(name string) *unstructured.Unstructured {
+		return cluster(name, "1", map[string]string{"env": "prod"})
+	}
 	for _, tc := range []struct {
 		name      string
 		in        decision.Input
