@@ -45,8 +45,9 @@ const (
 	// under the policy is held at that step until the resource is served or
 	// removed from the policy.
 	ResourceNotServedReason = "ResourceNotServed"
-	// SuspendedReason surfaces when spec.suspend is true: the operator makes
-	// no write for what the policy governs. The status is written once, when
-	// suspend turns true, and not again while it stays true.
+	// SuspendedReason surfaces, on Ready True, when spec.suspend is true: the
+	// operator makes no write for what the policy governs. The status is
+	// written once, when suspend turns true, and not again while it stays
+	// true (kstatus: Current, then InProgress after an edit made meanwhile).
 	SuspendedReason = "Suspended"
 )

@@ -166,7 +166,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 }
 
 // reconcileSuspended writes the status of a suspended policy once, when
-// suspend turns true: Ready False, reason Suspended, observedGeneration,
+// suspend turns true: Ready True, reason Suspended, observedGeneration,
 // no Reconciling or Stalled (kstatus: Current), and one Event. While it
 // stays suspended, nothing is written at all, not even for a new
 // generation: the policy is not reconciled, and its in-use finalizer is
@@ -197,11 +197,12 @@ func suspendedStatus(p *v1alpha1.CleanupPolicy) bool {
 	return c != nil && c.Reason == v1alpha1.SuspendedReason
 }
 
-// setSuspendedCondition reports a suspended policy: not Ready, reason
+// setSuspendedCondition reports a suspended policy: Ready (kstatus Current:
+// a suspended policy is as its owner declared it), reason
 // Suspended, neither Reconciling nor Stalled, this generation observed.
 func setSuspendedCondition(p *v1alpha1.CleanupPolicy) {
 	p.Status.ObservedGeneration = p.Generation
-	setReadyCondition(p, metav1.ConditionFalse, v1alpha1.SuspendedReason, suspendedMessage)
+	setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SuspendedReason, suspendedMessage)
 }
 
 // readySummary is the message of a Ready policy.

@@ -150,7 +150,7 @@ func TestPolicyHealthCasesCoverEveryState(t *testing.T) {
 	for _, tc := range loadHealthChecks(t)[filepath.Join(v1alpha1.GroupVersion.Group, "CleanupPolicy")] {
 		seen[tc.want.Status]++
 	}
-	for _, s := range []string{"Healthy", "Progressing", "Degraded"} {
+	for _, s := range []string{"Healthy", "Progressing", "Degraded", "Suspended"} {
 		if seen[s] < 2 {
 			t.Errorf("%d case(s) of %s, want at least 2", seen[s], s)
 		}
@@ -172,6 +172,8 @@ func TestPolicyHealthCasesCatchMistakes(t *testing.T) {
 		{"no status taken as healthy", "if status == nil then\n  hs.status = \"Progressing\"", "if status == nil then\n  hs.status = \"Healthy\""},
 		{"deletion ignored", `if metadata.deletionTimestamp ~= nil then`, `if false then`},
 		{"dry run not said", `if spec.dryRun == true then`, `if false then`},
+		{"suspend ignored", `if spec.suspend == true then`, `if false then`},
+		{"a suspended deletion not said", `if type(metadata.deletionTimestamp) == "string" then`, `if false then`},
 		{"conflicts not said", `if count(status.conflicts) > 0 then`, `if false then`},
 		{"Degraded for Reconciling", "hs.status = \"Progressing\"\n  hs.message = describe(reconciling)", "hs.status = \"Degraded\"\n  hs.message = describe(reconciling)"},
 	}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -409,6 +410,51 @@ var _ = Describe("kstatus and the Argo CD health check on policies the operator 
 				g.Expect(a.argo).To(Equal(health{Status: "Degraded", Message: "InvalidCELExpression: " + stalled.Message}))
 			}).Should(Succeed())
 		})
+	})
+
+	It("says Suspended while spec.suspend is true: kstatus Current once the suspend is reported, InProgress after an edit made while suspended", func() {
+		Expect(createPolicy("frozen", v1alpha1.CleanupPolicySpec{ClusterSelector: "cluster.metadata.name == 'lab-1'"})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(assess(g, "frozen").argo.Status).To(Equal("Healthy"))
+		}).Should(Succeed())
+		patch := func(p string) {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("CleanupPolicy"))
+			u.SetName("frozen")
+			Expect(k8s.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(p)))).To(Succeed())
+		}
+		suspended := health{Status: "Suspended", Message: "spec.suspend is true: the operator writes nothing for what the policy governs until it is resumed"}
+
+		patch(`{"spec":{"suspend":true}}`)
+		Eventually(func(g Gomega) {
+			a := assess(g, "frozen")
+			ready := conditionOf(g, a, v1alpha1.ReadyCondition)
+			g.Expect(ready.Reason).To(Equal(v1alpha1.SuspendedReason))
+			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(ready.ObservedGeneration).To(Equal(a.object.GetGeneration()))
+			g.Expect(a.kstatus.Status).To(Equal(status.CurrentStatus))
+			g.Expect(a.argo).To(Equal(suspended))
+		}).Should(Succeed())
+
+		By("editing the suspended policy: no status write, so kstatus sees a generation not observed")
+		patch(`{"spec":{"priority":3}}`)
+		Consistently(func(g Gomega) {
+			a := assess(g, "frozen")
+			g.Expect(a.object.GetGeneration()).To(BeEquivalentTo(3))
+			observed, _, _ := unstructured.NestedInt64(a.object.Object, "status", "observedGeneration")
+			g.Expect(observed).To(BeEquivalentTo(2))
+			g.Expect(a.kstatus.Status).To(Equal(status.InProgressStatus))
+			g.Expect(a.argo).To(Equal(suspended))
+		}, "2s").Should(Succeed())
+
+		By("resuming: reconciled again, Current and Healthy")
+		patch(`{"spec":{"suspend":null}}`)
+		Eventually(func(g Gomega) {
+			a := assess(g, "frozen")
+			g.Expect(a.kstatus.Status).To(Equal(status.CurrentStatus))
+			g.Expect(a.argo.Status).To(Equal("Healthy"))
+			g.Expect(conditionOf(g, a, v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.SucceededReason))
+		}).Should(Succeed())
 	})
 
 	It("gives the same answer as kstatus on every policy the operator has written a status for", func() {

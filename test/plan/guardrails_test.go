@@ -315,7 +315,7 @@ func TestSuspendMakesNoWrites(t *testing.T) {
 			return false, err
 		}
 		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ReadyCondition)
-		return ready != nil && ready.Reason == v1alpha1.SuspendedReason && ready.Status == metav1.ConditionFalse &&
+		return ready != nil && ready.Reason == v1alpha1.SuspendedReason && ready.Status == metav1.ConditionTrue &&
 			got.Status.ObservedGeneration == got.Generation &&
 			apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ReconcilingCondition) == nil &&
 			apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.StalledCondition) == nil, nil

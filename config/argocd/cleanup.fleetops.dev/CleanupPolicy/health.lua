@@ -11,6 +11,12 @@
 --   Ready missing, False or Unknown        Progressing   (kstatus InProgress)
 --   Ready=True                             Healthy       (kstatus Current)
 --
+-- spec.suspend true is Suspended, whatever the status says, and is read
+-- first: the operator writes the status once when suspend turns true and
+-- not again while it stays true, so that status may describe an older
+-- generation (kstatus: Current right after the suspend, InProgress after
+-- an edit made while suspended).
+--
 -- A policy with no status yet is Progressing here; kstatus calls it Current,
 -- as it cannot tell it from a resource with no status to report.
 -- Stalled is read before Reconciling: a policy that cannot make progress
@@ -37,6 +43,15 @@ local function count(n)
 end
 
 local metadata = obj.metadata or {}
+local spec = obj.spec or {}
+if spec.suspend == true then
+  hs.status = "Suspended"
+  hs.message = "spec.suspend is true: the operator writes nothing for what the policy governs until it is resumed"
+  if type(metadata.deletionTimestamp) == "string" then
+    hs.message = hs.message .. "; the policy is being deleted and waits for the resume"
+  end
+  return hs
+end
 if metadata.deletionTimestamp ~= nil then
   hs.status = "Progressing"
   hs.message = "The policy is being deleted"
@@ -106,7 +121,6 @@ end
 -- objects carry Events saying why.
 hs.status = "Healthy"
 local notes = {}
-local spec = obj.spec or {}
 if spec.dryRun == true then
   table.insert(notes, string.format("dry run: %d object(s) would change", count(status.dryRunPending)))
 end
