@@ -299,8 +299,12 @@ func printStatus(w io.Writer, status []clusterStatus) {
 	fmt.Fprintln(tw, "CLUSTER\tPOLICY\tSTEP\tAGE\tREMAINING\tMESSAGE")
 	now := time.Now()
 	for _, s := range status {
+		remaining := describeRemaining(s.Remaining)
+		if len(s.Hooks) > 0 {
+			remaining = fmt.Sprintf("hooks %d, %s", len(s.Hooks), remaining)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Cluster, s.Policy, s.Step,
-			duration.HumanDuration(now.Sub(s.Since.Time)), describeRemaining(s.Remaining), s.Message)
+			duration.HumanDuration(now.Sub(s.Since.Time)), remaining, s.Message)
 	}
 	_ = tw.Flush()
 }

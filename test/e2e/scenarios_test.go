@@ -35,6 +35,11 @@ var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", f
 		It("8c. with the cluster unavailable, under BestEffort, forces the hub clean at once", scenarioBestEffortUnavailable)
 	})
 
+	Context("guard rails", func() {
+		It("10. holds a cleanup while pre-cleanup hooks remain, past its timeout, and forces nothing once they go", scenarioHooks)
+		It("11. writes nothing for a suspended policy's deleted cluster and works, and cleans up once resumed", scenarioSuspend)
+	})
+
 	Context("releasing a ManagedCluster", func() {
 		It("6b. retires the signal work of a cluster no policy governs, leaving the signal object", scenarioSignalRetired)
 	})
