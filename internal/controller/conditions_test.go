@@ -32,6 +32,15 @@ func TestConditionSetters(t *testing.T) {
 			want: want{ready: metav1.ConditionTrue, reason: v1alpha1.SucceededReason},
 		},
 		{
+			name: "suspended is ready, neither stalled nor reconciling",
+			set: func(p *v1alpha1.CleanupPolicy) {
+				setStalledCondition(p, v1alpha1.EvaluationErrorReason, "x")
+				setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, "y")
+				setSuspendedCondition(p)
+			},
+			want: want{ready: metav1.ConditionTrue, reason: v1alpha1.SuspendedReason},
+		},
+		{
 			name: "stalled is not ready",
 			set:  func(p *v1alpha1.CleanupPolicy) { setStalledCondition(p, v1alpha1.EvaluationErrorReason, "x") },
 			want: want{ready: metav1.ConditionFalse, reason: v1alpha1.EvaluationErrorReason, stalled: true},
