@@ -103,7 +103,9 @@ const (
 	PreCleanupHookPrefix = "pre-cleanup.hook.cleanup.fleetops.dev/"
 	// PausedAnnotation, with value "true" on a ManagedCluster, stops every
 	// write of the operator for that cluster, its works and its
-	// ConfigurationPolicies, as spec.suspend does for a whole policy.
+	// ConfigurationPolicies, as spec.suspend does for a whole policy. Any
+	// value but a false one ("false", "0") pauses: one the operator cannot
+	// read ("yes", "") pauses too.
 	PausedAnnotation = "cleanup.fleetops.dev/paused"
 )
 

@@ -3,6 +3,7 @@ package decision
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,9 +28,19 @@ func Hooks(cluster interface{ GetAnnotations() map[string]string }) []string {
 	return out
 }
 
-// Paused says whether the cluster carries the paused annotation, "true".
+// Paused says whether the cluster carries the paused annotation with a
+// value other than a false one ("false", "0", ...): a value the operator
+// cannot read ("yes", "") pauses too, as no write beats a guess.
 func Paused(cluster interface{ GetAnnotations() map[string]string }) bool {
-	return cluster != nil && cluster.GetAnnotations()[v1alpha1.PausedAnnotation] == "true"
+	if cluster == nil {
+		return false
+	}
+	v, ok := cluster.GetAnnotations()[v1alpha1.PausedAnnotation]
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	return err != nil || b
 }
 
 // suspension says why the operator makes no write for a cluster and what
@@ -40,7 +51,7 @@ func Paused(cluster interface{ GetAnnotations() map[string]string }) bool {
 // Empty: writes may be made.
 func suspension(cluster *unstructured.Unstructured, governor *cel.Policy, ranked []*cel.Policy) string {
 	if cluster != nil && Paused(cluster) {
-		return fmt.Sprintf("paused by the annotation %s: \"true\" on the ManagedCluster", v1alpha1.PausedAnnotation)
+		return fmt.Sprintf("paused by the annotation %s: %q on the ManagedCluster", v1alpha1.PausedAnnotation, cluster.GetAnnotations()[v1alpha1.PausedAnnotation])
 	}
 	if governor != nil && governor.Spec.Suspend {
 		return fmt.Sprintf("suspended by CleanupPolicy %s (spec.suspend)", governor.Name)

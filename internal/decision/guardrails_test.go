@@ -54,11 +54,14 @@ func TestResolveSuspended(t *testing.T) {
 			suspended: "paused by the annotation " + v1alpha1.PausedAnnotation},
 		{name: "a paused cluster no policy governs", in: decision.Input{Cluster: paused(prod("c4"))},
 			suspended: "paused by the annotation"},
-		{name: "paused only with the value true", in: decision.Input{Cluster: func() *unstructured.Unstructured {
-			c := prod("c5")
-			c.SetAnnotations(map[string]string{v1alpha1.PausedAnnotation: "false"})
-			return c
-		}(), Ranked: decision.Ranked([]*cel.Policy{all, high})}},
+		{name: "not paused by a false value", in: decision.Input{Cluster: withPaused(prod("c5"), "false"), Ranked: decision.Ranked([]*cel.Policy{all, high})}},
+		{name: "not paused by 0", in: decision.Input{Cluster: withPaused(prod("c5"), "0"), Ranked: decision.Ranked([]*cel.Policy{all, high})}},
+		{name: "paused by True", in: decision.Input{Cluster: withPaused(prod("c5"), "True"), Ranked: decision.Ranked([]*cel.Policy{all, high})},
+			suspended: `paused by the annotation cleanup.fleetops.dev/paused: "True"`},
+		{name: "paused by a value it cannot read", in: decision.Input{Cluster: withPaused(prod("c5"), "yes"), Ranked: decision.Ranked([]*cel.Policy{all, high})},
+			suspended: `"yes"`},
+		{name: "paused by an empty value", in: decision.Input{Cluster: withPaused(prod("c5"), ""), Ranked: decision.Ranked([]*cel.Policy{all, high})},
+			suspended: `paused by the annotation`},
 		{name: "a suspended policy keeps the cluster its annotation names from another selector",
 			in:        decision.Input{Cluster: pinnedTo(prod("c6"), "all", false), Ranked: decision.Ranked([]*cel.Policy{suspended(all), high})},
 			suspended: "suspended by CleanupPolicy all (spec.suspend), which the cluster names"},
@@ -76,6 +79,11 @@ func TestResolveSuspended(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withPaused(c *unstructured.Unstructured, value string) *unstructured.Unstructured {
+	c.SetAnnotations(map[string]string{v1alpha1.PausedAnnotation: value})
+	return c
 }
 
 func TestHooks(t *testing.T) {
