@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 )
 
@@ -41,6 +42,7 @@ type flags struct {
 	leaderElectionNamespace             string
 	leaseDuration, renewDeadline        time.Duration
 	retryPeriod                         time.Duration
+	progressInterval                    time.Duration
 }
 
 func main() {
@@ -86,6 +88,9 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"Create the operator's FlowSchema and PriorityLevelConfiguration at start when they are absent.")
 	fs.IntVar(&f.clusterConcurrency, "cluster-concurrency", operator.DefaultClusterConcurrency,
 		"How many ManagedClusters are reconciled, and so torn down, at once.")
+	fs.DurationVar(&f.progressInterval, "progress-interval", controller.DefaultProgressInterval,
+		"How often, at most, the progress of a running cleanup step (its counts) is written on the ManagedCluster's "+
+			"ContentDeleteSuccess condition; a new step is written at once, and the metrics stay current. 0 writes every change.")
 }
 
 // The client-side rate limit by default: above what an API server serves a
@@ -109,7 +114,10 @@ func run(f flags, log logr.Logger) error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
-		FlowControl: f.createFlowControl}
+		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval}
+	if f.progressInterval == 0 {
+		opts.ProgressInterval = -1 // every change; the option's 0 is the default
+	}
 	if _, err := operator.Setup(ctx, mgr, opts); err != nil {
 		return fmt.Errorf("setting up the operator: %w", err)
 	}

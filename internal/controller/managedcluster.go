@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,8 @@ type ManagedClusterAdapter struct {
 	apiReader client.Reader
 	watches   *resourceWatches
 	inflight  *inflight
+	// progress paces the writes of a teardown's progress on the cluster.
+	progress *progress
 }
 
 var (
@@ -65,8 +68,14 @@ var (
 
 // NewManagedClusterAdapter returns the adapter; it adds watches at run time
 // through the manager's cache and REST mapper.
-func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics) *ManagedClusterAdapter {
-	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), inflight: newInflight()}
+// A step's progress is written at most once per progressInterval (0:
+// DefaultProgressInterval; negative: on every change).
+func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics, progressInterval time.Duration) *ManagedClusterAdapter {
+	if progressInterval == 0 {
+		progressInterval = DefaultProgressInterval
+	}
+	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(),
+		inflight: newInflight(), progress: newProgress(progressInterval)}
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.

@@ -29,9 +29,16 @@ type Metrics struct {
 	// UnconfirmedOrphans counts the ManifestWorks deleted with an orphaning
 	// deleteOption the work agent never confirmed.
 	UnconfirmedOrphans prometheus.Counter
+	// Remaining is, per cluster in cleanup, the objects its current step
+	// still deletes or waits for: current at every reconcile, where the
+	// ContentDeleteSuccess message is written at most once per progress
+	// interval.
+	Remaining *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	steps map[string]string
+	// remaining is the step of each cluster's Remaining series.
+	remaining map[string]string
 }
 
 // NewMetrics returns the metrics, not registered.
@@ -62,13 +69,18 @@ func NewMetrics() *Metrics {
 			Name: "cleanup_unconfirmed_orphans_total",
 			Help: "ManifestWorks deleted with an orphaning deleteOption the work agent never confirmed (an unavailable cluster past the timeout).",
 		}),
-		steps: map[string]string{},
+		Remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_cluster_remaining_objects",
+			Help: "Objects the current step of a ManagedCluster's cleanup still deletes or waits for, by cluster and step.",
+		}, []string{"cluster", "step"}),
+		steps:     map[string]string{},
+		remaining: map[string]string{},
 	}
 }
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, stampedObjects}
+	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, m.Remaining, stampedObjects}
 }
 
 func (m *Metrics) observeStep(cluster, step string) {
@@ -84,6 +96,17 @@ func (m *Metrics) observeStep(cluster, step string) {
 	m.InCleanup.WithLabelValues(step).Inc()
 }
 
+// observeRemaining sets the objects a cluster's current step still acts on.
+func (m *Metrics) observeRemaining(cluster, step string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.remaining[cluster]; ok && old != step {
+		m.Remaining.DeleteLabelValues(cluster, old)
+	}
+	m.remaining[cluster] = step
+	m.Remaining.WithLabelValues(cluster, step).Set(float64(n))
+}
+
 func (m *Metrics) observeDone(cluster, outcome string, d time.Duration) {
 	m.forget(cluster)
 	m.Duration.WithLabelValues(outcome).Observe(d.Seconds())
@@ -97,5 +120,9 @@ func (m *Metrics) forget(cluster string) {
 	if old, ok := m.steps[cluster]; ok {
 		m.InCleanup.WithLabelValues(old).Dec()
 		delete(m.steps, cluster)
+	}
+	if old, ok := m.remaining[cluster]; ok {
+		m.Remaining.DeleteLabelValues(cluster, old)
+		delete(m.remaining, cluster)
 	}
 }

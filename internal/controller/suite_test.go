@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -37,7 +39,10 @@ var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 
 	var err error
-	env, err = testenv.Start()
+	auditDir, err := os.MkdirTemp("", "controller-audit-")
+	Expect(err).NotTo(HaveOccurred())
+	auditLog = filepath.Join(auditDir, "audit.log")
+	env, err = testenv.StartWith(testenv.Options{AuditLog: auditLog, AuditPolicy: suiteAuditPolicy})
 	Expect(err).NotTo(HaveOccurred())
 
 	k8s, err = client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
@@ -49,6 +54,29 @@ var _ = BeforeSuite(func() {
 	go agent.run(ctx)
 })
 
+// auditLog is the API server's audit log: the writes of cluster status,
+// with their request, and the writes to works and add-ons.
+var auditLog string
+
+const suiteAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Request
+  verbs: [update, patch]
+  resources:
+  - group: cluster.open-cluster-management.io
+    resources: [managedclusters/status]
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - group: work.open-cluster-management.io
+    resources: [manifestworks]
+  - group: addon.open-cluster-management.io
+    resources: [managedclusteraddons]
+- level: None
+`
+
 var running *testenv.Operator
 
 // startManager runs the operator's manager, webhook included, as cmd/main.go
@@ -56,9 +84,12 @@ var running *testenv.Operator
 func startManager() { startManagerAs(nil) }
 
 // startManagerAs runs the manager with the given identity.
-func startManagerAs(cfg *rest.Config) {
+func startManagerAs(cfg *rest.Config) { startManagerWith(cfg, operator.Options{}) }
+
+// startManagerWith runs the manager with the given identity and options.
+func startManagerWith(cfg *rest.Config, opts operator.Options) {
 	var err error
-	running, err = env.StartOperator(ctx, cfg)
+	running, err = env.StartOperatorWith(ctx, cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	op = running.Operator
 }

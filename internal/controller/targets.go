@@ -2,6 +2,7 @@ package controller
 
 import (
 	"cmp"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
@@ -49,6 +50,9 @@ type Deps struct {
 	// Concurrency is how many objects of a kind are reconciled at once;
 	// 0 means one.
 	Concurrency int
+	// ProgressInterval is how often, at most, a running step's progress is
+	// written on its object; 0 means DefaultProgressInterval.
+	ProgressInterval time.Duration
 
 	clusters *ManagedClusterAdapter
 }
@@ -57,7 +61,7 @@ type Deps struct {
 // kind turns its add-on watches on and off.
 func (d *Deps) Clusters() *ManagedClusterAdapter {
 	if d.clusters == nil {
-		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics)
+		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval)
 		d.clusters.Tally = d.Tally
 	}
 	return d.clusters

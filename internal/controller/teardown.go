@@ -9,8 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -37,7 +39,7 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 		if errors.As(err, &accessErr) {
 			// Reported, and retried with backoff: a granted permission
 			// brings no watch event.
-			if _, rerr := a.report(ctx, mc, decision.HeldReport(err)); rerr != nil {
+			if _, rerr := a.report(ctx, mc, decision.HeldReport(err), "read"); rerr != nil {
 				return reconcile.Result{}, rerr
 			}
 		}
@@ -98,7 +100,32 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 	if report == nil {
 		return reconcile.Result{}, nil
 	}
-	return a.report(ctx, mc, report)
+	a.observeRemaining(mc, plan, step)
+	return a.report(ctx, mc, report, stepKey(step))
+}
+
+// stepKey names a step for the pacing of its progress: its kind and name
+// (a stage's); a report of another reason is another step too.
+func stepKey(step *decision.Step) string {
+	if step == nil {
+		return ""
+	}
+	return string(step.Kind) + "/" + step.Name
+}
+
+// observeRemaining keeps the metric of the objects the cluster's current
+// step still acts on or waits for current, whatever the condition shows.
+func (a *ManagedClusterAdapter) observeRemaining(mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) {
+	if step == nil || plan.DryRun {
+		return
+	}
+	objects := map[types.UID]bool{}
+	for _, act := range step.Actions {
+		if act.UID != "" && act.Namespace != "" {
+			objects[act.UID] = true
+		}
+	}
+	a.Metrics.observeRemaining(mc.GetName(), stepKey(step), len(objects))
 }
 
 // plannedHolds are the reasons of the holds a step planned.
@@ -155,7 +182,7 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) error {
 	r := step.Report
 	if r.Reason != "" {
-		if err := a.writeCondition(ctx, mc, r); err != nil {
+		if _, err := a.writeCondition(ctx, mc, r); err != nil {
 			return err
 		}
 		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
@@ -179,8 +206,10 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Uns
 }
 
 // report emits the step's event and writes ContentDeleteSuccess when it
-// changed, and requeues when the step waits for a time.
-func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (reconcile.Result, error) {
+// changed: at once when the step changed, and while a step runs at most
+// once per progress interval (the requeue at its end writes what was held
+// back). It requeues when the step waits for a time.
+func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report, step string) (reconcile.Result, error) {
 	// The event first: the step it reports has happened even if the
 	// condition write below meets a newer cluster and has to wait.
 	if r.Event != "" {
@@ -190,7 +219,8 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		}
 		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
 	}
-	if err := a.writeCondition(ctx, mc, r); err != nil {
+	held, err := a.writeProgress(ctx, mc, r, step)
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			// Another writer (OCM's registration controllers) changed the
 			// cluster meanwhile; its event brings the cluster back.
@@ -199,14 +229,39 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	a.Metrics.observeStep(mc.GetName(), r.Reason)
-	return reconcile.Result{RequeueAfter: max(r.Requeue.Duration, 0)}, nil
+	requeue := max(r.Requeue.Duration, 0)
+	if held > 0 && (requeue == 0 || held < requeue) {
+		requeue = held
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// writeProgress writes ContentDeleteSuccess when it changed, unless only
+// the progress of the step last written changed within the progress
+// interval: then it returns how long the write waits.
+func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
+	key := r.Reason + "/" + step
+	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
+		!r.Done && prev.Reason == r.Reason && prev.Status == metav1.ConditionFalse {
+		if held := a.progress.hold(mc.GetUID(), key); held > 0 {
+			if setContentDeleteCondition(mc.DeepCopy(), metav1.ConditionFalse, r.Reason, r.Message) {
+				return held, nil
+			}
+			return 0, nil
+		}
+	}
+	written, err := a.writeCondition(ctx, mc, r)
+	if err == nil && written {
+		a.progress.wrote(mc.GetUID(), key)
+	}
+	return 0, err
 }
 
 // writeCondition writes ContentDeleteSuccess when it changed, on the
 // cluster as read: a cluster changed meanwhile is a conflict. The outcome
 // (a done report) must be written before the finalizer goes, so its
-// conflict is an error, retried.
-func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) error {
+// conflict is an error, retried. It says whether it wrote.
+func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (bool, error) {
 	status := metav1.ConditionFalse
 	switch {
 	case r.Done:
@@ -216,16 +271,16 @@ func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstruct
 	}
 	before := mc.DeepCopy()
 	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {
-		return nil
+		return false, nil
 	}
 	if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if r.Done && apierrors.IsConflict(err) {
-			return fmt.Errorf("writing the outcome of %s: %w", mc.GetName(), err)
+			return false, fmt.Errorf("writing the outcome of %s: %w", mc.GetName(), err)
 		}
-		return err
+		return false, err
 	}
 	logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", r.Reason, "message", r.Message)
-	return nil
+	return true, nil
 }
 
 // eventAction bounds an event action to the 128 characters the API accepts.

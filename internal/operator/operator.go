@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,6 +61,10 @@ type Options struct {
 	// FlowControl creates the operator's FlowSchema and priority level at
 	// start when they are absent (internal/flowcontrol).
 	FlowControl bool
+	// ProgressInterval is how often, at most, a running teardown step's
+	// progress is written on its ManagedCluster; 0 means
+	// controller.DefaultProgressInterval, negative on every change.
+	ProgressInterval time.Duration
 }
 
 // DefaultClusterConcurrency is how many clusters are torn down at once by default.
@@ -82,12 +87,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	op := &Operator{Cache: cel.NewCache(env), Governance: decision.NewGovernance(), Metrics: sharedMetrics()}
 	deps := &controller.Deps{
-		Manager:     mgr,
-		Reader:      &snapshot.Reader{Client: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance},
-		Recorder:    mgr.GetEventRecorder(v1alpha1.FieldManager),
-		Tally:       controller.NewTally(),
-		Metrics:     op.Metrics,
-		Concurrency: cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
+		Manager:          mgr,
+		Reader:           &snapshot.Reader{Client: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance},
+		Recorder:         mgr.GetEventRecorder(v1alpha1.FieldManager),
+		Tally:            controller.NewTally(),
+		Metrics:          op.Metrics,
+		Concurrency:      cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
+		ProgressInterval: opts.ProgressInterval,
 	}
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
 	if err != nil {

@@ -27,18 +27,24 @@ rules:
 
 // AuditEvent is what a test reads of an audit log line.
 type AuditEvent struct {
-	Verb string `json:"verb"`
+	Stage string `json:"stage"`
+	Verb  string `json:"verb"`
 	User struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef struct {
 		Resource  string `json:"resource"`
 		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
+		Name        string `json:"name"`
+		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	// RequestObject and ResponseObject are logged at the levels Request
+	// and RequestResponse.
+	RequestObject  json.RawMessage `json:"requestObject"`
+	ResponseObject json.RawMessage `json:"responseObject"`
 }
 
 // ReadAuditLog reads an audit log that Options.AuditLog named.

@@ -22,6 +22,12 @@ type Operator struct {
 // administrator) and returns once its webhook serves. A process may start
 // it again after Stop.
 func (e *Env) StartOperator(ctx context.Context, cfg *rest.Config) (*Operator, error) {
+	return e.StartOperatorWith(ctx, cfg, operator.Options{})
+}
+
+// StartOperatorWith is StartOperator with the operator's options (the
+// webhook is always enabled).
+func (e *Env) StartOperatorWith(ctx context.Context, cfg *rest.Config, setup operator.Options) (*Operator, error) {
 	if cfg == nil {
 		cfg = e.Config
 	}
@@ -33,7 +39,8 @@ func (e *Env) StartOperator(ctx context.Context, cfg *rest.Config) (*Operator, e
 		return nil, err
 	}
 	mgrCtx, cancel := context.WithCancel(ctx)
-	op, err := operator.Setup(mgrCtx, mgr, operator.Options{EnableWebhooks: true})
+	setup.EnableWebhooks = true
+	op, err := operator.Setup(mgrCtx, mgr, setup)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -1,0 +1,166 @@
+package controller_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+// statusWrites are the ContentDeleteSuccess conditions written on a
+// cluster's status, in the order the audit log has them: the reason and
+// message of each successful status write that carried the condition.
+func statusWrites(cluster string) []metav1.Condition {
+	events, err := testenv.ReadAuditLog(auditLog)
+	Expect(err).NotTo(HaveOccurred())
+	var out []metav1.Condition
+	for _, e := range events {
+		if e.Stage != "ResponseComplete" || e.ObjectRef.Resource != "managedclusters" || e.ObjectRef.Subresource != "status" ||
+			e.ObjectRef.Name != cluster || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		var body struct {
+			Status struct {
+				Conditions []metav1.Condition `json:"conditions"`
+			} `json:"status"`
+		}
+		Expect(json.Unmarshal(e.RequestObject, &body)).To(Succeed())
+		for _, c := range body.Status.Conditions {
+			if c.Type == v1alpha1.ContentDeleteSuccessCondition {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func remainingMetric(cluster, step string) float64 {
+	return testutil.ToFloat64(op.Metrics.Remaining.WithLabelValues(cluster, step))
+}
+
+var _ = Describe("Teardown progress", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	It("writes the condition once per step, not per object; the metric follows each object; a restart writes at once", func() {
+		// A progress interval longer than the spec: what is written while a
+		// step runs is only what a new step, or a restart, writes.
+		stopManager()
+		startManagerWith(nil, operator.Options{ProgressInterval: time.Hour})
+		DeferCleanup(func() {
+			stopManager()
+			startManager()
+		})
+		const cluster, works = "prog-1", 12
+		fleetCluster(cluster, map[string]string{"env": "progress"}, true)
+		for i := range works {
+			name := fmt.Sprintf("w-%02d", i)
+			work(cluster, name, nil)
+			agent.setStuck(cluster, name, true)
+		}
+		DeferCleanup(func() {
+			for i := range works {
+				agent.setStuck(cluster, fmt.Sprintf("w-%02d", i), false)
+			}
+		})
+		Expect(k8s.Create(ctx, cleanupPolicy("progress", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'progress'",
+		}))).To(Succeed())
+		governedBy(cluster, "progress")
+
+		deleteCluster(cluster)
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, cluster)
+			g.Expect(c.Reason).To(Equal(v1alpha1.ResourcesRemainingReason))
+			g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("%d manifestworks remain", works)))
+		}).Should(Succeed())
+
+		// The works go one by one; the metric says each, the condition
+		// keeps the step's first message.
+		const step = "stage/manifestworks"
+		unstick := func(from, to int) {
+			for i := from; i < to; i++ {
+				name := fmt.Sprintf("w-%02d", i)
+				agent.setStuck(cluster, name, false)
+				Eventually(objectGone("ManifestWork", cluster, name)).Should(BeTrue())
+				Eventually(func() float64 { return remainingMetric(cluster, step) }).Should(BeNumerically("==", works-i-1))
+			}
+		}
+		unstick(0, works/2)
+		Expect(contentDelete(Default, cluster).Message).To(ContainSubstring(fmt.Sprintf("%d manifestworks remain", works)))
+
+		// A restart mid-step writes the step's current progress at once.
+		stopManager()
+		agent.setStuck(cluster, fmt.Sprintf("w-%02d", works/2), false)
+		Eventually(objectGone("ManifestWork", cluster, fmt.Sprintf("w-%02d", works/2))).Should(BeTrue())
+		startManagerWith(nil, operator.Options{ProgressInterval: time.Hour})
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, cluster).Message).To(ContainSubstring(fmt.Sprintf("%d manifestworks remain", works-works/2-1)))
+		}).Should(Succeed())
+
+		unstick(works/2+1, works-1)
+		agent.setStuck(cluster, fmt.Sprintf("w-%02d", works-1), false)
+		clusterGone(cluster)
+
+		// One write per step: the same reason twice in a row only across
+		// the restart; and the outcome is written.
+		written := statusWrites(cluster)
+		var reasons []string
+		repeats := 0
+		for i, c := range written {
+			reasons = append(reasons, c.Reason)
+			if i > 0 && c.Reason == written[i-1].Reason {
+				repeats++
+			}
+		}
+		Expect(repeats).To(BeNumerically("<=", 1), "status writes: %v", reasons)
+		Expect(len(written)).To(BeNumerically("<=", 6), "status writes: %v", reasons)
+		Expect(written).NotTo(BeEmpty())
+		Expect(written[len(written)-1].Reason).To(Equal(v1alpha1.CompletedReason), "status writes: %v", reasons)
+	})
+
+	It("writes the progress held back at the end of the interval, without another event", func() {
+		const cluster, works = "prog-2", 4
+		fleetCluster(cluster, map[string]string{"env": "progress-2"}, true)
+		for i := range works {
+			name := fmt.Sprintf("w-%02d", i)
+			work(cluster, name, nil)
+			agent.setStuck(cluster, name, true)
+		}
+		DeferCleanup(func() {
+			for i := range works {
+				agent.setStuck(cluster, fmt.Sprintf("w-%02d", i), false)
+			}
+		})
+		Expect(k8s.Create(ctx, cleanupPolicy("progress-2", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'progress-2'",
+		}))).To(Succeed())
+		governedBy(cluster, "progress-2")
+
+		deleteCluster(cluster)
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, cluster).Message).To(ContainSubstring(fmt.Sprintf("%d manifestworks remain", works)))
+		}).Should(Succeed())
+		agent.setStuck(cluster, "w-00", false)
+		// Whenever the work goes, the count is written within the
+		// (default) interval: the requeue writes it.
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, cluster).Message).To(ContainSubstring(fmt.Sprintf("%d manifestworks remain", works-1)))
+		}).Should(Succeed())
+		for i := 1; i < works; i++ {
+			agent.setStuck(cluster, fmt.Sprintf("w-%02d", i), false)
+		}
+		clusterGone(cluster)
+	})
+})
