@@ -29,12 +29,12 @@ rules:
 type AuditEvent struct {
 	Stage string `json:"stage"`
 	Verb  string `json:"verb"`
-	User struct {
+	User  struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef struct {
-		Resource  string `json:"resource"`
-		Namespace string `json:"namespace"`
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
