@@ -35,8 +35,8 @@ import (
 
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters/status,verbs=get;patch
-// +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=addon.open-cluster-management.io,resources=managedclusteraddons,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;patch;delete;deletecollection
+// +kubebuilder:rbac:groups=addon.open-cluster-management.io,resources=managedclusteraddons,verbs=get;list;watch;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch;delete
 
 // ManagedClusterAdapter keeps governed ManagedClusters under the operator's
@@ -59,6 +59,9 @@ type ManagedClusterAdapter struct {
 	inflight  *inflight
 	// progress paces the writes of a teardown's progress on the cluster.
 	progress *progress
+	// beforeCollection, in tests, runs between the check of a group
+	// deleted in one request and the request.
+	beforeCollection func()
 }
 
 var (

@@ -161,7 +161,7 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 			return nil, err
 		}
 	}
-	deleted, err := a.deleteObjects(ctx, mc, byVerb[decision.VerbDelete])
+	deleted, err := a.deleteAll(ctx, mc, plan, byVerb[decision.VerbDelete])
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -9,16 +10,22 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
@@ -77,6 +84,149 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructu
 		})
 	}
 	return done, eg.Wait()
+}
+
+// deleteAll deletes the objects: a group the plan sends as a collection in
+// one deletecollection when the namespace holds exactly that group, the
+// others one by one.
+func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
+	var each, collection []decision.Action
+	for _, act := range acts {
+		if act.Collection {
+			collection = append(collection, act)
+		} else {
+			each = append(each, act)
+		}
+	}
+	done := sets.New[types.UID]()
+	if len(collection) > 0 {
+		ok, err := a.deleteCollection(ctx, mc, plan, collection)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			for _, act := range collection {
+				done.Insert(act.UID)
+			}
+		} else {
+			each = append(each, collection...)
+		}
+	}
+	one, err := a.deleteObjects(ctx, mc, each)
+	return done.Union(one), err
+}
+
+// deleteCollection deletes a group of objects, the whole of their resource
+// in the cluster namespace, in one deletecollection, and says whether it
+// did; false: the objects are to be deleted one by one. The API server
+// deletes, by name, the objects of the list it makes with the request's
+// options, so the request names the snapshot to delete: the live list
+// (not the cache) must hold exactly the plan's objects (same UIDs, a work
+// at the resourceVersion the plan decided on, none being deleted), and the
+// deletecollection lists that list's resourceVersion exactly. An object
+// that appears after it is not in that snapshot; one that appeared before
+// fails the check. The deletion-signal work, and any object of the
+// operator's, is left out by the selectors of both, whatever the plan
+// says. The admission policy that refuses new objects in the namespace
+// must be in force, else nothing is deleted this way.
+func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (bool, error) {
+	log := logf.FromContext(ctx)
+	first := acts[0]
+	if first.Meta == nil || first.Namespace != plan.Cluster || !decision.AdmissionGuarded(schema.ParseGroupResource(first.Resource).WithVersion("")) {
+		return false, nil
+	}
+	guarded, err := a.admissionInForce(ctx)
+	if err != nil || !guarded {
+		log.Info("deleting one by one: the admission policy that refuses new objects is not in force", "cluster", mc.GetName(), "error", err)
+		return false, nil
+	}
+	gvk := first.Meta.GroupVersionKind()
+	want := map[types.UID]string{}
+	for _, act := range acts {
+		if act.Namespace != first.Namespace || act.Meta == nil || act.Meta.GroupVersionKind() != gvk {
+			return false, nil
+		}
+		want[act.UID] = cmp.Or(act.ResourceVersion, act.Meta.ResourceVersion)
+	}
+	selectors := []client.ListOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(signalName(plan))}
+	live := &metav1.PartialObjectMetadataList{}
+	live.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := a.apiReader.List(ctx, live, selectors...); err != nil {
+		return false, fmt.Errorf("listing %s in %s: %w", first.Resource, first.Namespace, err)
+	}
+	if len(live.Items) != len(want) {
+		log.Info("deleting one by one: the namespace holds other objects than the plan's", "cluster", mc.GetName(),
+			"resource", first.Resource, "planned", len(want), "live", len(live.Items))
+		return false, nil
+	}
+	for _, o := range live.Items {
+		rv, ok := want[o.UID]
+		if !ok || rv != o.ResourceVersion || o.DeletionTimestamp != nil {
+			log.Info("deleting one by one: an object changed since the plan", "cluster", mc.GetName(), "resource", first.Resource, "name", o.Name)
+			return false, nil
+		}
+	}
+	if a.beforeCollection != nil {
+		a.beforeCollection()
+	}
+	target := &unstructured.Unstructured{}
+	target.SetGroupVersionKind(gvk)
+	deleteOpts := []client.DeleteAllOfOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(signalName(plan)),
+		&client.DeleteAllOfOptions{ListOptions: client.ListOptions{Raw: &metav1.ListOptions{
+			ResourceVersion: live.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}}}
+	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return false, nil // the snapshot is compacted away
+		}
+		return false, fmt.Errorf("deleting the %d %s of %s: %w", len(acts), first.Resource, first.Namespace, err)
+	}
+	for _, act := range acts {
+		a.deleted(mc, act)
+	}
+	log.Info("deleted a group in one request", "cluster", mc.GetName(), "resource", first.Resource, "count", len(acts))
+	return true, nil
+}
+
+// admissionInForce says whether the admission policy that refuses new
+// ManifestWorks and ManagedClusterAddOns in a deleting cluster's namespace,
+// and its binding, exist and deny.
+func (a *ManagedClusterAdapter) admissionInForce(ctx context.Context) (bool, error) {
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	if err := a.apiReader.Get(ctx, client.ObjectKey{Name: admissionpolicy.DeletingClusterPolicy}, &policy); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	if err := a.apiReader.Get(ctx, client.ObjectKey{Name: admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)}, &binding); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return policy.DeletionTimestamp == nil && binding.DeletionTimestamp == nil &&
+		binding.Spec.PolicyName == admissionpolicy.DeletingClusterPolicy &&
+		slices.Contains(binding.Spec.ValidationActions, admissionregistrationv1.Deny), nil
+}
+
+// notOperatorsObjects selects the objects without the operator's
+// managed-by label: never the deletion-signal work.
+func notOperatorsObjects() client.MatchingLabelsSelector {
+	req, _ := labels.NewRequirement(v1alpha1.ManagedByLabel, selection.NotEquals, []string{v1alpha1.ManagedBy})
+	return client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}
+}
+
+// notNamed selects the objects not of that name (every one for "").
+func notNamed(name string) client.MatchingFieldsSelector {
+	if name == "" {
+		return client.MatchingFieldsSelector{Selector: fields.Everything()}
+	}
+	return client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("metadata.name", name)}
+}
+
+// signalName is the name of the plan's deletion-signal work, if any.
+func signalName(plan *decision.Plan) string {
+	for _, st := range plan.Steps {
+		if st.Kind == decision.StepSignal {
+			return st.Name
+		}
+	}
+	return ""
 }
 
 // deleted records a delete: in memory, in metrics, and for the cluster

@@ -146,6 +146,9 @@ type Action struct {
 	// Annotations are the operator's annotations a removeFinalizer takes
 	// off with the finalizer (a released cluster keeps none).
 	Annotations []string `json:"annotations,omitempty"`
+	// Collection, on the deletes of a stage group, says that the group goes
+	// in one deletecollection request (CollectionDeletes says when).
+	Collection bool `json:"collection,omitempty"`
 }
 
 // Report is what a step reports while it is the next one.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
@@ -151,6 +152,11 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 	for gi, g := range groups {
 		st.Actions = append(st.Actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
 	}
+	if t.collectable(s, groups, st.Actions) {
+		for i := range st.Actions {
+			st.Actions[i].Collection = true
+		}
+	}
 	first, priority := groups[0], PriorityName(groups[0][0].Meta)
 	if deleted := count(st.Actions, VerbDelete, 0); deleted > 0 {
 		st.Report = &Report{Reason: v1alpha1.DeletingStageReason, Event: v1alpha1.DeletingStageReason,
@@ -169,6 +175,49 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 	}
 	st.Report = t.waiting(v1alpha1.ResourcesRemainingReason, msg, Keys(objs))
 	return st, false, false
+}
+
+// MinCollection is the fewest objects a group deleted in one
+// deletecollection holds: below it, one delete per object costs as much.
+const MinCollection = 2
+
+// collectable says whether a stage's objects go in one deletecollection:
+// the stage is one group (no cleanup-priority split), of every object of
+// its resource in the namespace (no other stage, no filter, takes any),
+// each deleted now and none forced after; the resource is one the
+// admission policy refuses to create in the namespace, which is labelled
+// (now, or by the signal step), so nothing new appears meanwhile; and for
+// ManifestWorks, no work's deleteOption is the operator's decision (no
+// orphaning rule, not Needless), so a change to a work after this plan
+// changes nothing the plan decided. The executor still deletes only the
+// objects of the plan: it checks the namespace holds exactly them, and
+// deletes the snapshot it checked (docs/performance.md).
+func (t *teardown) collectable(s Stage, groups [][]Object, actions []Action) bool {
+	if len(groups) != 1 || len(actions) < MinCollection || s.When != nil || !AdmissionGuarded(s.GVR) {
+		return false
+	}
+	if n := len(slices.DeleteFunc(Stages(t.p), func(o Stage) bool { return o.GVR.GroupResource() != s.GVR.GroupResource() })); n != 1 {
+		return false
+	}
+	ns := t.s.Namespace
+	if ns == nil || ns.Name != t.plan.Cluster || (ns.Labels[v1alpha1.ClusterDeletingLabel] != "true" && !t.signalLabels()) {
+		return false
+	}
+	if s.GVR == ManifestWorks && (len(t.p.Spec.Orphaning) > 0 || t.strategy == v1alpha1.RemoveStrategyNeedless) {
+		return false
+	}
+	for _, a := range actions {
+		if a.Verb != VerbDelete {
+			return false
+		}
+	}
+	return true
+}
+
+// AdmissionGuarded says whether the admission policy refuses new objects
+// of the resource in the namespace of a cluster being deleted.
+func AdmissionGuarded(gvr schema.GroupVersionResource) bool {
+	return gvr.GroupResource() == ManifestWorks.GroupResource() || gvr.GroupResource() == ManagedClusterAddOns.GroupResource()
 }
 
 // namespace deletes the cluster namespace unless the policy keeps it (then

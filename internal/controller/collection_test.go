@@ -1,0 +1,221 @@
+package controller_test
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+var manifestWorkGVK = metav1.TypeMeta{APIVersion: "work.open-cluster-management.io/v1", Kind: "ManifestWork"}
+
+// liveWorks are the works of a namespace as the API server has them now.
+func liveWorks(namespace string) []metav1.PartialObjectMetadata {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(manifestWorkGVK.GroupVersionKind().GroupVersion().WithKind("ManifestWorkList"))
+	Expect(k8s.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+	return list.Items
+}
+
+// groupOf is a plan's collection of the named works, as they are now.
+func groupOf(namespace string, names ...string) []decision.Action {
+	var acts []decision.Action
+	for _, w := range liveWorks(namespace) {
+		for _, n := range names {
+			if w.Name == n {
+				meta := w.DeepCopy()
+				meta.TypeMeta = manifestWorkGVK
+				acts = append(acts, decision.Action{Verb: decision.VerbDelete, Resource: "manifestworks.work.open-cluster-management.io",
+					Namespace: namespace, Name: w.Name, UID: w.UID, ResourceVersion: w.ResourceVersion, Meta: meta, Collection: true})
+			}
+		}
+	}
+	Expect(acts).To(HaveLen(len(names)))
+	return acts
+}
+
+// deletingWorks are the names of the namespace's works being deleted or gone.
+func deletingWorks(namespace string, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		gone := objectGone("ManifestWork", namespace, n)()
+		if !gone {
+			for _, w := range liveWorks(namespace) {
+				if w.Name == n && w.DeletionTimestamp != nil {
+					gone = true
+				}
+			}
+		}
+		if gone {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// auditVerbs counts the successful writes of a verb to the works of a namespace.
+func auditVerbs(namespace, verb string) int {
+	events, err := testenv.ReadAuditLog(auditLog)
+	Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, e := range events {
+		if e.Stage == "ResponseComplete" && e.Verb == verb && e.ObjectRef.Resource == "manifestworks" && e.ObjectRef.Namespace == namespace &&
+			e.ResponseStatus.Code < 300 {
+			n++
+		}
+	}
+	return n
+}
+
+// auditWrites are the successful deletes and deletecollections of the
+// works of a namespace, in the order the audit log has them (the deletes of
+// one group sorted by name).
+func auditWrites(namespace string) []string {
+	events, err := testenv.ReadAuditLog(auditLog)
+	Expect(err).NotTo(HaveOccurred())
+	var out []string
+	for _, e := range events {
+		if e.Stage == "ResponseComplete" && (e.Verb == "delete" || e.Verb == "deletecollection") && e.ObjectRef.Resource == "manifestworks" &&
+			e.ObjectRef.Namespace == namespace && e.ResponseStatus.Code < 300 {
+			out = append(out, e.Verb+" "+e.ObjectRef.Name)
+		}
+	}
+	slices.Sort(out[:min(3, len(out))])
+	return out
+}
+
+var _ = Describe("Deleting a group in one request", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	// The namespace is not labelled here, so that the spec can create works
+	// in it; the admission policy exists (the operator created it). The
+	// agent leaves its works alone: a work it changes is no longer the one
+	// the plan decided on.
+	newNamespace := func(name string) (*unstructured.Unstructured, *decision.Plan) {
+		agent.setStopped(name, true)
+		DeferCleanup(func() { agent.setStopped(name, false) })
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+		mc := managedCluster(name, nil)
+		plan := &decision.Plan{Cluster: name, Steps: []decision.Step{{Kind: decision.StepSignal, Name: "cleanup-signal"}}}
+		return mc, plan
+	}
+	signalWork := func(namespace string) {
+		w := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+			"metadata": map[string]any{"name": "cleanup-signal", "namespace": namespace,
+				"labels": map[string]any{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}},
+			"spec": map[string]any{"workload": map[string]any{}},
+		}}
+		Expect(k8s.Create(ctx, w)).To(Succeed())
+	}
+
+	It("deletes the snapshot it checked: not a work that appears after, nor the signal work", func() {
+		mc, plan := newNamespace("coll-1")
+		for i := range 5 {
+			work("coll-1", fmt.Sprintf("w-%d", i), nil)
+		}
+		signalWork("coll-1")
+		acts := groupOf("coll-1", "w-0", "w-1", "w-2", "w-3", "w-4")
+		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, func() {
+			// Between the check and the request.
+			work("coll-1", "late", nil)
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue())
+		Expect(deletingWorks("coll-1", "w-0", "w-1", "w-2", "w-3", "w-4", "late", "cleanup-signal")).To(
+			Equal([]string{"w-0", "w-1", "w-2", "w-3", "w-4"}))
+		Expect(auditVerbs("coll-1", "deletecollection")).To(Equal(1))
+		Expect(auditVerbs("coll-1", "delete")).To(Equal(0))
+	})
+
+	It("leaves the collection to one-by-one deletes when the namespace holds a work the plan does not", func() {
+		mc, plan := newNamespace("coll-2")
+		for i := range 3 {
+			work("coll-2", fmt.Sprintf("w-%d", i), nil)
+		}
+		acts := groupOf("coll-2", "w-0", "w-1", "w-2")
+		// Appeared after the plan, before the check; or kept, held, not
+		// the operator's to delete: not in the plan's group either way.
+		work("coll-2", "kept", nil)
+		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeFalse())
+		Expect(deletingWorks("coll-2", "w-0", "w-1", "w-2", "kept")).To(BeEmpty())
+		Expect(auditVerbs("coll-2", "deletecollection")).To(Equal(0))
+	})
+
+	It("leaves the collection to one-by-one deletes when a work changed since the plan", func() {
+		mc, plan := newNamespace("coll-3")
+		for i := range 3 {
+			work("coll-3", fmt.Sprintf("w-%d", i), nil)
+		}
+		acts := groupOf("coll-3", "w-0", "w-1", "w-2")
+		w := &unstructured.Unstructured{}
+		w.SetAPIVersion(manifestWorkGVK.APIVersion)
+		w.SetKind(manifestWorkGVK.Kind)
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "coll-3", Name: "w-1"}, w)).To(Succeed())
+		before := w.DeepCopy()
+		w.SetLabels(map[string]string{"changed": "yes"})
+		Expect(k8s.Patch(ctx, w, client.MergeFrom(before))).To(Succeed())
+		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeFalse())
+		Expect(deletingWorks("coll-3", "w-0", "w-1", "w-2")).To(BeEmpty())
+	})
+
+	It("tears down a cluster's works in one deletecollection; the signal work alone", func() {
+		const cluster = "coll-4"
+		fleetCluster(cluster, map[string]string{"env": "coll-4"}, true)
+		for i := range 8 {
+			work(cluster, fmt.Sprintf("w-%d", i), nil)
+		}
+		Expect(k8s.Create(ctx, cleanupPolicy("coll-4", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'coll-4'",
+			DeletionSignal:  &v1alpha1.DeletionSignal{},
+		}))).To(Succeed())
+		governedBy(cluster, "coll-4")
+		Eventually(func() bool { return objectGone("ManifestWork", cluster, "cleanup-signal")() }).Should(BeFalse())
+
+		deleteCluster(cluster)
+		clusterGone(cluster)
+		Expect(auditVerbs(cluster, "deletecollection")).To(Equal(1))
+		Expect(auditVerbs(cluster, "delete")).To(Equal(1), "the signal work's delete")
+	})
+
+	for _, strategy := range []v1alpha1.RemoveStrategyType{v1alpha1.RemoveStrategyRequired, v1alpha1.RemoveStrategyBestEffort} {
+		It("deletes a cleanup-priority split one by one under "+string(strategy), func() {
+			cluster := "coll-split-" + map[v1alpha1.RemoveStrategyType]string{v1alpha1.RemoveStrategyRequired: "r", v1alpha1.RemoveStrategyBestEffort: "b"}[strategy]
+			fleetCluster(cluster, map[string]string{"env": cluster}, true)
+			for i := range 3 {
+				work(cluster, fmt.Sprintf("first-%d", i), map[string]string{"open-cluster-management.io/cleanup-priority": "10"})
+				work(cluster, fmt.Sprintf("then-%d", i), map[string]string{"open-cluster-management.io/cleanup-priority": "20"})
+			}
+			Expect(k8s.Create(ctx, cleanupPolicy(cluster, v1alpha1.CleanupPolicySpec{
+				ClusterSelector: fmt.Sprintf("cluster.metadata.labels[?'env'].orValue('') == '%s'", cluster),
+				RemoveStrategy:  v1alpha1.RemoveStrategy{Default: strategy},
+			}))).To(Succeed())
+			governedBy(cluster, cluster)
+
+			deleteCluster(cluster)
+			clusterGone(cluster)
+			// The first group, a subset, one by one; the last one, all that
+			// remains, in one request, after it.
+			Expect(auditWrites(cluster)).To(Equal([]string{"delete first-0", "delete first-1", "delete first-2", "deletecollection "}))
+		})
+	}
+})

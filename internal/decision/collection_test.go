@@ -1,0 +1,128 @@
+package decision_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// TestCollectionDeletes: a stage goes in one deletecollection only when it
+// is one group of every object of an admission-guarded resource in a
+// labelled namespace, each deleted now, and no work's deleteOption is the
+// operator's decision.
+func TestCollectionDeletes(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addons := schema.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"}
+	configmaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	works := func(priorities ...string) []decision.Object {
+		var out []decision.Object
+		for i, p := range priorities {
+			out = append(out, object(decision.ManifestWorks, "w"+string(rune('a'+i)), p, false))
+		}
+		return out
+	}
+	deleted := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name      string
+		spec      v1alpha1.CleanupPolicySpec
+		objects   map[schema.GroupVersionResource][]decision.Object
+		nsLabels  map[string]string
+		available bool
+		// collection is the stage whose deletes are one collection; "" none.
+		collection string
+	}{
+		{name: "every work, one group", objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "")},
+			collection: "manifestworks"},
+		{name: "every add-on, one group", objects: map[schema.GroupVersionResource][]decision.Object{
+			addons: {object(addons, "a1", "", false), object(addons, "a2", "", false)}}, collection: "addons"},
+		{name: "the namespace not labelled yet: the signal step labels it", nsLabels: map[string]string{},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}, collection: "manifestworks"},
+		{name: "one object", objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("")}},
+		{name: "a priority split: the first group is a subset",
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "10")}},
+		{name: "one of them being deleted already", objects: map[schema.GroupVersionResource][]decision.Object{
+			decision.ManifestWorks: append(works("", ""), object(decision.ManifestWorks, "wz", "", true))}},
+		{name: "an orphaning rule decides each work's deleteOption",
+			spec:    v1alpha1.CleanupPolicySpec{Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-ns", When: "manifest.kind == 'Namespace'"}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
+		{name: "a stage filter", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{{Name: "apps",
+			GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+			When:                 "object.metadata.name != 'nope'"}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
+		{name: "two stages of one resource", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
+			{Name: "first", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+				When: "object.metadata.name == 'nope'"},
+			{Name: "rest", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"}}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
+		{name: "a resource the admission policy does not guard", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
+			{Name: "cms", GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{configmaps: {object(configmaps, "c1", "", false), object(configmaps, "c2", "", false)}}},
+		{name: "BestEffort on an unavailable cluster forces after the delete",
+			spec:    v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: withAgentFinalizer(works("", ""))}},
+		{name: "BestEffort on an available cluster", available: true,
+			spec:       v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort}},
+			objects:    map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: withAgentFinalizer(works("", ""))},
+			collection: "manifestworks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if tc.spec.RemoveStrategy.Default == "" {
+				tc.spec.RemoveStrategy.Default = v1alpha1.RemoveStrategyRequired
+			}
+			p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p"}, Spec: tc.spec})
+			g.Expect(errs).To(BeEmpty())
+			mc := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "c1", "uid": "c1"}}}
+			mc.SetDeletionTimestamp(&deleted)
+			if tc.available {
+				mc.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "ManagedClusterConditionAvailable", "status": "True",
+					"reason": "Available", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}
+			}
+			labels := tc.nsLabels
+			if labels == nil {
+				labels = map[string]string{v1alpha1.ClusterDeletingLabel: "true"}
+			}
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c1", UID: "ns", Labels: labels}}
+			s := &decision.Snapshot{Cluster: mc, Namespace: ns, Objects: tc.objects, Now: deleted.Add(time.Minute)}
+			plan := decision.PlanTeardown(&decision.Governed{Cluster: mc, Policy: p,
+				Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), mc.Object)}, s)
+			g.Expect(plan.Held).To(BeEmpty())
+			collected := ""
+			for _, st := range plan.Steps {
+				for _, a := range st.Actions {
+					if a.Collection {
+						g.Expect(a.Verb).To(Equal(decision.VerbDelete), "%s %s", st.Name, a.Name)
+						g.Expect(collected).To(Or(BeEmpty(), Equal(st.Name)))
+						collected = st.Name
+					}
+				}
+				if st.Name == collected && collected != "" {
+					for _, a := range st.Actions {
+						g.Expect(a.Collection).To(BeTrue(), "every delete of the stage, or none: %s", a.Name)
+					}
+				}
+			}
+			g.Expect(collected).To(Equal(tc.collection))
+		})
+	}
+}
+
+func withAgentFinalizer(objs []decision.Object) []decision.Object {
+	for i := range objs {
+		objs[i].Meta.Finalizers = []string{v1alpha1.WorkAgentFinalizer}
+	}
+	return objs
+}
