@@ -172,12 +172,12 @@ func printStage(w io.Writer, st decision.Step, i, n int, step stepPrinter) {
 	step(st, "%s: delete, one group after the other:", where)
 	for g := 0; g <= st.Actions[len(st.Actions)-1].Group; g++ {
 		var names []string
-		priority := ""
+		priority, collection := "", false
 		for _, a := range st.Actions {
 			if a.Group != g {
 				continue
 			}
-			priority = a.Priority
+			priority, collection = a.Priority, collection || a.Collection
 			switch a.Verb {
 			case decision.VerbWait:
 				names = append(names, a.Name+" (deleting)")
@@ -192,7 +192,11 @@ func printStage(w io.Writer, st decision.Step, i, n int, step stepPrinter) {
 				names = append(names, a.Name)
 			}
 		}
-		fmt.Fprintf(w, "      cleanup-priority %s: %s\n", priority, strings.Join(names, ", "))
+		how := ""
+		if collection {
+			how = " (all of them, in one deletecollection)"
+		}
+		fmt.Fprintf(w, "      cleanup-priority %s%s: %s\n", priority, how, strings.Join(names, ", "))
 	}
 }
 

@@ -66,8 +66,9 @@ type auditEvent struct {
 type Write struct {
 	// Verb is the plan's verb for the write (stamp, label, unlabel, delete,
 	// force, recordUnconfirmed, removeFinalizer), recordForcing for the
-	// record that precedes a force, or the request's verb (create, update,
-	// patch, deletecollection) for a write no plan verb describes.
+	// record that precedes a force, deleteCollection for each object a
+	// deletecollection deleted, or the request's verb (create, update,
+	// patch) for a write no plan verb describes.
 	Verb   string
 	Object object
 	// DeleteOption is the propagationPolicy a stamp writes.
@@ -326,19 +327,53 @@ func writesTo(events []auditEvent, user, cluster string) []Write {
 		}
 	}
 	slices.SortStableFunc(mine, func(a, b *auditEvent) int { return a.RequestReceived.Time.Compare(b.RequestReceived.Time) })
-	out := make([]Write, len(mine))
+	var out []Write
+	rvs := map[int]string{}  // the resourceVersion a write's response had, by index
 	last := map[object]int{} // the index of the object's last write
-	for i, e := range mine {
-		out[i] = classify(e)
+	for _, e := range mine {
+		if e.Verb == "deletecollection" {
+			// One write per object deleted, as the response lists them.
+			names := e.collectionNames()
+			if len(names) == 0 {
+				out = append(out, Write{Verb: "deletecollection", Object: objectOf(e.resourceName(), e.ObjectRef.Namespace, ""), Request: "deleted nothing"})
+			}
+			for _, name := range names {
+				out = append(out, Write{Verb: "deleteCollection", Object: objectOf(e.resourceName(), e.ObjectRef.Namespace, name)})
+			}
+			continue
+		}
+		i := len(out)
+		out = append(out, classify(e))
 		obj := out[i].Object
 		// A patch that removes the last finalizer of an object being
 		// deleted returns it at the resourceVersion it had: only other
 		// patches tell a change by it.
 		removes := out[i].Verb == "force" || out[i].Verb == "removeFinalizer"
-		if j, ok := last[obj]; ok && (e.Verb == "patch" || e.Verb == "delete") && !removes && e.resourceVersion() != "" && e.resourceVersion() == mine[j].resourceVersion() {
+		if j, ok := last[obj]; ok && (e.Verb == "patch" || e.Verb == "delete") && !removes && e.resourceVersion() != "" && e.resourceVersion() == rvs[j] {
 			out[i].Unchanged = j + 1
 		}
 		last[obj] = i
+		rvs[i] = e.resourceVersion()
+	}
+	return out
+}
+
+// collectionNames are the names of the objects a deletecollection's
+// response lists.
+func (e *auditEvent) collectionNames() []string {
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	if json.Unmarshal(e.ResponseObject, &list) != nil {
+		return nil
+	}
+	var out []string
+	for _, it := range list.Items {
+		out = append(out, it.Metadata.Name)
 	}
 	return out
 }

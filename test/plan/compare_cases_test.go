@@ -92,6 +92,53 @@ func TestCompareAgrees(t *testing.T) {
 	}
 }
 
+// TestCompareCollection: a group the plan deletes as a collection agrees
+// with a deletecollection of exactly its objects, and with nothing else.
+func TestCompareCollection(t *testing.T) {
+	collectAddons := func() *Plan {
+		p := samplePlan()
+		for i := range p.Steps[3].Actions {
+			p.Steps[3].Actions[i].Collection = true
+		}
+		return p
+	}
+	collected := func(names ...string) []Write {
+		ws := sampleWrites()
+		var out []Write
+		out = append(out, ws[:4]...)
+		for _, n := range names {
+			out = append(out, wr("deleteCollection", addons, "c1", n))
+		}
+		return append(out, ws[6:]...)
+	}
+	if c := compare(collectAddons(), collected("a2", "a1")); !c.ok() {
+		t.Fatalf("a deletecollection of the group carries the plan out, but the comparison says:\n%s", c.report())
+	}
+	for _, tc := range []struct {
+		name   string
+		plan   *Plan
+		writes []Write
+		want   string
+	}{
+		{name: "a planned collection deleted one by one", plan: collectAddons(), writes: sampleWrites(),
+			want: "planned, not written here: deleteCollection " + addons + " c1/a1"},
+		{name: "a collection the plan does not have", plan: samplePlan(), writes: collected("a1", "a2"),
+			want: "written here, not planned: #5 deleteCollection " + addons + " c1/a1"},
+		{name: "a collection that deleted an object more", plan: collectAddons(), writes: collected("a1", "a2", "a3"),
+			want: "deleteCollection " + addons + " c1/a3; not in the plan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := compare(tc.plan, tc.writes)
+			if c.ok() {
+				t.Fatalf("the comparison agrees")
+			}
+			if r := c.report(); !strings.Contains(r, tc.want) {
+				t.Fatalf("the report does not say %q:\n%s", tc.want, r)
+			}
+		})
+	}
+}
+
 func TestCompareFails(t *testing.T) {
 	swap := func(ws []Write, i, j int) []Write { ws[i], ws[j] = ws[j], ws[i]; return ws }
 	drop := func(ws []Write, i int) []Write { return append(ws[:i], ws[i+1:]...) }
@@ -230,6 +277,7 @@ const auditLines = `{"stage":"ResponseComplete","verb":"patch","user":{"username
 {"stage":"ResponseComplete","verb":"patch","user":{"username":"op"},"objectRef":{"resource":"managedclusters","name":"c1","apiGroup":"cluster.open-cluster-management.io"},"responseStatus":{"code":200},"requestObject":[{"op":"test","path":"/metadata/finalizers/1","value":"cleanup.fleetops.dev/cluster-cleanup"},{"op":"remove","path":"/metadata/finalizers/1"},{"op":"remove","path":"/metadata/annotations/cleanup.fleetops.dev~1policy"}],"requestReceivedTimestamp":"2026-01-01T00:00:01.000013Z"}
 {"stage":"ResponseComplete","verb":"patch","user":{"username":"op"},"objectRef":{"resource":"managedclusters","name":"c1","apiGroup":"cluster.open-cluster-management.io"},"responseStatus":{"code":200},"requestObject":{"metadata":{"annotations":{"cleanup.fleetops.dev/policy":"p"}}},"requestReceivedTimestamp":"2026-01-01T00:00:01.000011Z"}
 {"stage":"ResponseComplete","verb":"patch","user":{"username":"op"},"objectRef":{"resource":"managedclusters","name":"c1","apiGroup":"cluster.open-cluster-management.io"},"responseStatus":{"code":200},"requestObject":{"metadata":{"annotations":{"cleanup.fleetops.dev/unconfirmed-orphans":"manifestworks/w1"}}},"requestReceivedTimestamp":"2026-01-01T00:00:01.000002Z"}
+{"stage":"ResponseComplete","verb":"deletecollection","user":{"username":"op"},"objectRef":{"resource":"manifestworks","namespace":"c1","apiGroup":"work.open-cluster-management.io"},"responseStatus":{"code":200},"responseObject":{"kind":"ManifestWorkList","items":[{"metadata":{"name":"w3"}},{"metadata":{"name":"w4"}}]},"requestReceivedTimestamp":"2026-01-01T00:00:01.000014Z"}
 {"stage":"ResponseComplete","verb":"delete","user":{"username":"op"},"objectRef":{"resource":"managedclusteraddons","namespace":"c1","name":"a1","apiGroup":"addon.open-cluster-management.io"},"responseStatus":{"code":200},"requestObj`
 
 func TestAuditWrites(t *testing.T) {
@@ -250,6 +298,9 @@ func TestAuditWrites(t *testing.T) {
 		"label namespaces c1 (changed nothing: the resourceVersion its write #1 left)",
 		"unlabel namespaces c1",
 		"removeFinalizer " + mcs + " c1 finalizer=cleanup.fleetops.dev/cluster-cleanup",
+		// a deletecollection: one write per object its response lists
+		"deleteCollection " + works + " c1/w3",
+		"deleteCollection " + works + " c1/w4",
 		// the last line is not complete yet
 	}
 	if len(got) != len(want) {

@@ -14,8 +14,16 @@ type key struct {
 
 func (k key) String() string { return k.verb + " " + k.obj.String() }
 
-func actionKey(a Action) key { return key{a.Verb, objectOf(a.Resource, a.Namespace, a.Name)} }
-func writeKey(w Write) key   { return key{w.Verb, w.Object} }
+// actionKey is the write an action makes: a delete of a collection is one
+// object of a deletecollection (verb deleteCollection).
+func actionKey(a Action) key {
+	verb := a.Verb
+	if verb == "delete" && a.Collection {
+		verb = "deleteCollection"
+	}
+	return key{verb, objectOf(a.Resource, a.Namespace, a.Name)}
+}
+func writeKey(w Write) key { return key{w.Verb, w.Object} }
 
 // comparison is the outcome of comparing a plan with the writes of a
 // teardown: the problems found (none: they agree) and, for a report, which
@@ -158,7 +166,7 @@ func (c *comparison) checkDetails(b block, window []int) {
 		if fromPlan {
 			for _, a := range b.actions {
 				if actionKey(a).obj == obj {
-					out = append(out, a.Verb)
+					out = append(out, actionKey(a).verb)
 				}
 			}
 			return out

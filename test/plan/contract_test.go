@@ -44,6 +44,9 @@ type Action struct {
 	// Finalizer is what force and removeFinalizer remove.
 	Finalizer string `json:"finalizer"`
 	For       string `json:"for"`
+	// Collection, on a delete, says that its group goes in one
+	// deletecollection request.
+	Collection bool `json:"collection"`
 }
 
 // writeVerbs are the actions that write; wait, keep and hold write nothing.
