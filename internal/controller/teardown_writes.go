@@ -152,6 +152,10 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 	live := &metav1.PartialObjectMetadataList{}
 	live.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := a.apiReader.List(ctx, live, selectors...); err != nil {
+		if apierrors.IsForbidden(err) {
+			log.Info("deleting one by one: the live list is forbidden", "cluster", mc.GetName(), "error", err.Error())
+			return false, nil
+		}
 		return false, fmt.Errorf("listing %s in %s: %w", first.Resource, first.Namespace, err)
 	}
 	if len(live.Items) != len(want) {
@@ -175,8 +179,14 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 		&client.DeleteAllOfOptions{ListOptions: client.ListOptions{Raw: &metav1.ListOptions{
 			ResourceVersion: live.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}}}
 	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			return false, nil // the snapshot is compacted away
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
+			// The snapshot is compacted away, the operator may not delete
+			// a collection (a ClusterRole of an older version), or an
+			// admission check refused one of the objects: the group goes
+			// one by one, each with its preconditions (one the request
+			// deleted already is left as it is).
+			log.Info("deleting one by one: the deletecollection was refused", "cluster", mc.GetName(), "error", err.Error())
+			return false, nil
 		}
 		return false, fmt.Errorf("deleting the %d %s of %s: %w", len(acts), first.Resource, first.Namespace, err)
 	}
