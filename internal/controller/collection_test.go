@@ -95,6 +95,22 @@ func auditWrites(namespace string) []string {
 	return out
 }
 
+// applied waits until the agent has applied every work of the namespace:
+// a work it changes after the plan read it is deleted one by one.
+func applied(namespace string, works int) {
+	Eventually(func(g Gomega) {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(manifestWorkGVK.APIVersion)
+		list.SetKind("ManifestWorkList")
+		g.Expect(k8s.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(works))
+		for _, w := range list.Items {
+			conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+			g.Expect(conds).NotTo(BeEmpty(), "work %s not applied yet", w.GetName())
+		}
+	}).Should(Succeed())
+}
+
 var _ = Describe("Deleting a group in one request", func() {
 	BeforeEach(func() {
 		SetDefaultEventuallyTimeout(30 * time.Second)
@@ -190,6 +206,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		}))).To(Succeed())
 		governedBy(cluster, "coll-4")
 		Eventually(func() bool { return objectGone("ManifestWork", cluster, "cleanup-signal")() }).Should(BeFalse())
+		applied(cluster, 9)
 
 		deleteCluster(cluster)
 		clusterGone(cluster)
@@ -210,6 +227,7 @@ var _ = Describe("Deleting a group in one request", func() {
 				RemoveStrategy:  v1alpha1.RemoveStrategy{Default: strategy},
 			}))).To(Succeed())
 			governedBy(cluster, cluster)
+			applied(cluster, 6)
 
 			deleteCluster(cluster)
 			clusterGone(cluster)
