@@ -74,6 +74,10 @@ func keyOf(e *auditEvent) objectKey {
 func operatorDeletions(events []auditEvent, users []string, v verdict) []deletion {
 	var out []deletion
 	for _, e := range events {
+		if e.Verb == "deletecollection" && slices.Contains(users, e.User.Username) {
+			out = append(out, collectionDeletions(e, v)...)
+			continue
+		}
 		if e.Verb != "delete" || !slices.Contains(users, e.User.Username) {
 			continue
 		}
@@ -88,6 +92,38 @@ func operatorDeletions(events []auditEvent, users []string, v verdict) []deletio
 			}
 		}
 		out = append(out, d)
+	}
+	return out
+}
+
+// collectionDeletions are the deletions of a deletecollection: one per
+// object its response lists, at the revision the list was read (which the
+// deletion of each follows). One that did not succeed lists nothing, yet
+// may have deleted some objects before it failed: it is an attempt on every
+// object of its resource in its namespace (key with no name).
+func collectionDeletions(e auditEvent, v verdict) []deletion {
+	if !e.succeeded() {
+		return []deletion{{key: objectKey{e.resource(), e.namespace(), ""}, event: e}}
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name            string `json:"name"`
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(e.ResponseObject, &list); err != nil {
+		v.add(propComplete, "cannot read the objects of %s: %v", &e, err)
+		return nil
+	}
+	var out []deletion
+	for _, it := range list.Items {
+		rev, err := strconv.ParseInt(it.Metadata.ResourceVersion, 10, 64)
+		if err != nil {
+			v.add(propComplete, "cannot place %s of %s: %v", it.Metadata.Name, &e, err)
+		}
+		out = append(out, deletion{key: objectKey{e.resource(), e.namespace(), it.Metadata.Name}, event: e, revision: rev})
 	}
 	return out
 }
@@ -216,7 +252,7 @@ func checkTeardown(v verdict, td *teardown, attempts map[objectKey][]deletion, e
 			v.add(propComplete, "%s (%s): %s was never deleted", ns, td.strategy, m.key)
 			continue
 		}
-		if len(attempts[m.key]) == 0 {
+		if len(attempts[m.key]) == 0 && len(attempts[objectKey{m.key.resource, m.key.namespace, ""}]) == 0 {
 			v.add(propComplete, "%s (%s): %s was deleted, but not by the operator", ns, td.strategy, m.key)
 		}
 		// A DELETE that began the deletion returns the object at the

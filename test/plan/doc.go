@@ -12,8 +12,9 @@
 // tearing the cluster down, as the API server's audit log records them: the
 // same steps in the same order, in each step the same objects with the same
 // verbs, the cleanup-priority groups in order (one group's objects in any
-// order). Waits, keeps and holds write nothing; status patches and Events
-// are not writes. The test removes the monitored objects, as their
+// order). A group the plan deletes as a collection must be one
+// deletecollection whose response lists exactly its objects. Waits, keeps
+// and holds write nothing; status patches and Events are not writes. The test removes the monitored objects, as their
 // controllers would, once the teardown reports that it waits for them. No
 // namespace controller runs: the operator does not wait for a deleted
 // namespace to terminate.
