@@ -28,6 +28,9 @@ type Expression struct {
 	// map, filter, ...): only such an evaluation can run long on little
 	// cost, and only it is bounded in time (see evalCost).
 	iterates bool
+	// fast evaluates the expression without the program where it can
+	// (see fast.go); nil where the expression is outside its subset.
+	fast fastNode
 }
 
 // Policy is a compiled CleanupPolicy: the spec it was compiled from and one
@@ -238,7 +241,7 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 		c.errs = append(c.errs, field.InternalError(path, err))
 		return nil
 	}
-	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates}
+	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, fast: compileFast(ast.NativeRep())}
 }
 
 // iterates reports whether a checked expression holds a comprehension.
