@@ -217,11 +217,11 @@ func (e *Env) value(name string, obj map[string]any) any {
 		// Read in place: the object's adapter adds the maps it lacks.
 		return &objectVal{value: obj, schema: t.schema, defaults: rootDefaults}
 	}
-	obj = withMetadataMaps(obj)
 	if t := e.types[name]; t != nil {
-		return toVal(obj, t.schema)
+		return toVal(withMetadataMaps(obj), t.schema)
 	}
-	return types.DefaultTypeAdapter.NativeToValue(obj)
+	// Read in place: the adapter adds the maps it lacks.
+	return &dynVal{value: obj, defaults: rootDefaults}
 }
 
 func withMetadataMaps(obj map[string]any) map[string]any {

@@ -36,7 +36,10 @@ func (a *Activation) LibraryAdapted(budget *Budget) *Activation {
 	out := a.policy.Bind(a.ctx, budget, nil)
 	out.bound = a.bound
 	for i, v := range out.bound {
-		if o, ok := v.(*objectVal); ok {
+		switch o := v.(type) {
+		case *objectVal:
+			out.bound[i] = o.library()
+		case *dynVal:
 			out.bound[i] = o.library()
 		}
 	}

@@ -79,17 +79,7 @@ var _ traits.Mapper = (*objectVal)(nil)
 
 // seen is the object an expression sees: value with the maps it lacks.
 // Only iteration, equality and conversions need it whole.
-func (o *objectVal) seen() map[string]any {
-	switch o.defaults {
-	case rootDefaults:
-		return withMetadataMaps(o.value)
-	case metadataDefaults:
-		if md, ok := withMetadataMaps(map[string]any{"metadata": o.value})["metadata"].(map[string]any); ok {
-			return md
-		}
-	}
-	return o.value
-}
+func (o *objectVal) seen() map[string]any { return seenWith(o.value, o.defaults) }
 
 // library is the API server library's adapter of the same object.
 func (o *objectVal) library() ref.Val { return common.UnstructuredToVal(o.seen(), o.schema) }
@@ -101,8 +91,23 @@ func libraryOf(v ref.Val) ref.Val {
 		return v.library()
 	case *listVal:
 		return v.library()
+	case *dynVal:
+		return v.library()
 	}
 	return v
+}
+
+// seenWith is value with the maps defaults says it has.
+func seenWith(value map[string]any, d defaults) map[string]any {
+	switch d {
+	case rootDefaults:
+		return withMetadataMaps(value)
+	case metadataDefaults:
+		if md, ok := withMetadataMaps(map[string]any{"metadata": value})["metadata"].(map[string]any); ok {
+			return md
+		}
+	}
+	return value
 }
 
 func (o *objectVal) Find(key ref.Val) (ref.Val, bool) {
@@ -268,3 +273,84 @@ func (it *listIterator) Equal(other ref.Val) ref.Val { return types.NoSuchOverlo
 func (it *listIterator) Type() ref.Type { return types.IteratorType }
 
 func (it *listIterator) Value() any { return nil }
+
+// dynVal is the object of a variable without a schema (a manifest), or its
+// metadata, read in place: the library's dynamic map of the object with the
+// metadata maps it lacks (see withMetadataMaps), without copying the object
+// and its metadata on every evaluation. A field reads as the dynamic map
+// reads it; iteration, equality and conversions are the dynamic map's own.
+type dynVal struct {
+	value    map[string]any
+	defaults defaults
+}
+
+var _ traits.Mapper = (*dynVal)(nil)
+
+func (d *dynVal) seen() map[string]any { return seenWith(d.value, d.defaults) }
+
+// library is the dynamic map of the object as the expression sees it.
+func (d *dynVal) library() ref.Val { return types.DefaultTypeAdapter.NativeToValue(d.seen()) }
+
+func (d *dynVal) Find(key ref.Val) (ref.Val, bool) {
+	k, ok := key.(types.String)
+	if !ok {
+		return d.library().(traits.Mapper).Find(key)
+	}
+	v, found := d.value[string(k)]
+	switch {
+	case d.defaults == rootDefaults && k == "metadata":
+		md, isMap := v.(map[string]any)
+		if !isMap {
+			md = emptyMap
+		}
+		return &dynVal{value: md, defaults: metadataDefaults}, true
+	case d.defaults == metadataDefaults && (k == "labels" || k == "annotations"):
+		if _, isMap := v.(map[string]any); !isMap {
+			v = emptyMap
+		}
+		found = true
+	}
+	if !found {
+		return nil, false
+	}
+	return types.DefaultTypeAdapter.NativeToValue(v), true
+}
+
+func (d *dynVal) Get(key ref.Val) ref.Val {
+	if _, ok := key.(types.String); !ok {
+		return d.library().(traits.Mapper).Get(key)
+	}
+	if v, found := d.Find(key); found {
+		return v
+	}
+	return types.NewErr("no such key: %v", key)
+}
+
+func (d *dynVal) Contains(key ref.Val) ref.Val {
+	if _, ok := key.(types.String); !ok {
+		return d.library().(traits.Mapper).Contains(key)
+	}
+	_, found := d.Find(key)
+	return types.Bool(found)
+}
+
+func (d *dynVal) Size() ref.Val { return types.Int(len(d.seen())) }
+
+func (d *dynVal) Iterator() traits.Iterator { return d.library().(traits.Mapper).Iterator() }
+
+func (d *dynVal) Equal(other ref.Val) ref.Val { return d.library().Equal(libraryOf(other)) }
+
+func (d *dynVal) ConvertToNative(t reflect.Type) (any, error) {
+	return d.library().ConvertToNative(t)
+}
+
+func (d *dynVal) ConvertToType(t ref.Type) ref.Val {
+	if t == types.MapType {
+		return d
+	}
+	return d.library().ConvertToType(t)
+}
+
+func (d *dynVal) Type() ref.Type { return types.MapType }
+
+func (d *dynVal) Value() any { return d.seen() }

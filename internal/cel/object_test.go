@@ -145,6 +145,39 @@ func TestFastAdapterMatchesLibrary(t *testing.T) {
 			})
 		}
 	}
+	// A manifest has no schema: it is read in place, with the metadata
+	// maps it lacks, as the library's dynamic map of a copy that has them.
+	manifestExprs := []string{
+		"manifest.kind == 'ConfigMap'", "has(manifest.metadata)", "has(manifest.metadata.labels)", "has(manifest.metadata.annotations)",
+		"has(manifest.metadata.name)", "has(manifest.spec)", "manifest.metadata.labels == {}", "size(manifest.metadata.annotations) == 0",
+		"manifest.metadata.annotations[?'a'].orValue('') == 'b'", "manifest.metadata.?labels.?x.orValue('') == ''",
+		"size(manifest) == 3", "size(manifest.metadata) == 3", "manifest == manifest", "manifest.metadata == manifest.metadata",
+		"'metadata' in manifest", "'labels' in manifest.metadata",
+		"manifest.all(k, k != '')", "manifest.metadata.all(k, k != '')", "type(manifest) == map", "type(manifest.metadata) == map",
+		"dyn(manifest)[1] == 1", "manifest.metadata[1] == 1", "1 in manifest", "manifest.metadata.name == 'cm'", "manifest.data.k == 'v'",
+		"manifest.metadata.labels.x == 'y'", "manifest.metadata.annotations == manifest.metadata.labels", "manifest.status == null",
+		"has(manifest.status)", "manifest.metadata.finalizers[0] == 'f'", "manifest['kind'] == 'ConfigMap'",
+	}
+	manifests := map[string]map[string]any{
+		"plain":       manifest,
+		"labelled":    {"kind": "ConfigMap", "metadata": map[string]any{"name": "cm", "labels": map[string]any{"x": "y"}, "annotations": map[string]any{"a": "b"}}},
+		"null maps":   {"kind": "ConfigMap", "metadata": map[string]any{"name": "cm", "labels": nil, "annotations": "x"}, "status": nil},
+		"no metadata": {"kind": "ConfigMap", "data": map[string]any{"k": "v"}},
+		"string md":   {"kind": "ConfigMap", "metadata": "cm"},
+		"finalizers":  {"metadata": map[string]any{"finalizers": []any{"f"}, "labels": map[string]any{}}},
+		"empty":       {},
+	}
+	for mname, m := range manifests {
+		for _, src := range manifestExprs {
+			t.Run("manifest/"+mname+"/"+src, func(t *testing.T) {
+				p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+					s.Orphaning = []v1alpha1.OrphaningRule{{Name: "r", When: src}}
+				})
+				a := p.Bind(ctx, cel.NewBudget(cel.ReconcileCostBudget), c).With(cel.VarWork, work).With(cel.VarManifest, m)
+				check(t, p.Orphaning[0], src, a)
+			})
+		}
+	}
 }
 
 func sameVal(a, b ref.Val) bool {
