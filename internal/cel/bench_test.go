@@ -166,3 +166,32 @@ func BenchmarkEvalStageWhen(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEvalPruneRule evaluates a prune rule on one ConfigurationPolicy,
+// as the prune decision does: the cluster bound once, the policy for each
+// evaluation.
+func BenchmarkEvalPruneRule(b *testing.B) {
+	p, errs := cel.Compile(typedEnv(b), policy(func(s *v1alpha1.CleanupPolicySpec) {
+		s.Prune = &v1alpha1.Prune{Rules: []v1alpha1.PruneRule{{Behavior: v1alpha1.PruneDeleteAll,
+			When: "policy.metadata.labels[?'cleanup'].orValue('') == 'strict' || policy.spec.remediationAction == 'enforce'"}}}
+	}))
+	if len(errs) > 0 {
+		b.Fatal(errs.ToAggregate())
+	}
+	cp := map[string]any{
+		"apiVersion": "policy.open-cluster-management.io/v1",
+		"kind":       "ConfigurationPolicy",
+		"metadata":   map[string]any{"name": "require-labels", "namespace": "bench", "labels": map[string]any{"app": "bench"}},
+		"spec": map[string]any{"remediationAction": "enforce", "severity": "low", "object-templates": []any{
+			map[string]any{"complianceType": "musthave", "objectDefinition": map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "x"}}},
+		}},
+	}
+	a := p.Bind(context.Background(), cel.NewBudget(math.MaxInt64), cluster("bench", map[string]any{"env": "prod"}))
+	b.ReportAllocs()
+	for b.Loop() {
+		ok, err := p.PruneRules[0].Bool(a.With(cel.VarPolicy, cp))
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
