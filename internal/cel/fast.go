@@ -221,8 +221,9 @@ func (c *fastCompiler) optional(e celast.Expr) (*fastOrValue, bool) {
 }
 
 // attribute compiles a chain of field selections and constant string
-// indexes from a variable: the program reads it as one attribute, at a
-// cost of one for the variable and one for each qualifier.
+// indexes from a variable or an iteration variable: the program reads it
+// as one attribute, at a cost of one for the variable and one for each
+// qualifier.
 func (c *fastCompiler) attribute(e celast.Expr) (fastNode, bool) {
 	a, ok := c.chain(e)
 	if !ok {
@@ -231,6 +232,7 @@ func (c *fastCompiler) attribute(e celast.Expr) (fastNode, bool) {
 	return a, true
 }
 
+// chain is attribute's attribute.
 func (c *fastCompiler) chain(e celast.Expr) (*fastAttr, bool) {
 	switch e.Kind() {
 	case celast.IdentKind:
@@ -415,7 +417,7 @@ func (n *fastAttr) eval(f *fastFrame) ref.Val {
 	if v == nil {
 		return nil
 	}
-	f.cost += 1
+	f.cost++
 	for _, q := range n.quals {
 		if v = find(v, q); v == nil {
 			return nil
