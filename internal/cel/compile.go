@@ -31,6 +31,25 @@ type Expression struct {
 	// fast evaluates the expression without the program where it can
 	// (see fast.go); nil where the expression is outside its subset.
 	fast fastNode
+	// ast is the checked expression.
+	ast *celast.AST
+}
+
+// ReadsOnly reports whether every use of variable in the expression
+// selects one of fields from it: only those fields of the bound object can
+// change the result, so a caller may bind an object that has only them.
+func (e *Expression) ReadsOnly(variable string, fields ...string) bool {
+	name := celName(variable)
+	uses := celast.MatchDescendants(celast.NavigateAST(e.ast), func(n celast.NavigableExpr) bool {
+		return n.Kind() == celast.IdentKind && n.AsIdent() == name
+	})
+	for _, use := range uses {
+		parent, ok := use.Parent()
+		if !ok || parent.Kind() != celast.SelectKind || !slices.Contains(fields, parent.AsSelect().FieldName()) {
+			return false
+		}
+	}
+	return true
 }
 
 // Policy is a compiled CleanupPolicy: the spec it was compiled from and one
@@ -241,7 +260,7 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 		c.errs = append(c.errs, field.InternalError(path, err))
 		return nil
 	}
-	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, fast: compileFast(ast.NativeRep())}
+	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, fast: compileFast(ast.NativeRep()), ast: ast.NativeRep()}
 }
 
 // iterates reports whether a checked expression holds a comprehension.

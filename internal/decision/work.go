@@ -50,11 +50,10 @@ func WorkOrphaning(p *cel.Policy, a *cel.Activation, w *workv1.ManifestWork, res
 		}
 		manifests = append(manifests, obj)
 	}
-	work, err := runtimeConverter.ToUnstructured(w)
+	work, err := workValue(p, w)
 	if err != nil {
 		return DeleteOption{}, err
 	}
-	work["apiVersion"], work["kind"] = workv1.GroupVersion.String(), "ManifestWork"
 	reported := map[int]workv1.ManifestResourceMeta{}
 	for _, m := range w.Status.ResourceStatus.Manifests {
 		if m.ResourceMeta.Resource != "" {
@@ -74,6 +73,35 @@ func WorkOrphaning(p *cel.Policy, a *cel.Activation, w *workv1.ManifestWork, res
 		}
 		return resource, nil
 	})
+}
+
+// workValue is the work as the orphaning rules read it: only its type and
+// metadata when no rule reads anything else of it (most rules read its
+// labels), else all of it. The rules cannot tell the two apart, and the
+// work's spec, with every manifest, is not converted for each decision.
+func workValue(p *cel.Policy, w *workv1.ManifestWork) (map[string]any, error) {
+	metadataOnly := true
+	for _, expr := range p.Orphaning {
+		if !expr.ReadsOnly(cel.VarWork, "apiVersion", "kind", "metadata") {
+			metadataOnly = false
+			break
+		}
+	}
+	var work map[string]any
+	if metadataOnly {
+		md, err := runtimeConverter.ToUnstructured(&w.ObjectMeta)
+		if err != nil {
+			return nil, err
+		}
+		work = map[string]any{"metadata": md}
+	} else {
+		var err error
+		if work, err = runtimeConverter.ToUnstructured(w); err != nil {
+			return nil, err
+		}
+	}
+	work["apiVersion"], work["kind"] = workv1.GroupVersion.String(), "ManifestWork"
+	return work, nil
 }
 
 // CurrentDeleteOption reads the deleteOption a work carries.

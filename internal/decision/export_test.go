@@ -1,0 +1,4 @@
+package decision
+
+// WorkValue is the work as WorkOrphaning binds it for the rules.
+var WorkValue = workValue
