@@ -196,7 +196,8 @@ func (c *fastCompiler) call(e celast.Expr) (fastNode, bool) {
 	return nil, false
 }
 
-// optional compiles `<attribute>.?<field>` or `<attribute>[?<string>]`.
+// optional compiles `<attribute>.?<field>` or `<attribute>[?<string>]`,
+// and chains of them (`<attribute>.?<field>.?<field>`).
 func (c *fastCompiler) optional(e celast.Expr) (*fastOrValue, bool) {
 	if e.Kind() != celast.CallKind {
 		return nil, false
@@ -213,11 +214,15 @@ func (c *fastCompiler) optional(e celast.Expr) (*fastOrValue, bool) {
 	if _, isString := key.(types.String); !isString {
 		return nil, false
 	}
+	if inner, ok := c.optional(args[0]); ok {
+		inner.keys = append(inner.keys, key)
+		return inner, true
+	}
 	attr, ok := c.chain(args[0])
 	if !ok {
 		return nil, false
 	}
-	return &fastOrValue{attr: attr, key: key}, true
+	return &fastOrValue{attr: attr, keys: []ref.Val{key}}, true
 }
 
 // attribute compiles a chain of field selections and constant string
@@ -440,11 +445,12 @@ func find(v ref.Val, key ref.Val) ref.Val {
 	return out
 }
 
-// fastOrValue is `<attr>.?<key>.orValue(<def>)` or `<attr>[?<key>].orValue(<def>)`:
-// an absent key costs nothing.
+// fastOrValue is `<attr>.?<key>.orValue(<def>)` or `<attr>[?<key>].orValue(<def>)`,
+// with one or more optional keys: an absent key costs nothing and yields
+// the default.
 type fastOrValue struct {
 	attr *fastAttr
-	key  ref.Val
+	keys []ref.Val
 	def  ref.Val
 }
 
@@ -453,19 +459,22 @@ func (n *fastOrValue) eval(f *fastFrame) ref.Val {
 	if v == nil {
 		return nil
 	}
-	m, ok := v.(traits.Mapper)
-	if !ok {
-		return nil
+	for _, key := range n.keys {
+		m, ok := v.(traits.Mapper)
+		if !ok {
+			return nil
+		}
+		out, found := m.Find(key)
+		if !found {
+			return n.def
+		}
+		if out == nil || types.IsUnknownOrError(out) {
+			return nil
+		}
+		f.cost++
+		v = out
 	}
-	out, found := m.Find(n.key)
-	if !found {
-		return n.def
-	}
-	if out == nil || types.IsUnknownOrError(out) {
-		return nil
-	}
-	f.cost++
-	return out
+	return v
 }
 
 // fastHas is has(<attr>.<field>): the test costs one, the field itself

@@ -111,6 +111,10 @@ var fastExprs = map[cel.Scope][]string{
 		"cluster.metadata.labels[?'a.b/c'].orValue('') == 'x'",
 		"cluster.metadata.labels[?'__x__'].orValue('') == 'y'",
 		"cluster.metadata.?labels.?env.orValue('') == 'prod'",
+		"cluster.?spec.?hubAcceptsClient.orValue(false)",
+		"cluster.metadata.labels[?'env'].orValue('') == 'prod' && cluster.?spec.?hubAcceptsClient.orValue(false)",
+		"cluster.?status.?version.?kubernetes.orValue('') == ''",
+		"cluster.metadata.?labels[?'env'].orValue('') == 'prod'",
 		"has(cluster.metadata.labels)", "has(cluster.metadata.labels.env)", "has(cluster.metadata.annotations)",
 		"has(cluster.metadata)", "has(cluster.status.conditions)", "has(cluster.spec.hubAcceptsClient)",
 		"!has(cluster.metadata.labels.env) || cluster.metadata.labels.env == 'prod'",
@@ -290,7 +294,8 @@ func sameFastVal(a, b ref.Val) bool {
 func TestFastPathCovers(t *testing.T) {
 	in := map[cel.Scope][]string{
 		cel.ScopeSelector: {fastExprs[cel.ScopeSelector][0], "has(cluster.metadata.labels.env)", "!cluster.metadata.name.endsWith('-x')",
-			"cluster.status.conditions.all(c, c.status == 'True')", "cluster.metadata.labels['env'] != 'x'"},
+			"cluster.status.conditions.all(c, c.status == 'True')", "cluster.metadata.labels['env'] != 'x'",
+			"cluster.metadata.labels[?'env'].orValue('') == 'prod' && cluster.?spec.?hubAcceptsClient.orValue(false)"},
 		cel.ScopeManifest: {fastExprs[cel.ScopeManifest][0]},
 		cel.ScopeObject:   {fastExprs[cel.ScopeObject][0]},
 	}
@@ -364,7 +369,7 @@ func (g *fastGen) str(root string) string {
 	case 1:
 		return root + ".metadata.labels[?" + g.pick("'env'", "'tier'", "'flag'", "'nested'", "'a.b/c'") + "].orValue(" + g.pick("''", "'prod'", "1", "true") + ")"
 	case 2:
-		return root + ".metadata.?annotations.?note.orValue('')"
+		return root + g.pick(".metadata.?annotations.?note.orValue('')", ".?metadata.?labels[?'env'].orValue('')", ".?status.?version.?kubernetes.orValue('')")
 	case 3:
 		if g.in {
 			return g.pick("c.type", "c.status")
