@@ -99,13 +99,13 @@ func (c *fastCompiler) overload(e celast.Expr) string {
 }
 
 // isLiteral reports whether e is a literal the fast path takes as an
-// operand: a string, an integer or a boolean.
+// operand: a string, an integer, a boolean or null.
 func isLiteral(e celast.Expr) (ref.Val, bool) {
 	if e.Kind() != celast.LiteralKind {
 		return nil, false
 	}
 	switch v := e.AsLiteral().(type) {
-	case types.String, types.Int, types.Bool:
+	case types.String, types.Int, types.Bool, types.Null:
 		return v, true
 	}
 	return nil, false
@@ -525,6 +525,22 @@ func size(v ref.Val) uint64 {
 	return 1
 }
 
+// actualSize is the size the cost tracker gives any value: a string's,
+// list's or map's size, an optional's value's, else one.
+func actualSize(v ref.Val) uint64 {
+	if sz, ok := v.(traits.Sizer); ok {
+		n, isInt := sz.Size().(types.Int)
+		if !isInt || n < 0 {
+			return 1
+		}
+		return uint64(n)
+	}
+	if opt, ok := v.(*types.Optional); ok && opt.HasValue() {
+		return actualSize(opt.GetValue())
+	}
+	return 1
+}
+
 // traversal is the cost of traversing n characters.
 func traversal(n uint64) uint64 {
 	return uint64(math.Ceil(float64(n) * 0.1))
@@ -541,10 +557,18 @@ func (n *fastEq) eval(f *fastFrame) ref.Val {
 		return nil
 	}
 	r := n.rhs.eval(f)
-	if r == nil || !isScalar(l) || !isScalar(r) {
+	if r == nil {
 		return nil
 	}
-	f.cost += traversal(min(size(l), size(r)))
+	switch {
+	case isScalar(l) && isScalar(r):
+		f.cost += traversal(min(size(l), size(r)))
+	case l == types.NullValue || r == types.NullValue:
+		// Anything but null is unequal to null, whatever its type.
+		f.cost += traversal(min(actualSize(l), actualSize(r)))
+	default:
+		return nil
+	}
 	eq := types.Equal(l, r)
 	if n.negate {
 		return types.Bool(eq != types.True)

@@ -15,7 +15,7 @@ import (
 )
 
 // oddClusters are ManagedClusters with the values a fast path may get
-// wrong: no labels, null or non-map labels and annotations, non-string
+// wrong: none at all, no labels, null or non-map labels and annotations, non-string
 // label values, a huge label map, no metadata, odd conditions.
 func oddClusters() map[string]map[string]any {
 	huge := map[string]any{}
@@ -34,6 +34,8 @@ func oddClusters() map[string]map[string]any {
 		"escaped keys":   cluster("f", map[string]any{"a.b/c": "x", "env": "prod", "__x__": "y"}),
 		"empty env":      cluster("g", map[string]any{"env": ""}),
 		"non-string env": cluster("h", map[string]any{"env": int64(1), "flag": true, "nested": map[string]any{"x": "y"}, "null": nil}),
+		// No ManagedCluster (a standalone ConfigurationPolicy): null.
+		"no cluster": nil,
 	}
 	set := func(name string, edit func(c map[string]any)) {
 		c := cluster(name, map[string]any{"env": "prod"})
@@ -142,6 +144,9 @@ var fastExprs = map[cel.Scope][]string{
 		"dyn(cluster.metadata).name == 'a'",
 		"cluster.metadata.labels[?'env'].orValue('') == 'prod' == true",
 		"cluster.metadata.name == 'a' || true",
+		"cluster != null && cluster.metadata.labels[?'env'].orValue('') == 'prod'",
+		"cluster.metadata != null", "null == cluster.status",
+		"cluster.status.conditions.exists(c, c != null && c.type == 'x')",
 	},
 	cel.ScopeManifest: {
 		"manifest.kind == 'CustomResourceDefinition' || (has(manifest.metadata.annotations) && manifest.metadata.annotations[?'cleanup.fleetops.dev/orphan'].orValue('') == 'true') || work.metadata.labels[?'legacy'].orValue('') == 'true'",
@@ -156,6 +161,7 @@ var fastExprs = map[cel.Scope][]string{
 		"manifest.metadata.?labels.?tier.orValue(1) == 1", "manifest.metadata.name.endsWith('s')",
 		"work.metadata.namespace == cluster.metadata.name",
 		"manifest.apiVersion == 'v1' && manifest.kind == 'Secret'",
+		"manifest.status == null", "manifest.metadata.annotations != null", "manifest.data != null", "work != null && manifest != null",
 	},
 	cel.ScopeObject: {
 		"!object.metadata.name.endsWith('-klusterlet') && object.metadata.labels[?'tier'].orValue('') != 'keep'",
@@ -295,7 +301,8 @@ func TestFastPathCovers(t *testing.T) {
 	in := map[cel.Scope][]string{
 		cel.ScopeSelector: {fastExprs[cel.ScopeSelector][0], "has(cluster.metadata.labels.env)", "!cluster.metadata.name.endsWith('-x')",
 			"cluster.status.conditions.all(c, c.status == 'True')", "cluster.metadata.labels['env'] != 'x'",
-			"cluster.metadata.labels[?'env'].orValue('') == 'prod' && cluster.?spec.?hubAcceptsClient.orValue(false)"},
+			"cluster.metadata.labels[?'env'].orValue('') == 'prod' && cluster.?spec.?hubAcceptsClient.orValue(false)",
+			"cluster != null && cluster.metadata.labels[?'env'].orValue('') == 'dev'"},
 		cel.ScopeManifest: {fastExprs[cel.ScopeManifest][0]},
 		cel.ScopeObject:   {fastExprs[cel.ScopeObject][0]},
 	}
