@@ -167,6 +167,8 @@ func (e *Expression) evalCost(a *Activation) (ref.Val, uint64, error) {
 		return nil, 0, &EvalError{Path: e.Path.String(), Err: err}
 	}
 	if e.fast != nil {
+		// The fast path has no deadline: it stops past the per-call cost
+		// limit, and its work grows with the cost it charges.
 		if val, cost, ok := fastEval(e.fast, a); ok {
 			a.budget.spend(int64(cost))
 			return val, cost, nil
