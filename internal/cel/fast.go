@@ -525,20 +525,26 @@ func size(v ref.Val) uint64 {
 	return 1
 }
 
-// actualSize is the size the cost tracker gives any value: a string's,
-// list's or map's size, an optional's value's, else one.
-func actualSize(v ref.Val) uint64 {
-	if sz, ok := v.(traits.Sizer); ok {
-		n, isInt := sz.Size().(types.Int)
-		if !isInt || n < 0 {
-			return 1
-		}
-		return uint64(n)
+// sizeAtLeastOne says whether the size the cost tracker gives v (a
+// string's, list's or map's size, an optional's value's, else one) is at
+// least one, without copying a variable's object to count its fields or
+// counting a string's characters.
+func sizeAtLeastOne(v ref.Val) bool {
+	switch v := v.(type) {
+	case *objectVal:
+		// A variable's object has metadata, its metadata labels.
+		return v.defaults != noDefaults || len(v.value) > 0
+	case *dynVal:
+		return true
+	case types.String:
+		return len(v) > 0
+	case *types.Optional:
+		return !v.HasValue() || sizeAtLeastOne(v.GetValue())
+	case traits.Sizer:
+		n, ok := v.Size().(types.Int)
+		return !ok || n >= 1
 	}
-	if opt, ok := v.(*types.Optional); ok && opt.HasValue() {
-		return actualSize(opt.GetValue())
-	}
-	return 1
+	return true
 }
 
 // traversal is the cost of traversing n characters.
@@ -564,8 +570,12 @@ func (n *fastEq) eval(f *fastFrame) ref.Val {
 	case isScalar(l) && isScalar(r):
 		f.cost += traversal(min(size(l), size(r)))
 	case l == types.NullValue || r == types.NullValue:
-		// Anything but null is unequal to null, whatever its type.
-		f.cost += traversal(min(actualSize(l), actualSize(r)))
+		// Anything but null is unequal to null, whatever its type. The
+		// tracker charges the smaller size, a tenth rounded up: null's is
+		// one, so the cost is one unless the other is empty.
+		if sizeAtLeastOne(l) && sizeAtLeastOne(r) {
+			f.cost++
+		}
 	default:
 		return nil
 	}

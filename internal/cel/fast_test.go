@@ -95,6 +95,7 @@ func oddManifests() map[string]map[string]any {
 		"string metadata":     {"kind": "Pod", "metadata": "x"},
 		"non-string annotate": {"kind": "Pod", "metadata": map[string]any{"annotations": map[string]any{"cleanup.fleetops.dev/orphan": true}}},
 		"empty":               {},
+		"empty data":          {"kind": "ConfigMap", "metadata": map[string]any{"name": ""}, "data": map[string]any{}},
 	}
 }
 
@@ -162,6 +163,7 @@ var fastExprs = map[cel.Scope][]string{
 		"work.metadata.namespace == cluster.metadata.name",
 		"manifest.apiVersion == 'v1' && manifest.kind == 'Secret'",
 		"manifest.status == null", "manifest.metadata.annotations != null", "manifest.data != null", "work != null && manifest != null",
+		"manifest.metadata.name != null", "null == manifest.data", "manifest.metadata.name == null || manifest.kind == null",
 	},
 	cel.ScopeObject: {
 		"!object.metadata.name.endsWith('-klusterlet') && object.metadata.labels[?'tier'].orValue('') != 'keep'",
