@@ -143,8 +143,9 @@ func TestUninstall(t *testing.T) {
 	stopped = true
 	deleteWebhookConfigurations(ctx, g, c)
 
-	// The work agent of c2 applies the Orphan of the signal work; uninstall
-	// must not delete the work before.
+	// The work agent of c2 applies the Orphan of the signal work once
+	// uninstall says it waits for that; uninstall must not delete the work
+	// before.
 	agentErr := make(chan error, 1)
 	go func() {
 		agentErr <- func() error {
@@ -153,10 +154,10 @@ func TestUninstall(t *testing.T) {
 				if err := c.Get(ctx, client.ObjectKey{Namespace: "c2", Name: "cleanup-signal"}, w); err != nil {
 					return err
 				}
-				if isOrphanWork(w) {
-					if w.DeletionTimestamp != nil {
-						return errors.New("the signal work was deleted before the agent applied its Orphan")
-					}
+				if w.DeletionTimestamp != nil {
+					return errors.New("the signal work was deleted before the agent applied its Orphan")
+				}
+				if isOrphanWork(w) && strings.Contains(out2.String(), "waiting for the work agent to apply its Orphan") {
 					return setApplied(ctx, c, w)
 				}
 				time.Sleep(100 * time.Millisecond)
