@@ -33,6 +33,9 @@ type Expression struct {
 	fast fastNode
 	// ast is the checked expression.
 	ast *celast.AST
+	// readsManifests says an orphaning rule reads more of a work's
+	// manifests than the cache keeps (see readsManifests).
+	readsManifests bool
 }
 
 // ReadsOnly reports whether every use of variable in the expression
@@ -260,7 +263,8 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 		c.errs = append(c.errs, field.InternalError(path, err))
 		return nil
 	}
-	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, fast: compileFast(ast.NativeRep()), ast: ast.NativeRep()}
+	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, fast: compileFast(ast.NativeRep()), ast: ast.NativeRep(),
+		readsManifests: scope == ScopeManifest && readsManifests(ast)}
 }
 
 // iterates reports whether a checked expression holds a comprehension.

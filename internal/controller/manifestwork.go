@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // ManifestWorkAdapter stamps each governed ManifestWork with the
@@ -49,8 +51,26 @@ func (a *ManifestWorkAdapter) ClusterName(w *workv1.ManifestWork) string { retur
 // controller's; the works of a deleting cluster are the teardown's, which
 // decides their deleteOption (Orphan for all under Needless) and waits for
 // the agent to apply it: a rule decision stamped now would undo it.
+//
+// The cache keeps only the identity of each manifest
+// (snapshot.CompactManifest): when the policy's orphaning rules read more,
+// the work is decided on the manifests the API server stores for the
+// generation the cache holds; when it holds another, the work's event
+// brings it back.
 func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *decision.Governed) (reconcile.Result, error) {
 	skip := decision.IsSignalWork(w) || (g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil)
+	if !skip && w.DeletionTimestamp == nil && g.Held == nil && g.Policy != nil && g.Policy.ReadsManifests() {
+		full, err := snapshot.WithManifests(ctx, a.APIReader, w)
+		switch {
+		case errors.Is(err, snapshot.ErrManifestsChanged):
+			logf.FromContext(ctx).V(1).Info("the cache is behind the API server; decided on the work's next event",
+				"namespace", w.Namespace, "name", w.Name, "error", err.Error())
+			return reconcile.Result{}, nil
+		case err != nil:
+			return reconcile.Result{}, err
+		}
+		w = full
+	}
 	_, err := a.reconcileStamp(ctx, w, g, skip, "ManifestWork", "Orphaning", func() (stampDecision, error) {
 		desired := decision.DeleteOption{}
 		if g.Policy != nil {

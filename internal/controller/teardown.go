@@ -49,9 +49,11 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 }
 
 // reader is the snapshot reader of the operator: through its cache, with
-// the resources it lists watched from their first list.
+// the resources it lists watched from their first list, and the manifests
+// of works from the API server when the policy's rules read them (the
+// cache keeps their identity only).
 func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
-	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader}
+	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true}
 }
 
 // execute makes the writes of the plan's next step, and reports once, at

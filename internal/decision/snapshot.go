@@ -28,6 +28,11 @@ type Snapshot struct {
 	// Works are the cluster's ManifestWorks whole, by UID: their manifests
 	// and status decide their orphaning.
 	Works map[types.UID]*workv1.ManifestWork
+	// ManifestsUnread are the works whose manifests a policy's orphaning
+	// rules read, and that the reader could not give them (the operator's
+	// cache keeps only their identity, and the API server holds another
+	// generation): their orphaning waits, held, for the cache to catch up.
+	ManifestsUnread map[types.UID]error
 	// SignalOwned says whether the work named like the policy's deletion
 	// signal work, when there is one, is the operator's own.
 	SignalOwned bool

@@ -71,6 +71,9 @@ func (t *teardown) requiredOption(w *workv1.ManifestWork) (DeleteOption, error) 
 		return r.option, r.err
 	}
 	d, err := TeardownOrphaning(t.strategy, SignalRoleOf(t.p, w), func() (DeleteOption, error) {
+		if err := t.s.ManifestsUnread[w.UID]; err != nil {
+			return DeleteOption{}, err
+		}
 		return WorkOrphaning(t.p, t.g.Activation, w, t.s.ResourceOf)
 	})
 	t.options[w.UID] = requiredOption{option: d, err: err}

@@ -8,6 +8,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // stripManagedFields is the transform of every cached object.
@@ -37,13 +38,18 @@ func Transform(obj any) (any, error) {
 //
 //   - metadata.managedFields, as for every cached object;
 //   - the work agent's conditions and status feedback of each manifest in
-//     status.resourceStatus.manifests, most of an applied work's status.
+//     status.resourceStatus.manifests, most of an applied work's status;
+//   - of each manifest in spec.workload.manifests, all but its identity
+//     (snapshot.CompactManifest: apiVersion, kind, metadata.name and
+//     metadata.namespace), which names an orphaned manifest. An orphaning
+//     rule that reads more (cel.Policy.ReadsManifests) is evaluated on the
+//     manifests read from the API server, never on these.
 //
-// It keeps the metadata, the whole spec (the manifests, which orphaning
-// rules read, and the deleteOption), status.conditions (the teardown reads
-// Applied and its observedGeneration) and each manifest's resourceMeta (the
-// resource an orphaned manifest is named by). It changes the object in
-// place, as cache transforms may, typed or unstructured.
+// It keeps the metadata, the rest of the spec (the deleteOption),
+// status.conditions (the teardown reads Applied and its observedGeneration)
+// and each manifest's resourceMeta (the resource an orphaned manifest is
+// named by). It changes the object in place, as cache transforms may, typed
+// or unstructured.
 func TransformManifestWork(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
@@ -51,12 +57,24 @@ func TransformManifestWork(obj any) (any, error) {
 	}
 	switch w := obj.(type) {
 	case *workv1.ManifestWork:
+		for i := range w.Spec.Workload.Manifests {
+			m := &w.Spec.Workload.Manifests[i]
+			m.Raw, m.Object = snapshot.CompactManifest(m.Raw), nil
+		}
 		for i := range w.Status.ResourceStatus.Manifests {
 			m := &w.Status.ResourceStatus.Manifests[i]
 			m.Conditions = nil
 			m.StatusFeedbacks = workv1.StatusFeedbackResult{}
 		}
 	case *unstructured.Unstructured:
+		if workload, ok, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests"); ok {
+			for i, m := range workload {
+				if m, ok := m.(map[string]any); ok {
+					workload[i] = snapshot.CompactManifestObject(m)
+				}
+			}
+			_ = unstructured.SetNestedSlice(w.Object, workload, "spec", "workload", "manifests")
+		}
 		manifests, ok, _ := unstructured.NestedSlice(w.Object, "status", "resourceStatus", "manifests")
 		if !ok {
 			break

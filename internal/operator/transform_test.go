@@ -72,6 +72,8 @@ func ptrTo[T any](v T) *T { return &v }
 func cached() *workv1.ManifestWork {
 	w := appliedWork()
 	w.ManagedFields = nil
+	// Of each manifest, its identity; the ConfigMap's data is gone.
+	w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"default"}}`)
 	for i := range w.Status.ResourceStatus.Manifests {
 		w.Status.ResourceStatus.Manifests[i].Conditions = nil
 		w.Status.ResourceStatus.Manifests[i].StatusFeedbacks = workv1.StatusFeedbackResult{}
@@ -91,6 +93,8 @@ func TestTransformManifestWork(t *testing.T) {
 	g.Expect(w.Labels).To(HaveKeyWithValue("app", "web"))
 	g.Expect(w.Finalizers).To(HaveLen(1))
 	g.Expect(w.Spec.Workload.Manifests).To(HaveLen(2))
+	g.Expect(string(w.Spec.Workload.Manifests[0].Raw)).To(MatchJSON(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"default"}}`))
+	g.Expect(string(w.Spec.Workload.Manifests[1].Raw)).To(MatchJSON(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"default"}}`))
 	g.Expect(w.Spec.DeleteOption.SelectivelyOrphan.OrphaningRules).To(HaveLen(1))
 	g.Expect(w.Status.Conditions).To(HaveLen(2))
 	g.Expect(w.Status.Conditions[0].ObservedGeneration).To(BeEquivalentTo(2))
@@ -182,6 +186,7 @@ func TestCachedManifestWork(t *testing.T) {
 			g.Expect(m.StatusFeedbacks.Values).To(BeEmpty())
 		}
 		g.Expect(got.Spec.Workload.Manifests).To(HaveLen(2))
+		g.Expect(string(got.Spec.Workload.Manifests[0].Raw)).To(MatchJSON(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"default"}}`))
 		g.Expect(got.Spec.DeleteOption).NotTo(BeNil())
 	}
 	g.Eventually(func(g Gomega) {
@@ -204,4 +209,5 @@ func TestCachedManifestWork(t *testing.T) {
 	live := &workv1.ManifestWork{}
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(w), live)).To(Succeed())
 	g.Expect(live.Status.ResourceStatus.Manifests[0].Conditions).To(HaveLen(2))
+	g.Expect(string(live.Spec.Workload.Manifests[0].Raw)).To(ContainSubstring(`"data":{"k":"v"}`))
 }

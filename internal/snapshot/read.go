@@ -46,8 +46,15 @@ type Reader struct {
 	// Mapper names the resources of kinds, for orphaning rules.
 	Mapper meta.RESTMapper
 	// APIReader reads from the API server what the cache drops (the
-	// managedFields that tell an earlier version's signal work).
+	// managedFields that tell an earlier version's signal work, and the
+	// manifests of works, see CompactManifests).
 	APIReader client.Reader
+	// CompactManifests says that Client keeps only the identity of each
+	// manifest of a ManifestWork (CompactManifest), as the operator's cache
+	// does: when the policy's orphaning rules read more
+	// (cel.Policy.ReadsManifests), the manifests are read through
+	// APIReader.
+	CompactManifests bool
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -78,7 +85,7 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 	if g.Policy == nil {
 		return s, nil
 	}
-	if err := r.readWorks(ctx, s, ns.Name); err != nil {
+	if err := r.readWorks(ctx, s, g.Policy, ns.Name); err != nil {
 		return nil, err
 	}
 	lister := r.Lister
@@ -117,11 +124,19 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 }
 
 // readWorks lists the works whole, once: their metadata for the stages,
-// their manifests and status for their orphaning.
-func (r *Reader) readWorks(ctx context.Context, s *decision.Snapshot, namespace string) error {
+// their manifests and status for their orphaning (the manifests from the
+// API server when the cache keeps their identity only and the policy's
+// rules read more).
+func (r *Reader) readWorks(ctx context.Context, s *decision.Snapshot, policy *cel.Policy, namespace string) error {
 	var works workv1.ManifestWorkList
 	if err := r.Client.List(ctx, &works, client.InNamespace(namespace)); err != nil {
 		return fmt.Errorf("listing ManifestWorks: %w", err)
+	}
+	if r.CompactManifests && policy.ReadsManifests() {
+		var err error
+		if s.ManifestsUnread, err = listWithManifests(ctx, r.APIReader, namespace, works.Items); err != nil {
+			return err
+		}
 	}
 	metas := make([]metav1.PartialObjectMetadata, len(works.Items))
 	for i := range works.Items {

@@ -1,0 +1,138 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+)
+
+// CompactManifest is what the operator's cache keeps of a manifest of a
+// ManifestWork: its identity (cel.ManifestIdentity), which names the object
+// an orphaned manifest leaves. A manifest that is not a JSON object is kept
+// as it is, so that a decision still finds it invalid.
+func CompactManifest(raw []byte) []byte {
+	var m map[string]any
+	// Numbers as they are written: an identity field that holds one is
+	// kept exactly.
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil || m == nil || d.More() {
+		return raw
+	}
+	out, err := json.Marshal(CompactManifestObject(m))
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// CompactManifestObject is CompactManifest of a decoded manifest.
+func CompactManifestObject(m map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, path := range cel.ManifestIdentity {
+		src, dst := m, out
+		for i, name := range path {
+			v, ok := src[name]
+			if !ok {
+				break
+			}
+			if i == len(path)-1 {
+				dst[name] = v
+				break
+			}
+			next, ok := v.(map[string]any)
+			if !ok {
+				// Not an object where the identity has one: kept as it
+				// is, so that a decision reads what the API server stores.
+				dst[name] = v
+				break
+			}
+			if _, ok := dst[name].(map[string]any); !ok {
+				dst[name] = map[string]any{}
+			}
+			src, dst = next, dst[name].(map[string]any)
+		}
+	}
+	return out
+}
+
+// ErrManifestsChanged says that the API server holds another generation of
+// a work than the cache: the decision waits for the cache to catch up (the
+// work's event brings it back).
+var ErrManifestsChanged = errors.New("the work changed since the cache read it")
+
+// WithManifests returns the work w, read from the operator's cache, with
+// the manifests the API server stores for the same generation: the cache
+// keeps only their identity (CompactManifest), and a rule that reads more
+// is decided on the manifests themselves. It fails with
+// ErrManifestsChanged when the API server holds another generation, or
+// the work is gone.
+func WithManifests(ctx context.Context, apiReader client.Reader, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	live := &workv1.ManifestWork{}
+	if err := apiReader.Get(ctx, client.ObjectKeyFromObject(w), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("ManifestWork %s/%s: %w", w.Namespace, w.Name, ErrManifestsChanged)
+		}
+		return nil, fmt.Errorf("reading the manifests of ManifestWork %s/%s: %w", w.Namespace, w.Name, err)
+	}
+	return withManifestsOf(w, live)
+}
+
+// withManifestsOf is w with the manifests of live, the same work at the same
+// generation.
+func withManifestsOf(w, live *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	if live.UID != w.UID || live.Generation != w.Generation {
+		return nil, fmt.Errorf("ManifestWork %s/%s: %w (generation %d cached, %d stored)",
+			w.Namespace, w.Name, ErrManifestsChanged, w.Generation, live.Generation)
+	}
+	out := *w
+	out.Spec.Workload = live.Spec.Workload
+	return &out, nil
+}
+
+// listWithManifests gives each work of a namespace, read from the cache and
+// not being deleted, the manifests the API server stores, in one list. It
+// returns the works it could not give them (gone, or at another generation
+// there), whose events will come; an error when the list fails.
+func listWithManifests(ctx context.Context, apiReader client.Reader, namespace string, works []workv1.ManifestWork) (map[types.UID]error, error) {
+	if !slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.DeletionTimestamp == nil }) {
+		return nil, nil
+	}
+	var live workv1.ManifestWorkList
+	if err := apiReader.List(ctx, &live, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("reading the manifests of the ManifestWorks in %s: %w", namespace, err)
+	}
+	byUID := make(map[types.UID]*workv1.ManifestWork, len(live.Items))
+	for i := range live.Items {
+		byUID[live.Items[i].UID] = &live.Items[i]
+	}
+	unread := map[types.UID]error{}
+	for i := range works {
+		w := &works[i]
+		if w.DeletionTimestamp != nil {
+			continue // not decided again
+		}
+		l, ok := byUID[w.UID]
+		if !ok {
+			unread[w.UID] = fmt.Errorf("ManifestWork %s/%s: %w (deleted)", namespace, w.Name, ErrManifestsChanged)
+			continue
+		}
+		full, err := withManifestsOf(w, l)
+		if err != nil {
+			unread[w.UID] = err
+			continue
+		}
+		*w = *full
+	}
+	return unread, nil
+}
