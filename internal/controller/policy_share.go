@@ -165,7 +165,7 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 		return n, nil
 	}
 	var works workv1.ManifestWorkList
-	if err := r.List(ctx, &works, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
+	if err := r.List(ctx, &works, client.MatchingFields{OrphaningStampedIndex: "true"}, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
 		return err
 	}
 	p.Status.WorksStamped = 0

@@ -111,7 +111,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
 	if err := controller.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("indexing ManagedClusters by policy: %w", err)
+		return nil, fmt.Errorf("setting up the cache indexes: %w", err)
 	}
 	if err := setupAdmission(ctx, mgr, opts, env); err != nil {
 		return nil, err
