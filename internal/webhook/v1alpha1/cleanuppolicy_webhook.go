@@ -133,15 +133,26 @@ func (v *CleanupPolicyValidator) ValidateDelete(context.Context, *v1alpha1.Clean
 }
 
 func (v *CleanupPolicyValidator) validate(p *v1alpha1.CleanupPolicy) (admission.Warnings, error) {
-	if _, errs := cel.Compile(v.Env, p); len(errs) > 0 {
+	compiled, errs := cel.Compile(v.Env, p)
+	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("CleanupPolicy").GroupKind(), p.Name, errs)
 	}
-	return v.warnings(p), nil
+	w := v.warnings(p)
+	if compiled.ReadsManifests() {
+		w = append(w, ReadsManifestsWarning)
+	}
+	return w, nil
 }
 
 // SuspendWarning is the admission warning of a suspended policy.
 const SuspendWarning = "spec.suspend is true: the operator writes nothing for the clusters, works and ConfigurationPolicies " +
 	"this policy governs (a cluster deleted meanwhile waits) until spec.suspend is false or removed"
+
+// ReadsManifestsWarning says that a policy's orphaning rules read more of the
+// manifests than the operator caches.
+const ReadsManifestsWarning = "spec.orphaning: a rule reads more of a manifest than apiVersion, kind, metadata.name and " +
+	"metadata.namespace (or reads work.spec.workload); the operator caches only those, so it reads each governed " +
+	"work's manifests from the API server when it decides its deleteOption"
 
 // warnings say which expressions are checked at run time only because the
 // CRD of their variable was not installed when the operator started, and

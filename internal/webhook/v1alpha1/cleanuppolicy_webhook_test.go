@@ -66,6 +66,20 @@ func TestValidator(t *testing.T) {
 	if _, err := v.ValidateCreate(context.Background(), brokenSuspended); !apierrors.IsInvalid(err) {
 		t.Fatalf("suspended invalid policy: got %v, want Invalid", err)
 	}
+
+	// Rules that read manifests are reported; rules that read their
+	// identity only are not.
+	identity := fixed.DeepCopy()
+	identity.Spec.ClusterSelector = ""
+	identity.Spec.Orphaning = []v1alpha1.OrphaningRule{{Name: "crds", When: "manifest.kind == 'CustomResourceDefinition'"}}
+	if w, err := v.ValidateCreate(context.Background(), identity); err != nil || strings.Contains(strings.Join(w, "\n"), ReadsManifestsWarning) {
+		t.Fatalf("identity only: warnings %q, error %v; want no warning that it reads manifests", w, err)
+	}
+	reads := identity.DeepCopy()
+	reads.Spec.Orphaning[0].When = "manifest.?data.?keep.orValue('') == 'yes'"
+	if w, err := v.ValidateCreate(context.Background(), reads); err != nil || !strings.Contains(strings.Join(w, "\n"), ReadsManifestsWarning) {
+		t.Fatalf("data: warnings %q, error %v; want the warning that it reads manifests", w, err)
+	}
 }
 
 func TestHandlerReadsStoredPolicies(t *testing.T) {
