@@ -53,6 +53,8 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	gogc, limit := tuneMemory(os.LookupEnv, cgroupLimitFiles)
+	log.Info("Go runtime memory settings", "GOGC", gogcOf(gogc), "GOMEMLIMIT", limitOf(limit))
 	if err := run(f, log); err != nil {
 		log.Error(err, "exiting")
 		os.Exit(1)
