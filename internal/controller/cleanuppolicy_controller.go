@@ -124,7 +124,9 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		return reconcile.Result{}, err
 	}
 	clusters := newManagedClusterList()
-	if err := r.List(ctx, clusters); err != nil {
+	// Read-only (selectors, counts, names): no copy of the cache's
+	// clusters, which a fleet's governing lists once per cluster event.
+	if err := r.List(ctx, clusters, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing ManagedClusters: %w", err)
 	}
 	// In name order, so that the examples a status names do not change

@@ -35,7 +35,8 @@ const maxWaitingNamed = 10
 // policy the operator cannot decode still gets and loses it.
 func (r *CleanupPolicyReconciler) reconcileInUse(ctx context.Context, p *unstructured.Unstructured) (teardowns []string, err error) {
 	clusters := newManagedClusterList()
-	if err := r.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: p.GetName()}); err != nil {
+	// Read-only: no copy of the cache.
+	if err := r.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: p.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the clusters of CleanupPolicy %s: %w", p.GetName(), err)
 	}
 	governs := false

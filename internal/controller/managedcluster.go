@@ -371,7 +371,8 @@ func (a *ManagedClusterAdapter) deletingClusterOf(ctx context.Context, o client.
 
 func (a *ManagedClusterAdapter) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
 	list := newManagedClusterList()
-	if err := a.Client.List(ctx, list); err != nil {
+	// Names only: no copy of the cache.
+	if err := a.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
 		return nil
 	}
