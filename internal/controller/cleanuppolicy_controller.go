@@ -53,6 +53,8 @@ type CleanupPolicyReconciler struct {
 	Optional *Optional
 	// Mapper says which resources the API server serves.
 	Mapper meta.RESTMapper
+	// Metrics exports each policy's conditions and counts; nil exports none.
+	Metrics *Metrics
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
@@ -65,6 +67,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	u := newCleanupPolicy()
 	if err := r.Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.Metrics.forgetPolicy(req.Name)
 			return reconcile.Result{}, r.forgetDeleted(ctx)
 		}
 		return reconcile.Result{}, err
@@ -82,6 +85,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	orig := p.DeepCopy()
 	defer func() {
 		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, p))
+		r.Metrics.observePolicy(p)
 	}()
 	if p.DeletionTimestamp != nil {
 		// A policy being deleted governs nothing new; it only waits for

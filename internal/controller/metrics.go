@@ -5,6 +5,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // stampedObjects counts the decisions the operator wrote on objects.
@@ -13,7 +19,7 @@ var stampedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Decisions written on objects: deleteOption on ManifestWorks, pruneObjectBehavior on ConfigurationPolicies, by value (Released when given up).",
 }, []string{"kind", "value"})
 
-// Metrics are the cluster cleanup metrics.
+// Metrics are the cluster cleanup and policy metrics.
 type Metrics struct {
 	// InCleanup counts the clusters in cleanup by the reason of their step.
 	InCleanup *prometheus.GaugeVec
@@ -35,15 +41,42 @@ type Metrics struct {
 	// interval.
 	Remaining *prometheus.GaugeVec
 
+	// ClusterDeletion is, per cluster in cleanup, its deletionTimestamp,
+	// with the policy and strategy that govern the cleanup.
+	ClusterDeletion *prometheus.GaugeVec
+	// ClusterTimeout is, per cluster in cleanup, the timeout of the
+	// policy that governs the cleanup.
+	ClusterTimeout *prometheus.GaugeVec
+	// ClusterStep is 1 per cluster in cleanup, labelled with the reason of
+	// its current step.
+	ClusterStep *prometheus.GaugeVec
+
+	// PolicyCondition is, per CleanupPolicy, 1 for each of its conditions
+	// that is True and 0 for one that is False or absent, with its reason.
+	PolicyCondition *prometheus.GaugeVec
+	// PolicyClusters mirrors the cluster counts of a CleanupPolicy's status.
+	PolicyClusters *prometheus.GaugeVec
+	// PolicyObjects mirrors the object counts of a CleanupPolicy's status.
+	PolicyObjects *prometheus.GaugeVec
+
 	mu    sync.Mutex
-	steps map[string]string
+	steps map[string]clusterSeries
 	// remaining is the step of each cluster's Remaining series.
 	remaining map[string]string
+	// policies are the condition reasons exported per policy and type.
+	policies map[string]map[string]string
+}
+
+// clusterSeries are the labels a cluster in cleanup is exported with.
+type clusterSeries struct {
+	step, policy, strategy string
+	// timeout is the governing policy's timeout; 0 when none is known.
+	timeout time.Duration
 }
 
 // NewMetrics returns the metrics, not registered.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		InCleanup: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cleanup_clusters_in_cleanup",
 			Help: "ManagedClusters whose content is being removed, by the reason of their current step.",
@@ -73,27 +106,97 @@ func NewMetrics() *Metrics {
 			Name: "cleanup_cluster_remaining_objects",
 			Help: "Objects the current step of a ManagedCluster's cleanup still deletes or waits for, by cluster and step.",
 		}, []string{"cluster", "step"}),
-		steps:     map[string]string{},
+		ClusterDeletion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_cluster_deletion_timestamp_seconds",
+			Help: "The deletionTimestamp of each ManagedCluster whose cleanup is under way, in seconds since the epoch, with the policy and strategy that govern it (empty while held without one).",
+		}, []string{"cluster", "policy", "strategy"}),
+		ClusterTimeout: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_cluster_timeout_seconds",
+			Help: "The removeStrategy timeout of the policy governing each ManagedCluster whose cleanup is under way (absent while held without a policy).",
+		}, []string{"cluster", "policy", "strategy"}),
+		ClusterStep: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_cluster_step",
+			Help: "1 for each ManagedCluster whose cleanup is under way, labelled with the reason of its current step.",
+		}, []string{"cluster", "step"}),
+		PolicyCondition: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_policy_condition",
+			Help: "Per CleanupPolicy and condition type (Ready, Stalled, Reconciling): 1 while True, 0 while False or absent, with the condition's reason.",
+		}, []string{"policy", "type", "reason"}),
+		PolicyClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_policy_clusters",
+			Help: "The cluster counts of each CleanupPolicy's status, by field: matchedClusters, governedClusters, clustersDeleting, ocmResourceCleanupClusters.",
+		}, []string{"policy", "field"}),
+		PolicyObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_policy_objects",
+			Help: "The object counts of each CleanupPolicy's status, by field: worksStamped, policiesStamped, conflicts, contested, templatesNotReadingDecisions, dryRunPending, notOwned.",
+		}, []string{"policy", "field"}),
+		steps:     map[string]clusterSeries{},
 		remaining: map[string]string{},
+		policies:  map[string]map[string]string{},
 	}
+	// The series of the default stages' resources exist from the start, at
+	// 0: a counter series born with its first increment has no earlier
+	// sample, and increase() and rate() would miss that increment.
+	for _, r := range []string{decision.ManagedClusterAddOns.Resource, decision.ManifestWorks.Resource} {
+		m.DeletedObjects.WithLabelValues(r)
+	}
+	m.ForcedObjects.WithLabelValues(decision.ManifestWorks.Resource)
+	return m
 }
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, m.Remaining, stampedObjects}
+	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, m.Remaining, stampedObjects,
+		m.ClusterDeletion, m.ClusterTimeout, m.ClusterStep, m.PolicyCondition, m.PolicyClusters, m.PolicyObjects}
 }
 
-func (m *Metrics) observeStep(cluster, step string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.steps[cluster] == step {
+// observeStep records the step a cluster's cleanup reports, under the plan
+// that decided it (nil when none could be made).
+func (m *Metrics) observeStep(mc *unstructured.Unstructured, plan *decision.Plan, step string) {
+	if m == nil {
 		return
 	}
-	if old, ok := m.steps[cluster]; ok {
-		m.InCleanup.WithLabelValues(old).Dec()
+	cluster := mc.GetName()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.steps[cluster]
+	now := clusterSeries{step: step}
+	switch {
+	case plan == nil:
+		// Nothing could be read to plan with (a report of a failed
+		// read): the cleanup stays under what governed it last.
+		now.policy, now.strategy, now.timeout = old.policy, old.strategy, old.timeout
+	case plan.Policy != "" && plan.Strategy != "":
+		now.policy, now.strategy = plan.Policy, string(plan.Strategy)
+		if d, err := time.ParseDuration(plan.Timeout); err == nil && d > 0 {
+			now.timeout = d
+		}
+	case plan.Policy != "":
+		now.policy = plan.Policy
 	}
-	m.steps[cluster] = step
-	m.InCleanup.WithLabelValues(step).Inc()
+	if ok {
+		if old.step != now.step {
+			m.InCleanup.WithLabelValues(old.step).Dec()
+			m.ClusterStep.DeleteLabelValues(cluster, old.step)
+		}
+		if old.policy != now.policy || old.strategy != now.strategy {
+			m.ClusterDeletion.DeleteLabelValues(cluster, old.policy, old.strategy)
+			m.ClusterTimeout.DeleteLabelValues(cluster, old.policy, old.strategy)
+		}
+	}
+	if !ok || old.step != now.step {
+		m.InCleanup.WithLabelValues(now.step).Inc()
+	}
+	m.steps[cluster] = now
+	m.ClusterStep.WithLabelValues(cluster, now.step).Set(1)
+	if ts := mc.GetDeletionTimestamp(); ts != nil {
+		m.ClusterDeletion.WithLabelValues(cluster, now.policy, now.strategy).Set(float64(ts.Unix()))
+	}
+	if now.timeout > 0 {
+		m.ClusterTimeout.WithLabelValues(cluster, now.policy, now.strategy).Set(now.timeout.Seconds())
+	} else {
+		m.ClusterTimeout.DeleteLabelValues(cluster, now.policy, now.strategy)
+	}
 }
 
 // observeRemaining sets the objects a cluster's current step still acts on.
@@ -118,11 +221,81 @@ func (m *Metrics) forget(cluster string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.steps[cluster]; ok {
-		m.InCleanup.WithLabelValues(old).Dec()
+		m.InCleanup.WithLabelValues(old.step).Dec()
+		m.ClusterStep.DeleteLabelValues(cluster, old.step)
+		m.ClusterDeletion.DeleteLabelValues(cluster, old.policy, old.strategy)
+		m.ClusterTimeout.DeleteLabelValues(cluster, old.policy, old.strategy)
 		delete(m.steps, cluster)
 	}
 	if old, ok := m.remaining[cluster]; ok {
 		m.Remaining.DeleteLabelValues(cluster, old)
 		delete(m.remaining, cluster)
 	}
+}
+
+// policyConditionTypes are the condition types exported per policy: Ready
+// is always present once reconciled, the others only while True.
+var policyConditionTypes = []string{v1alpha1.ReadyCondition, v1alpha1.StalledCondition, v1alpha1.ReconcilingCondition}
+
+// observePolicy exports a CleanupPolicy's conditions and counts as its
+// reconcile left them.
+func (m *Metrics) observePolicy(p *v1alpha1.CleanupPolicy) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	reasons := m.policies[p.Name]
+	if reasons == nil {
+		reasons = map[string]string{}
+		m.policies[p.Name] = reasons
+	}
+	for _, typ := range policyConditionTypes {
+		value, reason := 0.0, ""
+		if c := meta.FindStatusCondition(p.Status.Conditions, typ); c != nil {
+			reason = c.Reason
+			if c.Status == metav1.ConditionTrue {
+				value = 1
+			}
+		}
+		if old, ok := reasons[typ]; ok && old != reason {
+			m.PolicyCondition.DeleteLabelValues(p.Name, typ, old)
+		}
+		reasons[typ] = reason
+		m.PolicyCondition.WithLabelValues(p.Name, typ, reason).Set(value)
+	}
+	s := &p.Status
+	for field, v := range map[string]int32{
+		"matchedClusters":            s.MatchedClusters,
+		"governedClusters":           s.GovernedClusters,
+		"clustersDeleting":           s.ClustersDeleting,
+		"ocmResourceCleanupClusters": s.OCMResourceCleanupClusters,
+	} {
+		m.PolicyClusters.WithLabelValues(p.Name, field).Set(float64(v))
+	}
+	for field, v := range map[string]int32{
+		"worksStamped":                 s.WorksStamped,
+		"policiesStamped":              s.PoliciesStamped,
+		"conflicts":                    s.Conflicts,
+		"contested":                    s.Contested,
+		"templatesNotReadingDecisions": s.TemplatesNotReadingDecisions,
+		"dryRunPending":                s.DryRunPending,
+		"notOwned":                     s.NotOwned,
+	} {
+		m.PolicyObjects.WithLabelValues(p.Name, field).Set(float64(v))
+	}
+}
+
+// forgetPolicy drops the series of a CleanupPolicy that is gone.
+func (m *Metrics) forgetPolicy(name string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.policies, name)
+	labels := prometheus.Labels{"policy": name}
+	m.PolicyCondition.DeletePartialMatch(labels)
+	m.PolicyClusters.DeletePartialMatch(labels)
+	m.PolicyObjects.DeletePartialMatch(labels)
 }

@@ -39,7 +39,7 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 		if errors.As(err, &accessErr) {
 			// Reported, and retried with backoff: a granted permission
 			// brings no watch event.
-			if _, rerr := a.report(ctx, mc, decision.HeldReport(err), "read"); rerr != nil {
+			if _, rerr := a.report(ctx, mc, nil, decision.HeldReport(err), "read"); rerr != nil {
 				return reconcile.Result{}, rerr
 			}
 		}
@@ -103,7 +103,7 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 		return reconcile.Result{}, nil
 	}
 	a.observeRemaining(mc, plan, step)
-	return a.report(ctx, mc, report, stepKey(step))
+	return a.report(ctx, mc, plan, report, stepKey(step))
 }
 
 // stepKey names a step for the pacing of its progress: its kind and name
@@ -210,8 +210,9 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Uns
 // report emits the step's event and writes ContentDeleteSuccess when it
 // changed: at once when the step changed, and while a step runs at most
 // once per progress interval (the requeue at its end writes what was held
-// back). It requeues when the step waits for a time.
-func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report, step string) (reconcile.Result, error) {
+// back). It requeues when the step waits for a time. plan is the plan the
+// report comes from, nil when none could be made.
+func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
 	// The event first: the step it reports has happened even if the
 	// condition write below meets a newer cluster and has to wait.
 	if r.Event != "" {
@@ -230,7 +231,7 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	a.Metrics.observeStep(mc.GetName(), r.Reason)
+	a.Metrics.observeStep(mc, plan, r.Reason)
 	requeue := max(r.Requeue.Duration, 0)
 	if held > 0 && (requeue == 0 || held < requeue) {
 		requeue = held

@@ -107,6 +107,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Recorder:   deps.Recorder,
 		Optional:   optional,
 		Mapper:     mgr.GetRESTMapper(),
+		Metrics:    op.Metrics,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
