@@ -119,10 +119,17 @@ func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.
 		return reconcile.Result{}, a.reconcileGovernance(ctx, mc, g)
 	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+		// Not the operator's cleanup (any more): a finalizer removed by
+		// hand ends it.
+		a.Metrics.forget(mc.GetName())
 		return reconcile.Result{}, nil
 	}
 	return a.reconcileDeletion(ctx, mc, g)
 }
+
+// Gone drops the metrics of a cluster that is gone, however its cleanup
+// ended.
+func (a *ManagedClusterAdapter) Gone(key types.NamespacedName) { a.Metrics.forget(key.Name) }
 
 // reconcileGovernance keeps the finalizer, the governing-policy annotation
 // and the deletion-signal work in step with the policy that governs the

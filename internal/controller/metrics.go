@@ -218,6 +218,9 @@ func (m *Metrics) observeDone(cluster, outcome string, d time.Duration) {
 // forget drops a cluster from the clusters in cleanup: at its outcome, or
 // when it leaves cleanup without one (released when no policy governs it).
 func (m *Metrics) forget(cluster string) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.steps[cluster]; ok {

@@ -99,6 +99,27 @@ var _ = Describe("Metrics", func() {
 		}).Should(Succeed())
 	})
 
+	It("drops a cluster whose finalizer was removed by hand mid-cleanup", func() {
+		fleetCluster("met-3", nil, true)
+		work("met-3", "stuck", nil)
+		agent.setStuck("met-3", "stuck", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("met-hand", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired, Timeout: &metav1.Duration{Duration: time.Hour}},
+		}))).To(Succeed())
+		governedBy("met-3", "met-hand")
+		deleteCluster("met-3")
+		Eventually(func() map[string]float64 { return ofCluster(series(op.Metrics.ClusterStep), "met-3") }).ShouldNot(BeEmpty())
+
+		removeFinalizerByHand(getClusterNow("met-3"), v1alpha1.ClusterCleanupFinalizer)
+		clusterGone("met-3")
+		Eventually(func(g Gomega) {
+			for _, c := range []prometheus.Collector{op.Metrics.ClusterStep, op.Metrics.ClusterDeletion, op.Metrics.ClusterTimeout} {
+				g.Expect(ofCluster(series(c), "met-3")).To(BeEmpty())
+			}
+		}).Should(Succeed())
+		agent.setStuck("met-3", "stuck", false)
+	})
+
 	It("exports a policy's conditions and counts, follows them, and drops them when the policy is gone", func() {
 		fleetCluster("met-2", nil, true)
 		Expect(k8s.Create(ctx, cleanupPolicy("met-unserved", v1alpha1.CleanupPolicySpec{

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -37,6 +39,12 @@ type StandaloneAdapter interface {
 	Standalone() bool
 }
 
+// GoneAdapter is an Adapter told when an object it reconciled is gone, so
+// that it drops what it keeps in memory of it.
+type GoneAdapter interface {
+	Gone(key types.NamespacedName)
+}
+
 // RuntimeWatcher is an Adapter that adds watches at run time: it is handed
 // the built controller.
 type RuntimeWatcher interface {
@@ -59,6 +67,9 @@ type Reconciler[T client.Object] struct {
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	obj := r.Adapter.New()
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		if gone, ok := r.Adapter.(GoneAdapter); ok && apierrors.IsNotFound(err) {
+			gone.Gone(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	s, ok := r.Adapter.(StandaloneAdapter)
