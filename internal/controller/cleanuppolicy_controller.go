@@ -179,6 +179,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 // neither added nor removed.
 func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *unstructured.Unstructured) error {
 	p, _ := snapshot.DecodePolicy(u)
+	defer func() { r.Metrics.observePolicy(p) }()
 	if suspendedStatus(p) {
 		return nil
 	}

@@ -152,6 +152,25 @@ var _ = Describe("Metrics", func() {
 				"cleanup_policy_objects{field=contested,policy=met-unserved}", BeZero()))
 		}).Should(Succeed())
 
+		By("following a suspended policy")
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "met-unserved"}, p)).To(Succeed())
+		before = p.DeepCopy()
+		p.Spec.Suspend = true
+		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(ofPolicy(series(op.Metrics.PolicyCondition), "met-unserved")).To(HaveKeyWithValue(
+				"cleanup_policy_condition{policy=met-unserved,reason=Suspended,type=Ready}", 1.0))
+		}).Should(Succeed())
+
+		// A suspended policy keeps its finalizers: resume it, then delete it.
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "met-unserved"}, p)).To(Succeed())
+		before = p.DeepCopy()
+		p.Spec.Suspend = false
+		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(ofPolicy(series(op.Metrics.PolicyCondition), "met-unserved")).To(HaveKeyWithValue(
+				"cleanup_policy_condition{policy=met-unserved,reason=Succeeded,type=Ready}", 1.0))
+		}).Should(Succeed())
 		Expect(k8s.Delete(ctx, p)).To(Succeed())
 		Eventually(func(g Gomega) {
 			for _, c := range []prometheus.Collector{op.Metrics.PolicyCondition, op.Metrics.PolicyClusters, op.Metrics.PolicyObjects} {
