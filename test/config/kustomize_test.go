@@ -119,12 +119,12 @@ func TestPermissionsAreLeast(t *testing.T) {
 	writable := map[string][]string{
 		"/namespaces": {"delete", "patch"},           // the deleting label, the namespace's removal
 		"/configmaps": {"create", "delete", "patch"}, // the cleanup-decisions ConfigMap
-		"cluster.open-cluster-management.io/managedclusters":             {"patch"},                     // finalizer, annotations
-		"cluster.open-cluster-management.io/managedclusters/status":      {"patch"},                     // ContentDeleteSuccess
-		"work.open-cluster-management.io/manifestworks":                  {"create", "delete", "patch"}, // signal work, stages, deleteOption
-		"addon.open-cluster-management.io/managedclusteraddons":          {"delete", "patch"},           // the addons stage
-		"policy.open-cluster-management.io/configurationpolicies":        {"patch"},                     // pruneObjectBehavior
-		"cleanup.fleetops.dev/cleanuppolicies":                           {"patch"},                     // the in-use finalizer
+		"cluster.open-cluster-management.io/managedclusters":             {"patch"},                                         // finalizer, annotations
+		"cluster.open-cluster-management.io/managedclusters/status":      {"patch"},                                         // ContentDeleteSuccess
+		"work.open-cluster-management.io/manifestworks":                  {"create", "delete", "deletecollection", "patch"}, // signal work, stages (a whole group in one request), deleteOption
+		"addon.open-cluster-management.io/managedclusteraddons":          {"delete", "deletecollection", "patch"},           // the addons stage
+		"policy.open-cluster-management.io/configurationpolicies":        {"patch"},                                         // pruneObjectBehavior
+		"cleanup.fleetops.dev/cleanuppolicies":                           {"patch"},                                         // the in-use finalizer
 		"cleanup.fleetops.dev/cleanuppolicies/status":                    {"patch"},
 		"events.k8s.io/events":                                           {"create", "patch"},
 		"admissionregistration.k8s.io/validatingadmissionpolicies":       {"create"},
