@@ -133,6 +133,17 @@ type CleanupPolicySpec struct {
 	// reconciled, and resuming reconciles everything it governs.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// deletionProtection is a CEL expression over `cluster` and `variables`
+	// that returns bool. Where it is true the operator labels the governed
+	// ManagedCluster cleanup.fleetops.dev/deletion-protected=true, and
+	// admission refuses to delete it until the deletion is confirmed with the
+	// annotation cleanup.fleetops.dev/delete-confirmed set to the cluster's
+	// own name (kubectl cleanup confirm-delete NAME). An expression that fails
+	// for a cluster protects it. Empty: no cluster is protected.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	DeletionProtection string `json:"deletionProtection,omitempty"`
 }
 
 // Variable is a named CEL value.

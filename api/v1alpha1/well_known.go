@@ -41,6 +41,22 @@ const (
 	// publishes, in every namespace holding a root Policy with
 	// ConfigurationPolicy templates, for OCM hub templates to read.
 	DecisionsConfigMap = "cleanup-decisions"
+	// DeletionProtectedLabel marks, with value "true", a ManagedCluster the
+	// governing policy's spec.deletionProtection protects: admission refuses
+	// to delete it unless the deletion is confirmed. The operator owns it.
+	DeletionProtectedLabel = "cleanup.fleetops.dev/deletion-protected"
+	// DeleteConfirmedAnnotation confirms, on a protected ManagedCluster, that
+	// it may be deleted; its value must be the cluster's own name.
+	DeleteConfirmedAnnotation = "cleanup.fleetops.dev/delete-confirmed"
+	// DeleteConfirmedAtAnnotation is when the deletion was confirmed, in
+	// RFC 3339; a confirmation counts for a limited time from then.
+	DeleteConfirmedAtAnnotation = "cleanup.fleetops.dev/delete-confirmed-at"
+	// DeleteConfirmationAcceptedAnnotation is written by the operator on a
+	// protected ManagedCluster: the DeleteConfirmedAtAnnotation value of the
+	// confirmation it found valid. Admission counts a confirmation only
+	// while the two are equal; the operator removes it when the
+	// confirmation expires. (Admission policies cannot read the clock.)
+	DeleteConfirmationAcceptedAnnotation = "cleanup.fleetops.dev/delete-confirmation-accepted"
 	// LeaderElectionID names the Lease the manager holds with --leader-elect.
 	LeaderElectionID = "cleanup-operator.fleetops.dev"
 )
@@ -117,4 +133,20 @@ const (
 	// (feature gate ResourceCleanup), which deletes a cluster's add-ons and
 	// works without gates or order; it should be off where this operator governs.
 	OCMResourceCleanupFinalizer = "cluster.open-cluster-management.io/resource-cleanup"
+)
+
+// Event reasons of deletion protection, on a ManagedCluster.
+const (
+	// ProtectedReason: the cluster was marked DeletionProtectedLabel, or its
+	// mark was taken back (the message says which).
+	ProtectedReason = "DeletionProtection"
+	// ProtectionFailedReason: spec.deletionProtection failed at run time for
+	// the cluster; it is marked protected until the expression succeeds.
+	ProtectionFailedReason = "DeletionProtectionFailed"
+	// DeleteConfirmedReason: the operator accepted a deletion confirmation,
+	// or took back one that expired (the message says which).
+	DeleteConfirmedReason = "DeleteConfirmation"
+	// ConfirmationRefusedReason: a deletion confirmation on the cluster does
+	// not count (another cluster's name, no valid time, or too old).
+	ConfirmationRefusedReason = "DeleteConfirmationRefused"
 )

@@ -92,7 +92,7 @@ func TestEnsure(t *testing.T) {
 
 	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
 	created := resourceVersions(ctx, g)
-	g.Expect(created).To(HaveLen(4))
+	g.Expect(created).To(HaveLen(len(admissionpolicy.Objects())))
 	g.Expect(created).To(HaveKey(admissionpolicy.DeletingClusterPolicy))
 	g.Expect(created).To(HaveKey(admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)))
 	g.Expect(created).To(HaveKey(admissionpolicy.DeletingWorkPolicy))
@@ -304,7 +304,7 @@ func TestConfigMatchesObjects(t *testing.T) {
 		Resources []string `json:"resources"`
 	}
 	g.Expect(yaml.Unmarshal(raw, &kustomization)).To(Succeed())
-	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml"))
+	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml", "deletion-protection.yaml", "delete-confirmation.yaml"))
 
 	want := map[string]map[string]any{}
 	var rendered []string

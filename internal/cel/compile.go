@@ -69,8 +69,10 @@ type Policy struct {
 	MonitoredWhen   []*Expression // parallel to Spec.MonitoredResources; nil entries match every object
 	StageWhen       []*Expression // parallel to Spec.DeletionStages; nil entries match every object
 	KeepNamespace   *Expression
-	Orphaning       []*Expression // parallel to Spec.Orphaning
-	PruneRules      []*Expression // parallel to Spec.Prune.Rules
+	// DeletionProtection is spec.deletionProtection; nil protects no cluster.
+	DeletionProtection *Expression
+	Orphaning          []*Expression // parallel to Spec.Orphaning
+	PruneRules         []*Expression // parallel to Spec.Prune.Rules
 
 	env  *Env
 	vars *apiservercel.DeclType
@@ -106,6 +108,7 @@ func Compile(env *Env, p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
 	out.StrategyRules = c.compileStrategy(specPath.Child("removeStrategy"), s.RemoveStrategy)
 	out.MonitoredWhen, out.StageWhen = c.compileResources(specPath, s.MonitoredResources, s.DeletionStages)
 	out.KeepNamespace = c.compileOptional(ScopeNamespace, specPath.Child("keepNamespace"), s.KeepNamespace)
+	out.DeletionProtection = c.compileOptional(ScopeStrategy, specPath.Child("deletionProtection"), s.DeletionProtection)
 	if sig := s.DeletionSignal; sig != nil {
 		c.checkManifests(specPath.Child("deletionSignal", "manifests"), sig.Manifests)
 	}

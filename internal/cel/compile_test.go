@@ -233,6 +233,24 @@ func TestCompileErrors(t *testing.T) {
 			want:  []string{"must evaluate to bool, but evaluates to int"},
 		},
 		{
+			name:  "deletion protection that does not compile",
+			edit:  func(s *v1alpha1.CleanupPolicySpec) { s.DeletionProtection = "clustr.metadata.name == 'a'" },
+			field: "spec.deletionProtection",
+			want:  []string{"undeclared reference to 'clustr'"},
+		},
+		{
+			name:  "deletion protection that is not bool",
+			edit:  func(s *v1alpha1.CleanupPolicySpec) { s.DeletionProtection = "cluster.metadata.name" },
+			field: "spec.deletionProtection",
+			want:  []string{"must evaluate to bool, but evaluates to string"},
+		},
+		{
+			name:  "deletion protection reads no namespace",
+			edit:  func(s *v1alpha1.CleanupPolicySpec) { s.DeletionProtection = "namespace.metadata.name == 'a'" },
+			field: "spec.deletionProtection",
+			want:  []string{"undeclared reference to 'namespace'"},
+		},
+		{
 			name: "variable used before it is declared",
 			edit: func(s *v1alpha1.CleanupPolicySpec) {
 				s.Variables = []v1alpha1.Variable{

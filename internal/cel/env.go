@@ -36,7 +36,7 @@ type Scope int
 const (
 	ScopeSelector  Scope = iota // clusterSelector
 	ScopeVariable               // variables[].expression
-	ScopeStrategy               // removeStrategy.rules[].when
+	ScopeStrategy               // removeStrategy.rules[].when, deletionProtection
 	ScopeObject                 // monitoredResources[].when, deletionStages[].when
 	ScopeNamespace              // keepNamespace
 	ScopeManifest               // orphaning[].when
