@@ -43,6 +43,7 @@ type flags struct {
 	leaseDuration, renewDeadline        time.Duration
 	retryPeriod                         time.Duration
 	progressInterval                    time.Duration
+	confirmationMaxAge                  time.Duration
 }
 
 func main() {
@@ -93,6 +94,8 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.progressInterval, "progress-interval", controller.DefaultProgressInterval,
 		"How often, at most, the progress of a running cleanup step (its counts) is written on the ManagedCluster's "+
 			"ContentDeleteSuccess condition; a new step is written at once, and the metrics stay current. 0 writes every change.")
+	fs.DurationVar(&f.confirmationMaxAge, "delete-confirmation-max-age", operator.DefaultConfirmationMaxAge,
+		"How long a deletion confirmation (kubectl cleanup confirm-delete) of a deletion-protected ManagedCluster counts.")
 }
 
 // The client-side rate limit by default: above what an API server serves a
@@ -116,7 +119,8 @@ func run(f flags, log logr.Logger) error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
-		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval}
+		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
+		ConfirmationMaxAge: f.confirmationMaxAge}
 	if f.progressInterval == 0 {
 		opts.ProgressInterval = -1 // every change; the option's 0 is the default
 	}

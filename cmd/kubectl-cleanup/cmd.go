@@ -31,7 +31,8 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 if it were deleted now, and where the cleanups in progress stand. It reads
 the CleanupPolicies, clusters and cluster namespaces through your kubeconfig
 and takes the operator's decisions with the operator's own code. plan and
-status change nothing; uninstall removes what the operator put on the hub,
+status change nothing; confirm-delete confirms the deletion of a cluster
+protected from deletion; uninstall removes what the operator put on the hub,
 once the operator is gone.`,
 		SilenceUsage: true,
 	}
@@ -42,6 +43,7 @@ once the operator is gone.`,
 
 	root.AddCommand(newPlanCommand(o), newStatusCommand(o))
 	root.AddCommand(newUninstallCommand(o))
+	root.AddCommand(newConfirmDeleteCommand(o))
 	return root
 }
 

@@ -107,6 +107,7 @@ func deleteAll() {
 	for i := range cps.Items {
 		Expect(client.IgnoreNotFound(k8s.Delete(ctx, &cps.Items[i]))).To(Succeed())
 	}
+	unprotectAll()
 	Expect(k8s.DeleteAllOf(ctx, managedCluster("", nil))).To(Succeed())
 	Eventually(func(g Gomega) {
 		list := &unstructured.UnstructuredList{}

@@ -51,6 +51,9 @@ type ManagedClusterAdapter struct {
 	// Tally counts, per policy, the objects the operator leaves alone
 	// because it did not create them.
 	Tally *Tally
+	// ConfirmationMaxAge is how long a deletion confirmation counts; 0
+	// accepts none.
+	ConfirmationMaxAge time.Duration
 
 	// apiReader reads a work, managedFields included, when orphaning it
 	// conflicts, and to tell an earlier version's signal work.
@@ -116,7 +119,12 @@ func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watch
 // Reconcile implements Adapter.
 func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if mc.GetDeletionTimestamp() == nil {
-		return reconcile.Result{}, a.reconcileGovernance(ctx, mc, g)
+		res, wrote, err := a.reconcileProtection(ctx, mc, g)
+		if err != nil || wrote {
+			// The write's event brings the cluster back.
+			return res, err
+		}
+		return res, a.reconcileGovernance(ctx, mc, g)
 	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
 		// Not the operator's cleanup (any more): a finalizer removed by

@@ -53,6 +53,8 @@ type Deps struct {
 	// ProgressInterval is how often, at most, a running step's progress is
 	// written on its object; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// ConfirmationMaxAge is how long a deletion confirmation counts.
+	ConfirmationMaxAge time.Duration
 
 	clusters *ManagedClusterAdapter
 }
@@ -63,6 +65,7 @@ func (d *Deps) Clusters() *ManagedClusterAdapter {
 	if d.clusters == nil {
 		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval)
 		d.clusters.Tally = d.Tally
+		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
 	}
 	return d.clusters
 }

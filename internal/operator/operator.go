@@ -65,7 +65,13 @@ type Options struct {
 	// progress is written on its ManagedCluster; 0 means
 	// controller.DefaultProgressInterval, negative on every change.
 	ProgressInterval time.Duration
+	// ConfirmationMaxAge is how long a deletion confirmation of a
+	// deletion-protected ManagedCluster counts. 0 means DefaultConfirmationMaxAge.
+	ConfirmationMaxAge time.Duration
 }
+
+// DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
+const DefaultConfirmationMaxAge = time.Hour
 
 // DefaultClusterConcurrency is how many clusters are torn down at once by default.
 const DefaultClusterConcurrency = 10
@@ -94,6 +100,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Metrics:          op.Metrics,
 		Concurrency:      cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 		ProgressInterval: opts.ProgressInterval,
+
+		ConfirmationMaxAge: cmp.Or(opts.ConfirmationMaxAge, DefaultConfirmationMaxAge),
 	}
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
 	if err != nil {

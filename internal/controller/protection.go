@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// reconcileProtection keeps, on a cluster that is not being deleted, the
+// deletion-protection mark and the acceptance of its deletion confirmation
+// as decision.DecideProtection decides them. It makes at most one write,
+// and says so: that write's event brings the cluster back for the rest.
+// The result asks to come back when an accepted confirmation expires.
+func (a *ManagedClusterAdapter) reconcileProtection(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, bool, error) {
+	log := logf.FromContext(ctx)
+	now := time.Now()
+	p := decision.DecideProtection(g, now, a.ConfirmationMaxAge)
+	name := mc.GetName()
+	if p.Error != "" {
+		log.Info("deletion protection failed: the cluster is protected", "cluster", name, "error", p.Error)
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, v1alpha1.ProtectionFailedReason, "Protect",
+			"%s; the cluster is protected from deletion until the expression succeeds for it", p.Error)
+	}
+	_, hasAccepted := mc.GetAnnotations()[v1alpha1.DeleteConfirmationAcceptedAnnotation]
+	if p.Refused != "" && p.Protected {
+		log.Info("deletion confirmation refused", "cluster", name, "reason", p.Refused)
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, v1alpha1.ConfirmationRefusedReason, "Confirm",
+			"the deletion confirmation does not count: %s; confirm again with kubectl cleanup confirm-delete %s", p.Refused, name)
+	}
+	var res reconcile.Result
+	if p.Expires != nil {
+		res.RequeueAfter = max(p.Expires.Sub(now), time.Second)
+	}
+
+	label, hasLabel := mc.GetLabels()[v1alpha1.DeletionProtectedLabel]
+	accepted := mc.GetAnnotations()[v1alpha1.DeleteConfirmationAcceptedAnnotation]
+	add := (p.Protected && label != "true") || (p.Accepted != "" && accepted != p.Accepted)
+	remove := (!p.Protected && hasLabel) || (p.Accepted == "" && hasAccepted)
+	switch {
+	case add:
+		if err := a.applyProtection(ctx, mc, p); err != nil {
+			return res, false, err
+		}
+	case remove:
+		if err := a.removeProtection(ctx, mc, !p.Protected && hasLabel, p.Accepted == "" && hasAccepted); err != nil {
+			return res, false, err
+		}
+	default:
+		return res, false, nil
+	}
+	switch {
+	case p.Protected && label != "true":
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.ProtectedReason, "Protect",
+			"protected from deletion (%s=true): deleting it needs kubectl cleanup confirm-delete %s first", v1alpha1.DeletionProtectedLabel, name)
+		log.Info("cluster protected from deletion", "cluster", name)
+	case !p.Protected && hasLabel:
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.ProtectedReason, "Protect",
+			"no longer protected from deletion: %s removed", v1alpha1.DeletionProtectedLabel)
+		log.Info("cluster no longer protected from deletion", "cluster", name)
+	case p.Accepted != "" && accepted != p.Accepted:
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeleteConfirmedReason, "Confirm",
+			"deletion confirmed at %s: the cluster may be deleted until %s", p.Accepted, p.Expires.UTC().Format(time.RFC3339))
+		log.Info("deletion confirmation accepted", "cluster", name, "confirmedAt", p.Accepted, "expires", p.Expires)
+	case p.Accepted == "" && hasAccepted:
+		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeleteConfirmedReason, "Confirm",
+			"the deletion confirmation of %s no longer counts: the cluster is protected from deletion again", accepted)
+		log.Info("deletion confirmation taken back", "cluster", name, "confirmedAt", accepted)
+	}
+	return res, true, nil
+}
+
+// applyProtection applies, with server-side apply, the mark and the
+// acceptance the decision wants; what the operator applied before and no
+// longer does is removed by the same apply. The cluster's resourceVersion
+// makes it fail if the cluster changed since it was decided.
+func (a *ManagedClusterAdapter) applyProtection(ctx context.Context, mc *unstructured.Unstructured, p decision.Protection) error {
+	md := map[string]any{"name": mc.GetName(), "resourceVersion": mc.GetResourceVersion()}
+	if p.Protected {
+		md["labels"] = map[string]any{v1alpha1.DeletionProtectedLabel: "true"}
+	}
+	if p.Accepted != "" {
+		md["annotations"] = map[string]any{v1alpha1.DeleteConfirmationAcceptedAnnotation: p.Accepted}
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": mc.GetAPIVersion(), "kind": mc.GetKind(), "metadata": md,
+	}}
+	// The mark is the operator's: it takes the field from whoever else set it.
+	if err := a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("applying the deletion protection of ManagedCluster %s: %w", mc.GetName(), err))
+	}
+	return nil
+}
+
+// removeProtection removes the mark, the acceptance, or both, whoever set
+// them, if the cluster did not change since it was decided.
+func (a *ManagedClusterAdapter) removeProtection(ctx context.Context, mc *unstructured.Unstructured, label, annotation bool) error {
+	md := map[string]any{"resourceVersion": mc.GetResourceVersion()}
+	if label {
+		md["labels"] = map[string]any{v1alpha1.DeletionProtectedLabel: nil}
+	}
+	if annotation {
+		md["annotations"] = map[string]any{v1alpha1.DeleteConfirmationAcceptedAnnotation: nil}
+	}
+	raw, err := json.Marshal(map[string]any{"metadata": md})
+	if err != nil {
+		return err
+	}
+	if err := a.Client.Patch(ctx, mc.DeepCopy(), client.RawPatch(types.MergePatchType, raw)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("removing the deletion protection of ManagedCluster %s: %w", mc.GetName(), err))
+	}
+	return nil
+}
