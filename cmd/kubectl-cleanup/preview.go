@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -60,6 +61,12 @@ func (p *preview) plan(ctx context.Context, name string) (*decision.Plan, error)
 		return nil, err
 	}
 	plan := decision.PlanTeardown(g, s)
+	if g.Cluster.GetDeletionTimestamp() == nil {
+		// The operator's validity of a confirmation is its flag: the
+		// preview assumes the default.
+		protection := decision.DecideProtection(g, time.Now(), decision.DefaultConfirmationMaxAge)
+		plan.Protection = &protection
+	}
 	if plan.Held == "" && s.Namespace != nil {
 		if plan.Prune, err = p.reader.Prune(ctx, g, name); err != nil {
 			return nil, err

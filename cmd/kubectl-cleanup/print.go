@@ -20,6 +20,7 @@ func printPlan(w io.Writer, p *decision.Plan) {
 	if p.Deleting {
 		fmt.Fprintf(w, "ManagedCluster %s is being deleted; steps marked (done) are behind it.\n", p.Cluster)
 	}
+	defer printProtection(w, p)
 	switch {
 	case p.Held != "":
 		fmt.Fprintf(w, "ManagedCluster %s: held, nothing would be deleted: %s\n", p.Cluster, p.Held)
@@ -333,4 +334,31 @@ func describeRemaining(r remaining) string {
 		return "nothing"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printProtection says whether the cluster is protected from deletion, and
+// where its deletion confirmation stands.
+func printProtection(w io.Writer, p *decision.Plan) {
+	pr := p.Protection
+	if pr == nil {
+		return
+	}
+	switch {
+	case pr.Error != "":
+		fmt.Fprintf(w, "\nProtected from deletion: spec.deletionProtection failed for the cluster (%s), which protects it.\n", pr.Error)
+	case pr.Held && pr.Protected:
+		fmt.Fprintln(w, "\nProtected from deletion: the cluster is held and keeps its mark.")
+	case pr.Protected:
+		fmt.Fprintln(w, "\nProtected from deletion (spec.deletionProtection is true).")
+	default:
+		return
+	}
+	fmt.Fprintf(w, "  kubectl delete is refused until the deletion is confirmed: kubectl cleanup confirm-delete %s\n", p.Cluster)
+	switch {
+	case pr.Accepted != "":
+		fmt.Fprintf(w, "  Deletion confirmed at %s: it counts until %s (with the operator's default validity).\n",
+			pr.Accepted, pr.Expires.UTC().Format(time.RFC3339))
+	case pr.Refused != "":
+		fmt.Fprintf(w, "  The cluster's deletion confirmation does not count: %s.\n", pr.Refused)
+	}
 }

@@ -135,13 +135,16 @@ func (u *uninstaller) verb(done, dry string) string {
 	return done
 }
 
-// releaseClusters removes the operator's finalizer and annotations from
-// every ManagedCluster. The ContentDeleteSuccess condition of a cluster
-// that was cleaned up stays: it is status, and its history.
+// releaseClusters removes the operator's finalizer, annotations and
+// deletion-protection mark from every ManagedCluster, and the deletion
+// confirmations, which count for nothing without the operator. The
+// ContentDeleteSuccess condition of a cluster that was cleaned up stays:
+// it is status, and its history.
 func (u *uninstaller) releaseClusters(ctx context.Context) error {
 	return u.stripAll(ctx, managedClusterGVK, nil, nil,
-		[]string{v1alpha1.ClusterCleanupFinalizer}, nil,
-		decision.ClusterAnnotations)
+		[]string{v1alpha1.ClusterCleanupFinalizer}, []string{v1alpha1.DeletionProtectedLabel},
+		append(slices.Clone(decision.ClusterAnnotations), v1alpha1.DeleteConfirmationAcceptedAnnotation,
+			v1alpha1.DeleteConfirmedAnnotation, v1alpha1.DeleteConfirmedAtAnnotation))
 }
 
 // releasePolicies removes the in-use finalizer from CleanupPolicies. The

@@ -74,6 +74,7 @@ func TestUninstall(t *testing.T) {
 			g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
 			g.Expect(mc.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "uninstall-test"))
 		}
+		g.Expect(get(ctx, g, c, managedClusterGVK, client.ObjectKey{Name: "c2"}).GetLabels()).To(HaveKeyWithValue(v1alpha1.DeletionProtectedLabel, "true"))
 		work := get(ctx, g, c, manifestWorkGVK, client.ObjectKey{Namespace: "c2", Name: "app"})
 		g.Expect(work.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.OrphaningAnnotation, "SelectivelyOrphan"))
 		cp := get(ctx, g, c, configurationPolicyGVK, client.ObjectKey{Namespace: "c2", Name: "team"})
@@ -104,7 +105,8 @@ func TestUninstall(t *testing.T) {
 		"Dry run: nothing is changed.",
 		"Would refuse now: 1 teardown(s) in progress: c1",
 		"Would refuse now: the operator still seems to run (Lease default/"+v1alpha1.LeaderElectionID+" is held by",
-		"ManagedCluster c2: would remove finalizer "+v1alpha1.ClusterCleanupFinalizer+", annotation "+v1alpha1.GoverningPolicyAnnotation,
+		"ManagedCluster c2: would remove finalizer "+v1alpha1.ClusterCleanupFinalizer+", label "+v1alpha1.DeletionProtectedLabel+
+			", annotation "+v1alpha1.GoverningPolicyAnnotation,
 		"CleanupPolicy uninstall-test: would remove finalizer "+v1alpha1.InUseFinalizer,
 		"Namespace c3: would remove label "+v1alpha1.ClusterDeletingLabel,
 		"ManifestWork c2/app: would remove annotation "+v1alpha1.OrphaningAnnotation,
@@ -176,7 +178,8 @@ func TestUninstall(t *testing.T) {
 	g.Expect(text).NotTo(ContainSubstring("Note: the operator does not seem to run"))
 	g.Expect(inOrder(text,
 		"Waiting for the operator to stop",
-		"ManagedCluster c2: removed finalizer "+v1alpha1.ClusterCleanupFinalizer+", annotation "+v1alpha1.GoverningPolicyAnnotation,
+		"ManagedCluster c2: removed finalizer "+v1alpha1.ClusterCleanupFinalizer+", label "+v1alpha1.DeletionProtectedLabel+
+			", annotation "+v1alpha1.GoverningPolicyAnnotation,
 		"CleanupPolicy uninstall-test: removed finalizer "+v1alpha1.InUseFinalizer,
 		"Namespace c3: removed label "+v1alpha1.ClusterDeletingLabel,
 		"ManifestWork c2/app: removed annotation "+v1alpha1.OrphaningAnnotation,

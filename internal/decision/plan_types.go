@@ -37,6 +37,9 @@ type Plan struct {
 	// Prune are the prune decisions of the cluster's ConfigurationPolicies
 	// (the preview fills them; the teardown does not read them).
 	Prune []PrunePlan `json:"prune,omitempty"`
+	// Protection is the deletion protection of a cluster not being deleted
+	// (the preview fills it; the teardown does not read it).
+	Protection *Protection `json:"protection,omitempty"`
 }
 
 // StepKind names a step of a teardown.

@@ -14,6 +14,10 @@ import (
 // operator differ a little.
 const ConfirmationClockSkew = time.Minute
 
+// DefaultConfirmationMaxAge is how long a deletion confirmation counts
+// unless the manager is told otherwise (--delete-confirmation-max-age).
+const DefaultConfirmationMaxAge = time.Hour
+
 // Protection is the deletion protection of one cluster that is not being
 // deleted: whether it carries the mark, and which deletion confirmation, if
 // any, the operator accepts for it.

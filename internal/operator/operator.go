@@ -71,7 +71,7 @@ type Options struct {
 }
 
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
-const DefaultConfirmationMaxAge = time.Hour
+const DefaultConfirmationMaxAge = decision.DefaultConfirmationMaxAge
 
 // DefaultClusterConcurrency is how many clusters are torn down at once by default.
 const DefaultClusterConcurrency = 10
