@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -188,6 +189,8 @@ with a simulated work agent that applies their ManifestWorks and lets deleted on
 
   kubectl get cleanuppolicies                      # Ready, matched clusters
   kubectl cleanup plan prod-eu                     # what deleting prod-eu would do, step by step
+  kubectl delete managedcluster prod-eu            # refused: prod-eu is protected from deletion
+  kubectl cleanup confirm-delete prod-eu           # confirms it
   kubectl delete managedcluster prod-eu --wait=false
   kubectl get managedcluster prod-eu -o jsonpath='{.status.conditions[?(@.type=="ContentDeleteSuccess")]}'
   kubectl get events --field-selector involvedObject.name=prod-eu --sort-by=.metadata.creationTimestamp
@@ -205,11 +208,14 @@ func deleteAndWait(ctx context.Context, out io.Writer, c client.Client, name str
 	mc := &unstructured.Unstructured{}
 	mc.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.open-cluster-management.io", Version: "v1", Kind: "ManagedCluster"})
 	mc.SetName(name)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := confirmDeletion(ctx, out, c, mc); err != nil {
+		return err
+	}
 	if err := c.Delete(ctx, mc); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 	for _, obj := range []client.Object{mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}} {
 		for {
 			err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
@@ -235,6 +241,37 @@ func deleteAndWait(ctx context.Context, out io.Writer, c client.Client, name str
 	}
 	fmt.Fprintf(out, "ManagedCluster %s and its namespace are gone.\n", name)
 	return nil
+}
+
+// confirmDeletion confirms the deletion of a cluster the sample policy
+// protects, as kubectl cleanup confirm-delete does, and waits until the
+// operator has accepted the confirmation.
+func confirmDeletion(ctx context.Context, out io.Writer, c client.Client, mc *unstructured.Unstructured) error {
+	for {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
+			return err
+		}
+		annotations := mc.GetAnnotations()
+		at := annotations[v1alpha1.DeleteConfirmedAtAnnotation]
+		switch {
+		case mc.GetLabels()[v1alpha1.DeletionProtectedLabel] != "true":
+			return nil
+		case at != "" && annotations[v1alpha1.DeleteConfirmationAcceptedAnnotation] == at:
+			fmt.Fprintf(out, "deletion of %s confirmed at %s\n", mc.GetName(), at)
+			return nil
+		case annotations[v1alpha1.DeleteConfirmedAnnotation] != mc.GetName() || at == "":
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, v1alpha1.DeleteConfirmedAnnotation, mc.GetName(),
+				v1alpha1.DeleteConfirmedAtAnnotation, time.Now().UTC().Format(time.RFC3339))
+			if err := c.Patch(ctx, mc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the operator did not accept the deletion confirmation of %s: %w", mc.GetName(), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitServed waits until the named CRDs are established.

@@ -373,11 +373,13 @@ var _ = Describe("CleanupPolicy", func() {
 		Expect(strings.Count(out, "(server dry run)")).To(BeNumerically(">=", len(samples)))
 
 		invalid := map[string][]string{
-			"misspelled-field.yaml": {"spec.clusterSelector", "undefined field 'lables'"},
-			"unbound-variable.yaml": {"spec.orphaning[1].when", "undeclared reference to 'manfest'"},
-			"unknown-strategy.yaml": {"spec.removeStrategy.default", "Unsupported value: \"Sometimes\""},
-			"duplicate-stage.yaml":  {"spec.deletionStages[1]", "Duplicate value"},
-			"empty-resource.yaml":   {"spec.monitoredResources[0].resource", "should be at least 1"},
+			"misspelled-field.yaml":    {"spec.clusterSelector", "undefined field 'lables'"},
+			"unbound-variable.yaml":    {"spec.orphaning[1].when", "undeclared reference to 'manfest'"},
+			"unknown-strategy.yaml":    {"spec.removeStrategy.default", "Unsupported value: \"Sometimes\""},
+			"duplicate-stage.yaml":     {"spec.deletionStages[1]", "Duplicate value"},
+			"empty-resource.yaml":      {"spec.monitoredResources[0].resource", "should be at least 1"},
+			"protection-not-bool.yaml": {"spec.deletionProtection", "must evaluate to bool, but evaluates to string"},
+			"protection-unbound.yaml":  {"spec.deletionProtection", "undeclared reference to 'namespace'"},
 		}
 		for file, want := range invalid {
 			out, err := kubectl(filepath.Join(testenv.RepoRoot(), "test", "testdata", "invalid", file))
