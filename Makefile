@@ -193,7 +193,7 @@ bundle-build: ## Build the bundle image with CONTAINER_TOOL.
 E2E_TEST_FLAGS ?= -timeout 20m -v . -ginkgo.v
 
 .PHONY: test-e2e
-test-e2e: build envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the operator with OCM's registration hub, work agent and policy propagator (test/e2e, its own Go module).
+test-e2e: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the operator with OCM's registration hub, work agent and policy propagator (test/e2e, its own Go module).
 	cd test/e2e && go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
 
 ##@ Local control plane

@@ -307,6 +307,7 @@ func resetFleet() {
 	for i := range addons.Items {
 		removeGone(&addons.Items[i])
 	}
+	unprotect()
 	removeGone(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName}})
 	removeGone(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterName}})
 

@@ -36,13 +36,16 @@ var (
 	adminCfg *rest.Config
 	k8s      client.Client
 
-	paths   repoPaths
-	logDir  string
-	kcm     *process
-	manager *process
-	hub     *component
-	agent   *workAgent
-	prop    *component
+	paths repoPaths
+	// adminKubeconfig is a cluster administrator's kubeconfig, for kubectl
+	// and the kubectl-cleanup plugin.
+	adminKubeconfig string
+	logDir          string
+	kcm             *process
+	manager         *process
+	hub             *component
+	agent           *workAgent
+	prop            *component
 )
 
 func TestE2E(t *testing.T) {
@@ -75,7 +78,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(adminCfg, client.Options{Scheme: newScheme()})
 	Expect(err).NotTo(HaveOccurred())
-	adminKubeconfig := writeKubeconfig(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, "admin.kubeconfig")
+	adminKubeconfig = writeKubeconfig(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, "admin.kubeconfig")
 
 	By("starting kube-controller-manager: namespace and garbage-collector controllers")
 	kcm, err = startProcess("kube-controller-manager", filepath.Join(paths.bin, "kube-controller-manager"), nil,
