@@ -103,7 +103,8 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 	same("monitoredResources", len(p.MonitoredWhen), len(s.MonitoredResources))
 	same("deletionStages", len(p.StageWhen), len(s.DeletionStages))
 	same("orphaning", len(p.Orphaning), len(s.Orphaning))
-	if (p.ClusterSelector == nil) != (s.ClusterSelector == "") || (p.KeepNamespace == nil) != (s.KeepNamespace == "") {
+	if (p.ClusterSelector == nil) != (s.ClusterSelector == "") || (p.KeepNamespace == nil) != (s.KeepNamespace == "") ||
+		(p.DeletionProtection == nil) != (s.DeletionProtection == "") {
 		t.Fatal("an expression without a program, or a program without an expression")
 	}
 
@@ -128,6 +129,7 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 		add(e, s.DeletionStages[i].When, cel.ScopeObject, object)
 	}
 	add(p.KeepNamespace, s.KeepNamespace, cel.ScopeNamespace, func(a *cel.Activation) *cel.Activation { return a.With(cel.VarNamespace, g.namespace()) })
+	add(p.DeletionProtection, s.DeletionProtection, cel.ScopeStrategy, nil)
 	for i, e := range p.Orphaning {
 		add(e, s.Orphaning[i].When, cel.ScopeManifest, func(a *cel.Activation) *cel.Activation {
 			return a.With(cel.VarWork, g.work()).With(cel.VarManifest, g.manifest())
@@ -551,6 +553,9 @@ func (g *exprGen) policy() *v1alpha1.CleanupPolicy {
 		for range g.r.IntN(3) {
 			s.Prune.Rules = append(s.Prune.Rules, v1alpha1.PruneRule{When: g.expr(cel.ScopePrune), Behavior: behaviors[g.r.IntN(len(behaviors))]})
 		}
+	}
+	if g.r.IntN(2) == 0 {
+		s.DeletionProtection = g.expr(cel.ScopeStrategy)
 	}
 	return p
 }
