@@ -89,7 +89,11 @@ func newStatusCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.print(status, func(w io.Writer) { printStatus(w, status) })
+			protected, err := p.protected(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return o.print(status, func(w io.Writer) { printStatus(w, status); printProtected(w, protected) })
 		},
 	}
 }

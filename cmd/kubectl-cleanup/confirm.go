@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,4 +132,31 @@ func printConfirmation(w io.Writer, res *confirmation) {
 	default:
 		fmt.Fprintf(w, "ManagedCluster %s: deletion confirmed at %s; the cleanup operator has not accepted it yet.\n", res.Cluster, res.ConfirmedAt)
 	}
+}
+
+// protected lists the clusters that carry the deletion-protection mark,
+// by name.
+func (p *preview) protected(ctx context.Context) ([]string, error) {
+	clusters := &metav1.PartialObjectMetadataList{}
+	clusters.SetGroupVersionKind(managedClusterGVK.GroupVersion().WithKind("ManagedClusterList"))
+	if err := p.client.List(ctx, clusters, client.MatchingLabels{v1alpha1.DeletionProtectedLabel: "true"}); err != nil {
+		return nil, fmt.Errorf("listing ManagedClusters: %w", err)
+	}
+	names := make([]string, 0, len(clusters.Items))
+	for _, mc := range clusters.Items {
+		if mc.DeletionTimestamp == nil {
+			names = append(names, mc.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// printProtected lists, after the status, the clusters protected from deletion.
+func printProtected(w io.Writer, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nProtected from deletion (kubectl cleanup confirm-delete CLUSTER before deleting one): %s\n",
+		decision.Bounded(names, ", "))
 }

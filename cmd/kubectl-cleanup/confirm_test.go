@@ -54,6 +54,11 @@ func TestConfirmDelete(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("Protected from deletion (spec.deletionProtection is true).\n" +
 		"  kubectl delete is refused until the deletion is confirmed: kubectl cleanup confirm-delete prod-1\n"))
 
+	out, err = kubectlCleanup(t, env.Kubeconfig, "status")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("No cluster is being cleaned up.\n\n" +
+		"Protected from deletion (kubectl cleanup confirm-delete CLUSTER before deleting one): prod-1\n"))
+
 	err = c.Delete(ctx, unstructuredObject(managedClusterGVK, "", "prod-1"))
 	g.Expect(err).To(MatchError(ContainSubstring("ManagedCluster prod-1 is protected from deletion")))
 	g.Expect(err).To(MatchError(ContainSubstring("confirm first with kubectl cleanup confirm-delete prod-1")))

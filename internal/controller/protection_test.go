@@ -165,6 +165,16 @@ var _ = Describe("Deletion protection", func() {
 		Expect(err).To(MatchError(ContainSubstring(refusedMessage("prot-c", "protect-confirm") +
 			": its confirmation of " + stale + " is not accepted")))
 
+		// An acceptance of a confirmation that has expired since (as the
+		// operator finds it after a restart) is taken back.
+		Expect(annotateCluster("prot-c", map[string]string{v1alpha1.DeleteConfirmationAcceptedAnnotation: stale})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(getCluster(g, "prot-c").GetAnnotations()).NotTo(HaveKey(v1alpha1.DeleteConfirmationAcceptedAnnotation))
+		}).Should(Succeed())
+		Expect(events("prot-c")).To(ContainElement(v1alpha1.DeleteConfirmedReason + ": the deletion confirmation of " + stale +
+			" no longer counts: the cluster is protected from deletion again"))
+		Expect(k8s.Delete(ctx, managedCluster("prot-c", nil))).To(MatchError(ContainSubstring("is protected from deletion")))
+
 		// A fresh one is accepted; the cluster is deleted and cleaned up.
 		fresh := time.Now().UTC().Format(time.RFC3339)
 		Expect(annotateCluster("prot-c", map[string]string{v1alpha1.DeleteConfirmedAtAnnotation: fresh})).To(Succeed())

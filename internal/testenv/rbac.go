@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -35,7 +36,8 @@ func (e *Env) OperatorConfig(ctx context.Context) (*rest.Config, error) {
 			return nil, err
 		}
 		for _, role := range roles {
-			if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+			// A second call in the same environment finds them in place.
+			if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return nil, fmt.Errorf("creating ClusterRole %s: %w", role.Name, err)
 			}
 			binding := &rbacv1.ClusterRoleBinding{
@@ -43,7 +45,7 @@ func (e *Env) OperatorConfig(ctx context.Context) (*rest.Config, error) {
 				Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: OperatorUser}},
 			}
 			binding.Name = role.Name + "-" + OperatorUser
-			if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return nil, fmt.Errorf("binding ClusterRole %s: %w", role.Name, err)
 			}
 		}
