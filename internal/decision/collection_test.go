@@ -18,8 +18,8 @@ import (
 
 // TestCollectionDeletes: a stage goes in one deletecollection only when it
 // is one group of every object of an admission-guarded resource in a
-// labelled namespace, each deleted now, and no work's deleteOption is the
-// operator's decision.
+// labelled namespace, each deleted now, no work's deleteOption is the
+// operator's decision, and no monitored resource is of its resource.
 func TestCollectionDeletes(t *testing.T) {
 	env, err := cel.NewEnv(cel.Schemas{})
 	if err != nil {
@@ -70,6 +70,23 @@ func TestCollectionDeletes(t *testing.T) {
 		{name: "a resource the admission policy does not guard", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
 			{Name: "cms", GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{configmaps: {object(configmaps, "c1", "", false), object(configmaps, "c2", "", false)}}},
+		{name: "a monitored resource of the stage's resource: a change to a work's metadata could make the gate wait for it",
+			spec: v1alpha1.CleanupPolicySpec{MonitoredResources: []v1alpha1.MonitoredResource{{
+				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+				When:                 "object.metadata.labels[?'hold'].orValue('') == 'yes'"}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
+		{name: "a monitored resource of another version of the stage's resource",
+			spec: v1alpha1.CleanupPolicySpec{MonitoredResources: []v1alpha1.MonitoredResource{{
+				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1beta1", Resource: "manifestworks"},
+				When:                 "object.metadata.labels[?'hold'].orValue('') == 'yes'"}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
+		{name: "a monitored resource of another resource", collection: "manifestworks",
+			spec: v1alpha1.CleanupPolicySpec{MonitoredResources: []v1alpha1.MonitoredResource{{
+				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"},
+				When:                 "object.metadata.labels[?'hold'].orValue('') == 'yes'"}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
+		{name: "the last priority group, all that remains: a priority only orders the stage's deletes", collection: "manifestworks",
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("20", "20")}},
 		{name: "BestEffort on an unavailable cluster forces after the delete",
 			spec:    v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort}},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: withAgentFinalizer(works("", ""))}},

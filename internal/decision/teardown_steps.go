@@ -189,15 +189,29 @@ const MinCollection = 2
 // (now, or by the signal step), so nothing new appears meanwhile; and for
 // ManifestWorks, no work's deleteOption is the operator's decision (no
 // orphaning rule, not Needless), so a change to a work after this plan
-// changes nothing the plan decided. The executor still deletes only the
-// objects of the plan: it checks the namespace holds exactly them, and
-// deletes the snapshot it checked (docs/performance.md).
+// changes nothing the plan decided; and no monitored resource is of the
+// stage's resource, so no change to an object's metadata can make the gate
+// wait for it. The API server deletes each object of the collection by
+// name, without the plan's resourceVersion, so the plan relies on this:
+// no field of the policy decides by an object's metadata whether the
+// stage deletes it; its cleanup-priority only orders the deletes within
+// the stage, and the group is every object that remains in it, so a
+// priority written after the executor's check (a window of one request)
+// changes the order of that object's delete, never whether the stage
+// deletes it. The executor still deletes only the objects of the plan: it
+// checks the namespace holds exactly them, and deletes the snapshot it
+// checked (docs/performance.md).
 func (t *teardown) collectable(s Stage, groups [][]Object, actions []Action) bool {
 	if len(groups) != 1 || len(actions) < MinCollection || s.When != nil || !AdmissionGuarded(s.GVR) {
 		return false
 	}
 	if n := len(slices.DeleteFunc(Stages(t.p), func(o Stage) bool { return o.GVR.GroupResource() != s.GVR.GroupResource() })); n != 1 {
 		return false
+	}
+	for _, m := range MonitoredResources(t.p) {
+		if m.GVR.GroupResource() == s.GVR.GroupResource() {
+			return false
+		}
 	}
 	ns := t.s.Namespace
 	if ns == nil || ns.Name != t.plan.Cluster || (ns.Labels[v1alpha1.ClusterDeletingLabel] != "true" && !t.signalLabels()) {
