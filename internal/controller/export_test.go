@@ -2,6 +2,11 @@ package controller
 
 import (
 	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -11,9 +16,22 @@ import (
 
 // DeleteCollection runs the executor's deletecollection of a group with
 // the clients given, calling before between its check and its request, and
-// says whether it deleted the group that way.
+// says whether it deleted the group that way. The admission policy must
+// have been as it is for settle.
 func DeleteCollection(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
-	acts []decision.Action, before func()) (bool, error) {
-	a := &ManagedClusterAdapter{Client: c, apiReader: reader, Metrics: NewMetrics(), inflight: newInflight(), beforeCollection: before}
-	return a.deleteCollection(ctx, mc, plan, acts)
+	acts []decision.Action, settle time.Duration, before func()) (bool, error) {
+	a := &ManagedClusterAdapter{Client: c, apiReader: reader, Metrics: NewMetrics(), inflight: newInflight(), beforeCollection: before,
+		admissionSettle: settle}
+	ok, _, err := a.deleteCollection(ctx, mc, plan, acts)
+	return ok, err
+}
+
+// DeleteAll runs the executor's deletes of a step, a collection first, and
+// returns the UIDs it deleted and the count of deletes it recorded for
+// resource.
+func DeleteAll(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
+	acts []decision.Action, resource string) ([]types.UID, float64, error) {
+	a := &ManagedClusterAdapter{Client: c, apiReader: reader, Metrics: NewMetrics(), inflight: newInflight()}
+	done, err := a.deleteAll(ctx, mc, plan, acts)
+	return sets.List(done), testutil.ToFloat64(a.Metrics.DeletedObjects.WithLabelValues(resource)), err
 }

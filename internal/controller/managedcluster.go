@@ -65,6 +65,8 @@ type ManagedClusterAdapter struct {
 	// beforeCollection, in tests, runs between the check of a group
 	// deleted in one request and the request.
 	beforeCollection func()
+	// admissionSettle is AdmissionSettle, but in tests.
+	admissionSettle time.Duration
 }
 
 var (
@@ -80,7 +82,7 @@ func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder
 	if progressInterval == 0 {
 		progressInterval = DefaultProgressInterval
 	}
-	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(),
+	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), admissionSettle: AdmissionSettle,
 		inflight: newInflight(), progress: newProgress(progressInterval)}
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
