@@ -19,6 +19,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+	"k8s.io/utils/ptr"
 )
 
 var manifestWorkGVK = metav1.TypeMeta{APIVersion: "work.open-cluster-management.io/v1", Kind: "ManifestWork"}
@@ -425,4 +426,101 @@ var _ = Describe("Deleting a group in one request", func() {
 			Expect(auditWrites(cluster)).To(Equal([]string{"delete first-0", "delete first-1", "delete first-2", "deletecollection "}))
 		})
 	}
+})
+
+var _ = Describe("A deletecollection refused part way", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	It("does not delete again, nor count twice, the add-ons it deleted already", func() {
+		const ns = "coll-partial"
+		const hold = "test.fleetops.dev/hold"
+		agent.setStopped(ns, true)
+		DeferCleanup(func() { agent.setStopped(ns, false) })
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		addonGVK := metav1.TypeMeta{APIVersion: "addon.open-cluster-management.io/v1alpha1", Kind: "ManagedClusterAddOn"}
+		var acts []decision.Action
+		for i := range 3 {
+			name := fmt.Sprintf("a-%d", i)
+			addon(ns, name)
+			a := &unstructured.Unstructured{}
+			a.SetAPIVersion(addonGVK.APIVersion)
+			a.SetKind(addonGVK.Kind)
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a)).To(Succeed())
+			before := a.DeepCopy()
+			a.SetFinalizers([]string{hold})
+			Expect(k8s.Patch(ctx, a, client.MergeFrom(before))).To(Succeed())
+			meta := &metav1.PartialObjectMetadata{TypeMeta: addonGVK, ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				UID: a.GetUID(), ResourceVersion: a.GetResourceVersion()}}
+			acts = append(acts, decision.Action{Verb: decision.VerbDelete, Resource: "managedclusteraddons.addon.open-cluster-management.io",
+				Namespace: ns, Name: name, UID: a.GetUID(), Meta: meta, Collection: true})
+			DeferCleanup(func() {
+				a := &unstructured.Unstructured{}
+				a.SetAPIVersion(addonGVK.APIVersion)
+				a.SetKind(addonGVK.Kind)
+				if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a) == nil {
+					before := a.DeepCopy()
+					a.SetFinalizers(nil)
+					Expect(client.IgnoreNotFound(k8s.Patch(ctx, a, client.MergeFrom(before)))).To(Succeed())
+				}
+			})
+		}
+		// An administrator's policy refuses to delete a-2: the collection
+		// deletes a-0 and a-1, then stops.
+		refuse := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "test-refuse-addon-delete"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{"addon.open-cluster-management.io"}, APIVersions: []string{"v1alpha1"},
+							Resources: []string{"managedclusteraddons"}}}}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "ns", Expression: "request.namespace == '" + ns + "'"}},
+				Validations: []admissionregistrationv1.Validation{{Expression: "oldObject.metadata.name != 'a-2'",
+					Reason: ptr.To(metav1.StatusReasonForbidden)}},
+			},
+		}
+		refuseBinding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "test-refuse-addon-delete"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: refuse.Name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+		}
+		Expect(k8s.Create(ctx, refuse)).To(Succeed())
+		Expect(k8s.Create(ctx, refuseBinding)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8s.Delete(ctx, refuseBinding)).To(Succeed())
+			Expect(k8s.Delete(ctx, refuse)).To(Succeed())
+		})
+		Eventually(func() error {
+			a := &unstructured.Unstructured{}
+			a.SetAPIVersion(addonGVK.APIVersion)
+			a.SetKind(addonGVK.Kind)
+			a.SetNamespace(ns)
+			a.SetName("a-2")
+			return k8s.Delete(ctx, a, client.DryRunAll)
+		}).Should(Satisfy(apierrors.IsForbidden))
+		labelDeleting(ns)
+		settled()
+
+		mc := managedCluster(ns, nil)
+		plan := &decision.Plan{Cluster: ns, Steps: []decision.Step{{Kind: decision.StepSignal, Name: "cleanup-signal"}}}
+		done, counted, err := controller.DeleteAll(ctx, k8s, k8s, mc, plan, acts, "managedclusteraddons")
+		Expect(err).To(Satisfy(apierrors.IsForbidden), "a-2's own delete is refused too")
+		Expect(done).To(ConsistOf(acts[0].UID, acts[1].UID))
+		Expect(counted).To(Equal(2.0))
+
+		events, err := testenv.ReadAuditLog(auditLog)
+		Expect(err).NotTo(HaveOccurred())
+		var writes []string
+		for _, e := range events {
+			if e.Stage == "ResponseComplete" && (e.Verb == "delete" || e.Verb == "deletecollection") &&
+				e.ObjectRef.Resource == "managedclusteraddons" && e.ObjectRef.Namespace == ns && e.ObjectRef.Name != "a-2" {
+				writes = append(writes, fmt.Sprintf("%s %s %d", e.Verb, e.ObjectRef.Name, e.ResponseStatus.Code))
+			}
+		}
+		Expect(writes).To(Equal([]string{"deletecollection  403"}), "no second delete of a-0 or a-1")
+	})
 })
