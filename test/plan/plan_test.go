@@ -15,10 +15,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -188,6 +191,32 @@ func (w *world) steady(ctx context.Context, f *fleet) error {
 // once their teardown waits for them, and returns once every teardown
 // ended: the cluster gone, or in dry run the plan reported.
 func (w *world) tearDown(ctx context.Context, t *testing.T, f *fleet, seed uint64) error {
+	// The operator deletes a planned collection one by one while its
+	// admission policy is younger than the settle time.
+	if err := until(ctx, "the admission policy has settled", 200*time.Millisecond, func() (bool, error) {
+		for _, key := range []struct{ kind, name string }{
+			{"ValidatingAdmissionPolicy", admissionpolicy.DeletingClusterPolicy},
+			{"ValidatingAdmissionPolicyBinding", admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)},
+		} {
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: key.kind})
+			if err := w.admin.Get(ctx, client.ObjectKey{Name: key.name}, obj); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			last := obj.CreationTimestamp.Time
+			for _, m := range obj.ManagedFields {
+				if m.Time != nil && m.Time.After(last) {
+					last = m.Time.Time
+				}
+			}
+			if time.Since(last) < controller.AdmissionSettle+time.Second {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
 	for _, c := range f.clusters {
 		if err := w.admin.Delete(ctx, newManagedCluster(c.name)); err != nil {
 			return err
