@@ -2,7 +2,7 @@ package snapshot
 
 import (
 	"context"
-		"testing"
+	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
