@@ -109,6 +109,12 @@ const (
 	// is ever forced, whatever the strategy or timeout. The message names
 	// every hook. The condition is Unknown: the cleanup has not started.
 	WaitingForHooksReason = "WaitingForHooks"
+	// ResumedReason surfaces on the first reconcile of a deleting
+	// ManagedCluster after its paused annotation went or its policy's
+	// suspend was turned off: the condition is Unknown, nothing else is
+	// written in that reconcile, and the timeout counts from this
+	// transition (the time spent paused or suspended does not count).
+	ResumedReason = "Resumed"
 )
 
 // Guard rails on a ManagedCluster.

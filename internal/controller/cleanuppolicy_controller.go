@@ -178,17 +178,23 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 // generation: the policy is not reconciled, and its in-use finalizer is
 // neither added nor removed.
 func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *unstructured.Unstructured) error {
-	p, _ := snapshot.DecodePolicy(u)
+	p, decodeErrs := snapshot.DecodePolicy(u)
 	defer func() { r.Metrics.observePolicy(p) }()
 	if suspendedStatus(p) {
 		return nil
 	}
+	msg := suspendedMessage
+	if _, errs := r.Cache.Load(p.UID, p.Generation, func() (*v1alpha1.CleanupPolicy, field.ErrorList) { return p, decodeErrs }); len(errs) > 0 {
+		// Suspended wins for writes, but the status must not hide that
+		// the spec is broken: resuming it would hold what it governs.
+		msg += "; the spec is invalid and must be fixed before resuming: " + errs.ToAggregate().Error()
+	}
 	orig := p.DeepCopy()
-	setSuspendedCondition(p)
+	setSuspendedCondition(p, msg)
 	if err := r.patchStatus(ctx, orig, p); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, v1alpha1.SuspendedReason, "Suspend", "%s", suspendedMessage)
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, v1alpha1.SuspendedReason, "Suspend", "%s", msg)
 	logf.FromContext(ctx).Info("policy suspended: nothing is written for what it governs", "policy", p.Name, "generation", p.Generation)
 	return nil
 }
@@ -207,9 +213,9 @@ func suspendedStatus(p *v1alpha1.CleanupPolicy) bool {
 // setSuspendedCondition reports a suspended policy: Ready (kstatus Current:
 // a suspended policy is as its owner declared it), reason
 // Suspended, neither Reconciling nor Stalled, this generation observed.
-func setSuspendedCondition(p *v1alpha1.CleanupPolicy) {
+func setSuspendedCondition(p *v1alpha1.CleanupPolicy, msg string) {
 	p.Status.ObservedGeneration = p.Generation
-	setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SuspendedReason, suspendedMessage)
+	setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SuspendedReason, msg)
 }
 
 // readySummary is the message of a Ready policy.

@@ -36,7 +36,7 @@ func TestConditionSetters(t *testing.T) {
 			set: func(p *v1alpha1.CleanupPolicy) {
 				setStalledCondition(p, v1alpha1.EvaluationErrorReason, "x")
 				setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, "y")
-				setSuspendedCondition(p)
+				setSuspendedCondition(p, suspendedMessage)
 			},
 			want: want{ready: metav1.ConditionTrue, reason: v1alpha1.SuspendedReason},
 		},

@@ -25,6 +25,10 @@ type inflight struct {
 	stamps map[types.UID]int64
 	// stampCount counts those stamps per work, to stop a write war.
 	stampCount map[types.UID]int
+	// suspended are the clusters this process saw paused or under a
+	// suspended policy, until their first teardown reconcile after it
+	// reports the resume.
+	suspended sets.Set[types.UID]
 }
 
 type inflightKind int
@@ -41,7 +45,31 @@ func newInflight() *inflight {
 		done:       sets.New[types.UID](),
 		stamps:     map[types.UID]int64{},
 		stampCount: map[types.UID]int{},
+		suspended:  sets.New[types.UID](),
 	}
+}
+
+// sawSuspended remembers that the cluster was paused or suspended.
+func (f *inflight) sawSuspended(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.suspended.Insert(uid)
+}
+
+// resumed says whether the cluster was seen paused or suspended since its
+// resume was last reported.
+func (f *inflight) resumed(uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.suspended.Has(uid)
+}
+
+// forgetSuspended drops the cluster from those seen paused or suspended:
+// its resume is reported, or it is not being deleted.
+func (f *inflight) forgetSuspended(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.suspended.Delete(uid)
 }
 
 // memory is what the plan of a cluster reads of this process's writes.

@@ -121,6 +121,8 @@ func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watch
 // Reconcile implements Adapter.
 func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if mc.GetDeletionTimestamp() == nil {
+		// No teardown runs, so none has time to resume.
+		a.inflight.forgetSuspended(mc.GetUID())
 		res, wrote, err := a.reconcileProtection(ctx, mc, g)
 		if err != nil || wrote {
 			// The write's event brings the cluster back.
@@ -140,6 +142,15 @@ func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.
 // Gone drops the metrics of a cluster that is gone, however its cleanup
 // ended.
 func (a *ManagedClusterAdapter) Gone(key types.NamespacedName) { a.Metrics.forget(key.Name) }
+
+// SawSuspended remembers a deleting cluster seen paused or under a
+// suspended policy: its first teardown reconcile after the resume reports
+// it, and its timeout counts from there.
+func (a *ManagedClusterAdapter) SawSuspended(mc *unstructured.Unstructured) {
+	if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+		a.inflight.sawSuspended(mc.GetUID())
+	}
+}
 
 // reconcileGovernance keeps the finalizer, the governing-policy annotation
 // and the deletion-signal work in step with the policy that governs the

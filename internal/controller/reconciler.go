@@ -51,6 +51,12 @@ type RuntimeWatcher interface {
 	SetController(controller.Controller)
 }
 
+// SuspendWatcher is an Adapter told of each object it did not reconcile
+// because it was suspended or paused; it writes nothing then.
+type SuspendWatcher[T client.Object] interface {
+	SawSuspended(T)
+}
+
 // Reconciler is the one reconciler of every target kind: it fetches the
 // object, finds the policy that governs its cluster, and hands both to the
 // kind's adapter.
@@ -82,6 +88,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		// object. Resuming changes the policy's generation or the
 		// cluster's annotations, whose events bring it back.
 		logf.FromContext(ctx).V(1).Info("suspended, nothing written", "kind", r.Adapter.Name(), "object", req.NamespacedName, "reason", g.Suspended)
+		if w, ok := r.Adapter.(SuspendWatcher[T]); ok {
+			w.SawSuspended(obj)
+		}
 		return reconcile.Result{}, nil
 	}
 	return r.Adapter.Reconcile(ctx, obj, g)

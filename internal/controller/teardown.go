@@ -33,7 +33,9 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 	if a.inflight.finished(mc.GetUID()) {
 		return reconcile.Result{}, nil // finished; the cache has not caught up yet
 	}
-	s, err := a.reader().Read(ctx, g, a.inflight.memory(mc.GetName()))
+	memory := a.inflight.memory(mc.GetName())
+	memory.Resumed = a.inflight.resumed(mc.GetUID())
+	s, err := a.reader().Read(ctx, g, memory)
 	if err != nil {
 		var accessErr *accessError
 		if errors.As(err, &accessErr) {
@@ -45,7 +47,14 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 		}
 		return reconcile.Result{}, err
 	}
-	return a.execute(ctx, mc, s, decision.PlanTeardown(g, s))
+	plan := decision.PlanTeardown(g, s)
+	res, err := a.execute(ctx, mc, s, plan)
+	if next := plan.Next(); err == nil && plan.Suspended == "" && (next == nil || next.Kind != decision.StepResumed) {
+		// Nothing reports a resume here (a dry run, a hold, which force
+		// nothing, or no resume); writeCondition forgets it once written.
+		a.inflight.forgetSuspended(mc.GetUID())
+	}
+	return res, err
 }
 
 // reader is the snapshot reader of the operator: through its cache, with
@@ -215,7 +224,9 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Uns
 func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
 	// The event first: the step it reports has happened even if the
 	// condition write below meets a newer cluster and has to wait.
-	if r.Event != "" {
+	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
+		// A waiting report (hooks) is announced when its condition is
+		// written, not on each reconcile while it waits.
 		typ := corev1.EventTypeNormal
 		if r.Reason == v1alpha1.CleanupFailedReason {
 			typ = corev1.EventTypeWarning
@@ -264,7 +275,7 @@ func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, mc *unstructu
 // cluster as read: a cluster changed meanwhile is a conflict. The outcome
 // (a done report) must be written before the finalizer goes, so its
 // conflict is an error, retried. It says whether it wrote.
-func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (bool, error) {
+func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (written bool, err error) {
 	status := metav1.ConditionFalse
 	switch {
 	case r.Done:
@@ -273,6 +284,14 @@ func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstruct
 		status = metav1.ConditionUnknown
 	}
 	before := mc.DeepCopy()
+	if r.Reason == v1alpha1.ResumedReason {
+		// Reported once: the next reconcile goes on with the teardown.
+		defer func() {
+			if err == nil {
+				a.inflight.forgetSuspended(mc.GetUID())
+			}
+		}()
+	}
 	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {
 		return false, nil
 	}
@@ -292,4 +311,11 @@ func eventAction(a string) string {
 		return a[:128]
 	}
 	return a
+}
+
+// conditionIs says whether the cluster's ContentDeleteSuccess already has
+// this status, reason and message.
+func conditionIs(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) bool {
+	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	return c != nil && c.Status == status && c.Reason == reason && c.Message == message
 }

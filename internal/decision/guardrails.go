@@ -47,21 +47,18 @@ func Paused(cluster interface{ GetAnnotations() map[string]string }) bool {
 // it governs: the cluster's paused annotation, the suspend of the policy
 // that governs it, or the suspend of the policy its governing-policy
 // annotation names (a suspended policy keeps the clusters it had, even
-// those another policy's selector would take, until it is resumed).
-// Empty: writes may be made.
-func suspension(cluster *unstructured.Unstructured, governor *cel.Policy, ranked []*cel.Policy) string {
+// those another policy's selector would take, until it is resumed; even
+// while it is being deleted or does not decode). suspended are the names
+// of the suspended policies, read raw. Empty: writes may be made.
+func suspension(cluster *unstructured.Unstructured, governor *cel.Policy, suspended map[string]bool) string {
 	if cluster != nil && Paused(cluster) {
 		return fmt.Sprintf("paused by the annotation %s: %q on the ManagedCluster", v1alpha1.PausedAnnotation, cluster.GetAnnotations()[v1alpha1.PausedAnnotation])
 	}
 	if governor != nil && governor.Spec.Suspend {
 		return fmt.Sprintf("suspended by CleanupPolicy %s (spec.suspend)", governor.Name)
 	}
-	if pin := Pin(cluster); pin != "" && (governor == nil || governor.Name != pin) {
-		for _, p := range ranked {
-			if p.Name == pin && p.Spec.Suspend {
-				return fmt.Sprintf("suspended by CleanupPolicy %s (spec.suspend), which the cluster names as its governor", p.Name)
-			}
-		}
+	if pin := Pin(cluster); pin != "" && suspended[pin] {
+		return fmt.Sprintf("suspended by CleanupPolicy %s (spec.suspend), which the cluster names as its governor", pin)
 	}
 	return ""
 }
@@ -87,10 +84,26 @@ func (t *teardown) hooks() bool {
 	return t.add(st, false, false)
 }
 
+// resumed is the only step of the first teardown reconcile after the
+// operator saw the cluster paused or its policy suspended: it writes the
+// condition alone (Unknown, Resumed), and the timeout counts from it, as
+// after pre-cleanup hooks, so that the time spent paused or suspended
+// never lets a timeout force anything. A dry run reports its plan instead.
+func (t *teardown) resumed() bool {
+	if !t.s.Memory.Resumed || !t.plan.Deleting || t.plan.DryRun {
+		return true
+	}
+	st := Step{Kind: StepResumed}
+	st.Report = &Report{Pending: true, Reason: v1alpha1.ResumedReason, Action: "Resume",
+		Message: "the cleanup resumes after a pause or a suspended policy; its timeout counts from now"}
+	return t.add(st, false, false)
+}
+
 // CleanupStart is when the cleanup of a deleted cluster started, the
 // moment its timeout counts from: its deletion, or, when pre-cleanup hooks
-// held it, the moment the first step after them was reported
-// (ContentDeleteSuccess turned from Unknown to False then). While hooks
+// held it or the cleanup resumed after a pause (reason Resumed), the
+// moment the first step after that was reported (ContentDeleteSuccess
+// turned from Unknown to False then). While hooks
 // hold it (the condition is Unknown) it has not started: the start is now.
 // A time spent held by hooks never lets a timeout force anything. ok is
 // false for a cluster that is not being deleted.
@@ -105,7 +118,7 @@ func CleanupStart(s *Snapshot) (time.Time, bool) {
 			continue
 		}
 		switch {
-		case c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.WaitingForHooksReason:
+		case c.Status == metav1.ConditionUnknown && (c.Reason == v1alpha1.WaitingForHooksReason || c.Reason == v1alpha1.ResumedReason):
 			start = s.Now
 		case c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(start):
 			start = c.LastTransitionTime.Time

@@ -208,3 +208,72 @@ func TestPlanHooksAndSuspend(t *testing.T) {
 		g.Expect(decision.PlanTeardown(gov, s).Now()).NotTo(BeEmpty())
 	})
 }
+
+// The time a cluster spends paused (or under a suspended policy) does not
+// count toward its timeout: the first teardown reconcile after the resume
+// (Memory.Resumed) writes the condition alone (Unknown, Resumed), and the
+// timeout counts from that transition, as after pre-cleanup hooks.
+func TestPlanResumeAfterPauseCountsTimeoutFromResume(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Generation: 1},
+		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort,
+			Timeout: &metav1.Duration{Duration: time.Minute}}}})
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	deleted := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	plan := func(s *decision.Snapshot) *decision.Plan {
+		g := &decision.Governed{Cluster: s.Cluster, Policy: p, Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), s.Cluster.Object)}
+		return decision.PlanTeardown(g, s)
+	}
+	forces := func(pl *decision.Plan) bool {
+		for _, a := range pl.Now() {
+			if a.Verb == decision.VerbForce {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		name string
+		cond *metav1.Condition
+	}{
+		{"paused before its deletion, unpaused an hour later", nil},
+		{"paused mid-teardown for an hour", &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.OrphaningReason, LastTransitionTime: metav1.NewTime(deleted.Add(time.Second))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The first reconcile after the resume, an hour after the
+			// deletion: the Resumed condition alone.
+			s := guardSnapshot(nil, tc.cond)
+			s.Memory.Resumed = true
+			first := plan(s)
+			next := first.Next()
+			if next == nil || next.Kind != decision.StepResumed || len(first.Now()) != 0 ||
+				next.Report == nil || !next.Report.Pending || next.Report.Reason != v1alpha1.ResumedReason || next.Report.Event != "" {
+				t.Fatalf("the first reconcile after the resume: next step %+v, writes %v; want the Resumed condition alone", next, first.Now())
+			}
+			// The next reconcile reads the Resumed condition: the timeout
+			// counts from now, nothing is forced.
+			resumed := &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionUnknown,
+				Reason: v1alpha1.ResumedReason, LastTransitionTime: metav1.NewTime(s.Now)}
+			s2 := guardSnapshot(nil, resumed)
+			s2.Now = s.Now.Add(time.Second)
+			if pl := plan(s2); forces(pl) || len(pl.Now()) == 0 {
+				t.Fatalf("the reconcile after the Resumed condition: writes %v; want the teardown to go on, unforced", pl.Now())
+			}
+			// Control: once the step after the resume is reported, the
+			// timeout counts from it.
+			stepped := &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionFalse,
+				Reason: v1alpha1.OrphaningReason, LastTransitionTime: metav1.NewTime(s.Now)}
+			s3 := guardSnapshot(nil, stepped)
+			s3.Now = s.Now.Add(2 * time.Minute)
+			if !forces(plan(s3)) {
+				t.Fatalf("the timeout, counted from the step after the resume, passed: want a force, got %v", plan(s3).Now())
+			}
+		})
+	}
+}

@@ -47,6 +47,7 @@ type StepKind string
 
 // The steps of a teardown, in their order; stages repeat.
 const (
+	StepResumed   StepKind = "resumed"
 	StepHooks     StepKind = "hooks"
 	StepOrphaning StepKind = "orphaning"
 	StepSignal    StepKind = "signal"

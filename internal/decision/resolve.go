@@ -56,6 +56,10 @@ type Input struct {
 	// that name or it does not compile (PinnedErr).
 	Pinned    *cel.Policy
 	PinnedErr error
+	// Suspended are the names of the policies stored with spec.suspend
+	// true, read raw: valid or not, being deleted or not. A cluster whose
+	// governing-policy annotation names one is suspended.
+	Suspended map[string]bool
 }
 
 // Pin is the policy a cluster names in its governing-policy annotation.
@@ -84,8 +88,26 @@ func Pinned(cluster *unstructured.Unstructured) bool {
 // the policy its annotation names suspended (that policy keeps it).
 func (g *Governance) Resolve(ctx context.Context, budget *cel.Budget, in Input) *Governed {
 	gov := g.resolve(ctx, budget, in)
-	gov.Suspended = suspension(in.Cluster, gov.Policy, in.Ranked)
+	gov.Suspended = suspension(in.Cluster, gov.Policy, in.suspended())
 	return gov
+}
+
+// suspended are the names of the suspended policies: in.Suspended, and
+// the ranked or pinned policies that say so.
+func (in Input) suspended() map[string]bool {
+	out := make(map[string]bool, len(in.Suspended))
+	for name, s := range in.Suspended {
+		out[name] = s
+	}
+	for _, p := range in.Ranked {
+		if p.Spec.Suspend {
+			out[p.Name] = true
+		}
+	}
+	if in.Pinned != nil && in.Pinned.Spec.Suspend {
+		out[in.Pinned.Name] = true
+	}
+	return out
 }
 
 func (g *Governance) resolve(ctx context.Context, budget *cel.Budget, in Input) *Governed {

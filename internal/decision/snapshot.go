@@ -65,6 +65,11 @@ type Memory struct {
 	// work-agent finalizer it removed.
 	Deleted map[types.UID]bool
 	Forced  map[types.UID]bool
+	// Resumed says this process saw the cluster paused, or its policy
+	// suspended, and this is the first teardown reconcile since: the
+	// plan's only step reports the resume, so that the timeout counts
+	// from it. False after a restart across the resume itself.
+	Resumed bool
 }
 
 // Available says whether the cluster's ManagedClusterConditionAvailable is True.

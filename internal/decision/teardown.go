@@ -66,11 +66,11 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	plan.Strategy = strategy
 	t := &teardown{g: g, s: s, p: p, strategy: strategy, plan: plan, deadline: s.Now.Add(Timeout(p)),
 		options: map[types.UID]requiredOption{}}
-	if start, ok := CleanupStart(s); ok {
+	if start, ok := CleanupStart(s); ok && !s.Memory.Resumed {
 		t.deadline = start.Add(Timeout(p))
 	}
 	plan.Works = t.workPlans()
-	if t.hooks() && t.add(t.orphaning()) && t.add(t.signal()) && t.add(t.gate()) && t.stages() && t.add(t.namespace()) {
+	if t.resumed() && t.hooks() && t.add(t.orphaning()) && t.add(t.signal()) && t.add(t.gate()) && t.stages() && t.add(t.namespace()) {
 		t.add(t.finish())
 	}
 	t.labelOnlyWhileNeeded()

@@ -37,6 +37,9 @@ type Policies struct {
 	// deleting are the policies being deleted, compiled or not: they govern
 	// nothing new, only the teardowns they started, found by name.
 	deleting map[string]compiled
+	// suspended are the names of the policies stored with spec.suspend
+	// true, read raw: valid or not, being deleted or not.
+	suspended map[string]bool
 }
 
 type compiled struct {
@@ -52,10 +55,13 @@ func CompileAll(ctx context.Context, r client.Reader, cache *cel.Cache) (*Polici
 	if err != nil {
 		return nil, err
 	}
-	ps := &Policies{Invalid: map[string]error{}, deleting: map[string]compiled{}}
+	ps := &Policies{Invalid: map[string]error{}, deleting: map[string]compiled{}, suspended: map[string]bool{}}
 	var valid []*cel.Policy
 	for i := range items {
 		u := &items[i]
+		if suspend, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); suspend {
+			ps.suspended[u.GetName()] = true
+		}
 		p, errs := cache.Load(u.GetUID(), u.GetGeneration(), func() (*v1alpha1.CleanupPolicy, field.ErrorList) {
 			return DecodePolicy(u)
 		})
@@ -74,7 +80,7 @@ func CompileAll(ctx context.Context, r client.Reader, cache *cel.Cache) (*Polici
 
 // Input is what governance takes for cluster (nil: none of that name).
 func (ps *Policies) Input(cluster *unstructured.Unstructured, standalone bool) decision.Input {
-	in := decision.Input{Cluster: cluster, Standalone: standalone, Ranked: ps.Ranked, Invalid: ps.Invalid}
+	in := decision.Input{Cluster: cluster, Standalone: standalone, Ranked: ps.Ranked, Invalid: ps.Invalid, Suspended: ps.Suspended()}
 	if !decision.Pinned(cluster) {
 		return in
 	}
@@ -93,4 +99,25 @@ func (ps *Policies) Input(cluster *unstructured.Unstructured, standalone bool) d
 		}
 	}
 	return in
+}
+
+// Suspended are the names of the suspended policies: those stored with
+// spec.suspend true (read raw, so a policy that does not decode counts),
+// and the compiled ones that say so.
+func (ps *Policies) Suspended() map[string]bool {
+	out := make(map[string]bool, len(ps.suspended))
+	for name := range ps.suspended {
+		out[name] = true
+	}
+	for _, p := range ps.Ranked {
+		if p.Spec.Suspend {
+			out[p.Name] = true
+		}
+	}
+	for name, c := range ps.deleting {
+		if c.policy != nil && c.policy.Spec.Suspend {
+			out[name] = true
+		}
+	}
+	return out
 }

@@ -474,3 +474,53 @@ func TestPausedClusterMakesNoWrites(t *testing.T) {
 		t.Fatalf("%v:%s", err, w.status(f))
 	}
 }
+
+// TestDeletingSuspendedPolicyKeepsItsClusters: a suspended policy that is
+// deleted keeps its in-use finalizer and its clusters: no write for them
+// (neither released nor handed to another policy) until it is resumed.
+func TestDeletingSuspendedPolicyKeepsItsClusters(t *testing.T) {
+	w := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := guardPolicy("delsusp-p", v1alpha1.RemoveStrategyRequired, time.Hour)
+	c0 := guardCluster("delsusp-c0", p, "app")
+	f := &fleet{policies: []*v1alpha1.CleanupPolicy{p}, clusters: []*cluster{c0}}
+	t.Cleanup(func() { _ = w.patchPolicy(context.Background(), p.Name, `{"spec":{"suspend":null}}`); f.remove(w) })
+	if err := w.steady(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.patchPolicy(ctx, p.Name, `{"spec":{"suspend":true}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := until(ctx, "the policy to report Suspended", 100*time.Millisecond, func() (bool, error) {
+		got := &v1alpha1.CleanupPolicy{}
+		if err := w.admin.Get(ctx, client.ObjectKey{Name: p.Name}, got); err != nil {
+			return false, err
+		}
+		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ReadyCondition)
+		return ready != nil && ready.Reason == v1alpha1.SuspendedReason, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mark, err := w.audit.size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.admin.Delete(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: p.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.noWrites(ctx, mark, 3*time.Second, touchingAny([]string{c0.name}, p.Name)); err != nil {
+		t.Fatalf("a deleting suspended policy: %v", err)
+	}
+	mc := newManagedCluster(c0.name)
+	if err := w.admin.Get(ctx, client.ObjectKey{Name: c0.name}, mc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(mc.GetFinalizers(), v1alpha1.ClusterCleanupFinalizer) || mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] != p.Name {
+		t.Fatalf("the cluster of the deleting suspended policy was released: finalizers %v, annotations %v", mc.GetFinalizers(), mc.GetAnnotations())
+	}
+	got := &v1alpha1.CleanupPolicy{}
+	if err := w.admin.Get(ctx, client.ObjectKey{Name: p.Name}, got); err != nil || !slices.Contains(got.Finalizers, v1alpha1.InUseFinalizer) {
+		t.Fatalf("the deleting suspended policy is expected to wait under its in-use finalizer: %v %v", got.Finalizers, err)
+	}
+}

@@ -16,17 +16,11 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 )
 
-// Review of the suspend guard rail (86f82fd..ab7b628): a suspended policy
-// that is being deleted keeps its in-use finalizer (the CleanupPolicy
-// reconciler writes nothing while suspended), but CompileAll leaves it out
-// of Ranked, so decision.suspension, which looks the pinned policy up in
-// Ranked only, no longer sees the suspension for the clusters that are not
-// being deleted. The ManagedCluster adapter then releases them (finalizer
-// and annotations removed, signal work stamped Orphan and deleted, Event
-// Released) or hands them to the next policy (annotation rewritten, its
-// signal work applied, their works restamped): writes for what a suspended
-// policy governs.
-func TestReviewSuspendedPolicyBeingDeletedKeepsItsClusters(t *testing.T) {
+// A suspended policy that is being deleted keeps its in-use finalizer (the
+// CleanupPolicy reconciler writes nothing while suspended) and the clusters
+// its annotation names stay suspended: neither released nor handed to
+// another policy that selects them, deleting or not.
+func TestSuspendedPolicyBeingDeletedKeepsItsClusters(t *testing.T) {
 	env, err := cel.NewEnv(cel.Schemas{})
 	if err != nil {
 		t.Fatal(err)
@@ -75,12 +69,10 @@ func TestReviewSuspendedPolicyBeingDeletedKeepsItsClusters(t *testing.T) {
 
 // A suspended policy the operator cannot decode (stored without the
 // webhook or under an older CRD: here a timeout that is not positive) is
-// put in Invalid, whose entry keeps no suspend: a deleting cluster pinned
-// to it is Held, not Suspended, and the teardown executor writes the held
-// report on it (ContentDeleteSuccess False CleanupFailed and a Warning
-// Event), while the CleanupPolicy reconciler, which reads spec.suspend
-// raw, reports the policy Ready/Suspended.
-func TestReviewSuspendedInvalidPolicyWritesHeldReport(t *testing.T) {
+// invalid, but its spec.suspend, read raw, still suspends the deleting
+// cluster its annotation names: suspended wins over the hold, so no held
+// report is written for it.
+func TestSuspendedInvalidPolicySuspendsItsClusters(t *testing.T) {
 	env, err := cel.NewEnv(cel.Schemas{})
 	if err != nil {
 		t.Fatal(err)
