@@ -417,12 +417,14 @@ func TestSuspendMakesNoWrites(t *testing.T) {
 }
 
 // TestPausedClusterMakesNoWrites: a paused cluster gets no write while its
-// neighbour under the same policy does; removing the annotation resumes.
+// neighbour under the same policy does; removing the annotation resumes,
+// and the first write of the resumed teardown is its Resumed condition
+// alone: the BestEffort timeout that passed while paused counts from there.
 func TestPausedClusterMakesNoWrites(t *testing.T) {
 	w := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p := guardPolicy("paused-p", v1alpha1.RemoveStrategyRequired, time.Hour)
+	p := guardPolicy("paused-p", v1alpha1.RemoveStrategyBestEffort, 2*time.Second)
 	c0, c1 := guardCluster("paused-c0", p, "app"), guardCluster("paused-c1", p, "app")
 	f := &fleet{policies: []*v1alpha1.CleanupPolicy{p}, clusters: []*cluster{c0, c1}}
 	t.Cleanup(func() { f.remove(w) })
@@ -467,11 +469,31 @@ func TestPausedClusterMakesNoWrites(t *testing.T) {
 	if !strings.Contains(string(raw), v1alpha1.PausedAnnotation) || plan.Policy != p.Name {
 		t.Fatalf("the plan of %s does not say it is paused: %s", c0.name, raw)
 	}
+	resumed, err := w.audit.size()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.patchCluster(ctx, c0.name, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, v1alpha1.PausedAnnotation)); err != nil {
 		t.Fatal(err)
 	}
 	if err := until(ctx, "the unpaused cluster to be torn down", 100*time.Millisecond, removed(ctx, w, c0.name)); err != nil {
 		t.Fatalf("%v:%s", err, w.status(f))
+	}
+	events, err := w.audit.since(resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first *auditEvent
+	for i := range events {
+		if e := &events[i]; e.Stage == "ResponseComplete" && e.User.Username == testenv.OperatorUser && e.touches(c0.name) {
+			first = e
+			break
+		}
+	}
+	if first == nil || first.ObjectRef.Resource != "managedclusters" || first.ObjectRef.Subresource != "status" ||
+		!strings.Contains(string(first.RequestObject), `"reason":"`+v1alpha1.ResumedReason+`"`) {
+		t.Fatalf("the resumed teardown's first write is not its %s condition: %s", v1alpha1.ResumedReason,
+			strings.Join(operatorRequestsTo(events, c0.name), "; "))
 	}
 }
 
