@@ -28,6 +28,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // flags are the manager's command-line flags.
@@ -44,6 +45,9 @@ type flags struct {
 	retryPeriod                         time.Duration
 	progressInterval                    time.Duration
 	confirmationMaxAge                  time.Duration
+	operatorNamespace                   string
+	recordsPerCluster                   int
+	recordMaxAge                        time.Duration
 }
 
 func main() {
@@ -96,6 +100,12 @@ func (f *flags) bind(fs *flag.FlagSet) {
 			"ContentDeleteSuccess condition; a new step is written at once, and the metrics stay current. 0 writes every change.")
 	fs.DurationVar(&f.confirmationMaxAge, "delete-confirmation-max-age", operator.DefaultConfirmationMaxAge,
 		"How long a deletion confirmation (kubectl cleanup confirm-delete) of a deletion-protected ManagedCluster counts.")
+	fs.StringVar(&f.operatorNamespace, "operator-namespace", "",
+		"The operator's namespace, where teardown records are kept; empty: POD_NAMESPACE, else "+record.DefaultNamespace+".")
+	fs.IntVar(&f.recordsPerCluster, "teardown-records-per-cluster", operator.DefaultRecordsPerCluster,
+		"How many ended teardown records are kept per cluster, the newest; 0 keeps every one (within --teardown-record-max-age).")
+	fs.DurationVar(&f.recordMaxAge, "teardown-record-max-age", operator.DefaultRecordMaxAge,
+		"How long an ended teardown record is kept; 0 keeps it whatever its age (within --teardown-records-per-cluster).")
 }
 
 // The client-side rate limit by default: above what an API server serves a
@@ -120,7 +130,12 @@ func run(f flags, log logr.Logger) error {
 	ctx := ctrl.SetupSignalHandler()
 	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
 		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
-		ConfirmationMaxAge: f.confirmationMaxAge}
+		ConfirmationMaxAge: f.confirmationMaxAge,
+		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
+			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
+	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
+		return fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")
+	}
 	if f.progressInterval == 0 {
 		opts.ProgressInterval = -1 // every change; the option's 0 is the default
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -67,6 +68,8 @@ type ManagedClusterAdapter struct {
 	beforeCollection func()
 	// admissionSettle is AdmissionSettle, but in tests.
 	admissionSettle time.Duration
+	// records writes the teardown records.
+	records *recorder
 }
 
 var (
@@ -78,12 +81,14 @@ var (
 // through the manager's cache and REST mapper.
 // A step's progress is written at most once per progressInterval (0:
 // DefaultProgressInterval; negative: on every change).
-func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics, progressInterval time.Duration) *ManagedClusterAdapter {
+func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics, progressInterval time.Duration, records RecordOptions) *ManagedClusterAdapter {
 	if progressInterval == 0 {
 		progressInterval = DefaultProgressInterval
 	}
 	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), admissionSettle: AdmissionSettle,
 		inflight: newInflight(), progress: newProgress(progressInterval)}
+	records.Namespace = record.Namespace(records.Namespace)
+	a.records = newRecorder(mgr.GetClient(), mgr.GetAPIReader(), records)
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.

@@ -55,6 +55,8 @@ type Deps struct {
 	ProgressInterval time.Duration
 	// ConfirmationMaxAge is how long a deletion confirmation counts.
 	ConfirmationMaxAge time.Duration
+	// Records say where teardown records are kept, and for how long.
+	Records RecordOptions
 
 	clusters *ManagedClusterAdapter
 }
@@ -63,7 +65,7 @@ type Deps struct {
 // kind turns its add-on watches on and off.
 func (d *Deps) Clusters() *ManagedClusterAdapter {
 	if d.clusters == nil {
-		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval)
+		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records)
 		d.clusters.Tally = d.Tally
 		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
 	}

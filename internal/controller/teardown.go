@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -82,12 +83,21 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 	switch {
 	case plan.Held != "":
 		report = plan.HeldReport()
+		if err := a.records.hold(ctx, mc, plan, s, plan.Held); err != nil {
+			return a.recordFailed(ctx, mc, err)
+		}
 	case plan.DryRun:
 		report = plan.DryRunReport()
+		if err := a.records.dryRun(ctx, mc, plan, s); err != nil {
+			return a.recordFailed(ctx, mc, err)
+		}
 	case step == nil:
 		return reconcile.Result{}, nil
 	case step.Kind == decision.StepFinish:
-		if err := a.finish(ctx, mc, plan, step); !errors.Is(err, errStaleNamespace) {
+		if err := a.finish(ctx, mc, s, plan, step); !errors.Is(err, errStaleNamespace) {
+			if errors.Is(err, errRecord) {
+				return a.recordFailed(ctx, mc, err)
+			}
 			return reconcile.Result{}, err
 		}
 		// The unlabel was refused: the finalizer stays until the
@@ -101,11 +111,17 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 			// reported; the namespace's event brings the cluster back.
 			return reconcile.Result{}, nil
 		}
+		if errors.Is(err, errRecord) {
+			return a.recordFailed(ctx, mc, err)
+		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		if len(holds) > 0 {
 			report = decision.OrphaningHeld(append(plannedHolds(step), holds...))
+		}
+		if err := a.records.hold(ctx, mc, plan, s, record.HoldOf(plan, holds)); err != nil {
+			return a.recordFailed(ctx, mc, err)
 		}
 	}
 	if report == nil {
@@ -157,22 +173,30 @@ func plannedHolds(step *decision.Step) []string {
 // before any other write.
 func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
 	now := plan.Now()
+	// The record first: the entries of the writes below, as intended.
+	if err := a.records.intend(ctx, mc, plan, s, now); err != nil {
+		return nil, fmt.Errorf("%w: %w", errRecord, err)
+	}
 	byVerb := map[decision.Verb][]decision.Action{}
 	for _, act := range now {
 		byVerb[act.Verb] = append(byVerb[act.Verb], act)
 	}
-	for _, act := range append(byVerb[decision.VerbLabel], byVerb[decision.VerbUnlabel]...) {
+	labels := append(byVerb[decision.VerbLabel], byVerb[decision.VerbUnlabel]...)
+	for _, act := range labels {
 		if err := a.label(ctx, act); err != nil {
 			return nil, err
 		}
 	}
+	a.records.done(mc, plan, labels, func(decision.Action) bool { return true })
 	holds := a.stampAll(ctx, s, byVerb[decision.VerbStamp])
+	a.records.done(mc, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { return a.inflight.stamped(act.UID) != 0 })
 	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
 		if err := a.recordUnconfirmed(ctx, mc, plan, acts[0]); err != nil {
 			return nil, err
 		}
 	}
 	deleted, err := a.deleteAll(ctx, mc, plan, byVerb[decision.VerbDelete])
+	a.records.done(mc, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
 	if err != nil {
 		return nil, err
 	}
@@ -184,19 +208,43 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 			force = append(force, act)
 		}
 	}
-	return holds, a.force(ctx, mc, plan, force)
+	err = a.force(ctx, mc, plan, force)
+	forced := a.inflight.memory(mc.GetName()).Forced
+	a.records.done(mc, plan, force, func(act decision.Action) bool { return forced[act.UID] })
+	return holds, err
+}
+
+// errRecord marks a teardown record that could not be written: nothing the
+// record would list is written either.
+var errRecord = errors.New("the teardown record could not be written; nothing is deleted until it is")
+
+// recordFailed reports a record that could not be written as a hold, and
+// retries with backoff: the teardown waits for its record.
+func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
+	if !errors.Is(err, errRecord) {
+		err = fmt.Errorf("%w: %w", errRecord, err)
+	}
+	if _, rerr := a.report(ctx, mc, nil, decision.HeldReport(err), "record"); rerr != nil {
+		return reconcile.Result{}, rerr
+	}
+	return reconcile.Result{}, err
 }
 
 // finish reports the outcome, then makes the last step's writes: the
 // finalizer goes last, once the outcome is written and the namespace
 // unlabelled (a refused unlabel, errStaleNamespace, keeps the finalizer).
-func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) error {
+func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) error {
 	r := step.Report
 	if r.Reason != "" {
 		if _, err := a.writeCondition(ctx, mc, r); err != nil {
 			return err
 		}
 		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
+	}
+	// The record ends before the finalizer goes: a cluster gone is a
+	// record ended.
+	if err := a.records.finish(ctx, mc, plan, s, r); err != nil {
+		return fmt.Errorf("%w: %w", errRecord, err)
 	}
 	if plan.Policy == "" {
 		clearNotOwnedWorks(a.Tally, mc.GetName())

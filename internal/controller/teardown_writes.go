@@ -536,6 +536,7 @@ func (a *ManagedClusterAdapter) removeFinalizer(ctx context.Context, mc *unstruc
 	a.inflight.forgetCluster(mc.GetName())
 	a.inflight.finish(mc.GetUID())
 	a.progress.forget(mc.GetUID())
+	a.records.finished(mc)
 	a.Metrics.forget(mc.GetName())
 	a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, r.Event, "Cleanup", "%s", r.Message)
 	logf.FromContext(ctx).Info("cluster cleanup finished", "cluster", mc.GetName(), "reason", r.Event)

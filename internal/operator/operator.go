@@ -22,6 +22,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/flowcontrol"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
@@ -68,10 +69,20 @@ type Options struct {
 	// ConfirmationMaxAge is how long a deletion confirmation of a
 	// deletion-protected ManagedCluster counts. 0 means DefaultConfirmationMaxAge.
 	ConfirmationMaxAge time.Duration
+	// Records say where teardown records are kept (empty namespace:
+	// record.Namespace) and for how long.
+	Records controller.RecordOptions
 }
 
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
 const DefaultConfirmationMaxAge = decision.DefaultConfirmationMaxAge
+
+// Retention of teardown records by default: ten ended records per cluster,
+// none older than 90 days.
+const (
+	DefaultRecordsPerCluster = 10
+	DefaultRecordMaxAge      = 90 * 24 * time.Hour
+)
 
 // DefaultClusterConcurrency is how many clusters are torn down at once by default.
 const DefaultClusterConcurrency = 10
@@ -102,7 +113,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		ProgressInterval: opts.ProgressInterval,
 
 		ConfirmationMaxAge: cmp.Or(opts.ConfirmationMaxAge, DefaultConfirmationMaxAge),
+		Records:            opts.Records,
 	}
+	deps.Records.Namespace = record.Namespace(opts.Records.Namespace)
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
 	if err != nil {
 		return nil, err
@@ -123,6 +136,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		return nil, fmt.Errorf("setting up the cache indexes: %w", err)
 	}
 	if err := setupAdmission(ctx, mgr, opts, env); err != nil {
+		return nil, err
+	}
+	// Records past their age go even when no teardown ends.
+	if err := mgr.Add(&record.Sweeper{Client: mgr.GetClient(), Namespace: deps.Records.Namespace, Retention: opts.Records.Retention,
+		Every: min(max(opts.Records.Retention.MaxAge/10, time.Minute), time.Hour)}); err != nil {
 		return nil, err
 	}
 	registerMetrics(op)

@@ -92,6 +92,10 @@ func StartWith(opts Options) (*Env, error) {
 		_ = env.Stop()
 		return nil, err
 	}
+	if err := CreateOperatorNamespace(context.Background(), cfg); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
 	return env, nil
 }
 

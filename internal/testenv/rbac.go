@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // OperatorUser is the user the operator runs as when it runs with the
@@ -50,6 +53,9 @@ func (e *Env) OperatorConfig(ctx context.Context) (*rest.Config, error) {
 			}
 		}
 	}
+	if err := bindRecordRole(ctx, cs); err != nil {
+		return nil, err
+	}
 	user, err := e.AddUser(envtest.User{Name: OperatorUser}, nil)
 	if err != nil {
 		return nil, err
@@ -78,4 +84,45 @@ func clusterRoles(file string) ([]rbacv1.ClusterRole, error) {
 			roles = append(roles, role)
 		}
 	}
+}
+
+// CreateOperatorNamespace creates the operator's namespace, where it keeps
+// its teardown records, as config/default does.
+func CreateOperatorNamespace(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: record.DefaultNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the operator's namespace %s: %w", ns.Name, err)
+	}
+	return nil
+}
+
+// bindRecordRole creates the Role of config/rbac/teardown_record_role.yaml
+// in the operator's namespace and binds it to the operator's user.
+func bindRecordRole(ctx context.Context, cs kubernetes.Interface) error {
+	f, err := os.Open(filepath.Join(RepoRoot(), "config", "rbac", "teardown_record_role.yaml"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	role := &rbacv1.Role{}
+	if err := yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(role); err != nil {
+		return err
+	}
+	role.Namespace = record.DefaultNamespace
+	if _, err := cs.RbacV1().Roles(role.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating Role %s: %w", role.Name, err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + OperatorUser, Namespace: role.Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: OperatorUser}},
+	}
+	if _, err := cs.RbacV1().RoleBindings(role.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("binding Role %s: %w", role.Name, err)
+	}
+	return nil
 }

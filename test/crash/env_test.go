@@ -177,6 +177,10 @@ func startControlPlane(dir string) (*controlPlane, error) {
 	if cp.dyn, err = dynamic.NewForConfig(cp.cfg); err != nil {
 		return nil, err
 	}
+	// Where the manager keeps its teardown records (config/default's).
+	if err := testenv.CreateOperatorNamespace(context.Background(), cp.cfg); err != nil {
+		return nil, err
+	}
 	// The RBAC the operator ships with is tested elsewhere (test/e2e,
 	// internal/controller); here every identity is an administrator.
 	for _, name := range []string{operatorUser, operatorUserA, operatorUserB, agentUser} {

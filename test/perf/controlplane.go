@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -114,6 +115,18 @@ func startControlPlane(p paths, dir string) (*controlPlane, error) {
 	}
 	admin.QPS, admin.Burst = -1, 0 // the harness itself is never the bottleneck
 	cp.admin = admin
+	// The operator keeps its teardown records in its namespace, which
+	// config/default creates.
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		_ = cp.stop()
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cleanup-operator-system"}}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		_ = cp.stop()
+		return nil, err
+	}
 	return cp, nil
 }
 
@@ -169,6 +182,28 @@ func (cp *controlPlane) operatorKubeconfig(ctx context.Context, p paths) (string
 				return "", fmt.Errorf("binding ClusterRole %s: %w", role.Name, err)
 			}
 		}
+	}
+	// The teardown records' Role, in the operator's namespace.
+	f, err := os.Open(filepath.Join(p.root, "config", "rbac", "teardown_record_role.yaml"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	role := &rbacv1.Role{}
+	if err := yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(role); err != nil {
+		return "", err
+	}
+	role.Namespace = "cleanup-operator-system"
+	if _, err := cs.RbacV1().Roles(role.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating Role %s: %w", role.Name, err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + userOperator, Namespace: role.Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: userOperator}},
+	}
+	if _, err := cs.RbacV1().RoleBindings(role.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("binding Role %s: %w", role.Name, err)
 	}
 	return cp.kubeconfig(userOperator)
 }

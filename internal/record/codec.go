@@ -1,0 +1,266 @@
+package record
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// Labels and annotations of a record's ConfigMap.
+const (
+	// RecordLabel marks a ConfigMap as a teardown record.
+	RecordLabel = "cleanup.fleetops.dev/teardown-record"
+	// ClusterLabel and ClusterUIDLabel name the cluster torn down.
+	ClusterLabel    = "cleanup.fleetops.dev/cluster"
+	ClusterUIDLabel = "cleanup.fleetops.dev/cluster-uid"
+	// DryRunLabel marks the record of a dry run.
+	DryRunLabel = "cleanup.fleetops.dev/dry-run"
+	// FingerprintAnnotation is the fingerprint of a dry run's plan, so
+	// that a record is written once per change of plan.
+	FingerprintAnnotation = "cleanup.fleetops.dev/plan-fingerprint"
+	// EndAnnotation is when the teardown ended (RFC 3339), for retention
+	// to read without decoding the record.
+	EndAnnotation = "cleanup.fleetops.dev/ended"
+)
+
+// Keys of a record's ConfigMap: the record as JSON in data, or, above
+// CompressAbove bytes, gzipped in binaryData.
+const (
+	JSONKey = "record.json"
+	GzipKey = "record.json.gz"
+)
+
+const (
+	// CompressAbove is the size of the JSON above which it is gzipped.
+	CompressAbove = 32 << 10
+	// MaxPayload bounds what a record stores: well under the 1 MiB the
+	// API server accepts in a ConfigMap, leaving room for its metadata.
+	MaxPayload = 900 << 10
+)
+
+// DefaultNamespace is the namespace config/default installs the operator in.
+const DefaultNamespace = "cleanup-operator-system"
+
+// Namespace is the operator's namespace: flag if set, else POD_NAMESPACE,
+// else DefaultNamespace. The operator and the plugin find records alike.
+func Namespace(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return DefaultNamespace
+}
+
+// Name is the name of the record of a teardown: the cluster's name and
+// the start of its UID, so that a cluster recreated under the same name
+// gets a record of its own; -dryrun for a dry run's.
+func Name(cluster string, uid types.UID, dryRun bool) string {
+	short := strings.ReplaceAll(string(uid), "-", "")
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	// A ConfigMap name is at most 253 characters.
+	if len(cluster) > 200 {
+		cluster = cluster[:200]
+	}
+	name := "teardown-" + strings.TrimSuffix(cluster, ".") + "-" + short
+	if dryRun {
+		name += "-dryrun"
+	}
+	return name
+}
+
+// Labels are the labels of a record's ConfigMap.
+func Labels(r *Record) map[string]string {
+	l := map[string]string{
+		v1alpha1.ManagedByLabel: v1alpha1.ManagedBy,
+		RecordLabel:             "true",
+		ClusterLabel:            labelValue(r.Cluster),
+		ClusterUIDLabel:         labelValue(string(r.UID)),
+	}
+	if r.DryRun {
+		l[DryRunLabel] = "true"
+	}
+	return l
+}
+
+// labelValue bounds a value to the 63 characters a label value allows.
+func labelValue(v string) string {
+	if len(v) > 63 {
+		v = strings.TrimRight(v[:63], "-_.")
+	}
+	return v
+}
+
+// Encode writes the record into cm: data, labels and the end annotation.
+// A record whose JSON exceeds CompressAbove is gzipped; one whose gzip
+// still exceeds MaxPayload keeps as many of its first entries as fit and
+// counts the rest (Summary).
+func Encode(r *Record, cm *corev1.ConfigMap) error {
+	cm.Name = r.Name
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	for k, v := range Labels(r) {
+		cm.Labels[k] = v
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	delete(cm.Annotations, EndAnnotation)
+	if r.End != nil {
+		cm.Annotations[EndAnnotation] = r.End.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	cm.Data, cm.BinaryData = nil, nil
+	if len(raw) <= CompressAbove {
+		cm.Data = map[string]string{JSONKey: string(raw)}
+		return nil
+	}
+	gz, err := gzipped(raw)
+	if err != nil {
+		return err
+	}
+	if len(gz) > MaxPayload {
+		if gz, err = summarised(r); err != nil {
+			return err
+		}
+	}
+	cm.BinaryData = map[string][]byte{GzipKey: gz}
+	return nil
+}
+
+// summarised is the gzip of the record with as many of its first entries
+// as fit in MaxPayload, the rest counted, found by bisection.
+func summarised(r *Record) ([]byte, error) {
+	lo, hi := 0, len(r.Entries) // lo fits
+	var best []byte
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		gz, err := gzipped(mustJSON(cut(r, mid)))
+		if err != nil {
+			return nil, err
+		}
+		if len(gz) <= MaxPayload {
+			lo, best = mid, gz
+		} else {
+			hi = mid - 1
+		}
+	}
+	if best == nil {
+		gz, err := gzipped(mustJSON(cut(r, lo)))
+		if err != nil {
+			return nil, err
+		}
+		if len(gz) > MaxPayload {
+			return nil, fmt.Errorf("the record of %s does not fit in a ConfigMap even without its entries", r.Cluster)
+		}
+		best = gz
+	}
+	return best, nil
+}
+
+// cut is the record with its first n entries, the rest counted.
+func cut(r *Record, n int) *Record {
+	c := *r
+	c.Entries = r.Entries[:n]
+	s := &Summary{Entries: len(r.Entries), Kept: n, Omitted: map[string]int{}}
+	if r.Summary != nil {
+		s.Entries += r.Summary.Entries - r.Summary.Kept
+		for k, v := range r.Summary.Omitted {
+			s.Omitted[k] += v
+		}
+	}
+	for _, e := range r.Entries[n:] {
+		s.Omitted[e.Step+" "+string(e.Action)]++
+	}
+	c.Summary = s
+	return &c
+}
+
+func mustJSON(v any) []byte {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // a Record always marshals
+	}
+	return raw
+}
+
+func gzipped(raw []byte) ([]byte, error) {
+	var b bytes.Buffer
+	w, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Decode reads the record a ConfigMap holds.
+func Decode(cm *corev1.ConfigMap) (*Record, error) {
+	var raw []byte
+	switch {
+	case cm.BinaryData[GzipKey] != nil:
+		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[GzipKey]))
+		if err != nil {
+			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, GzipKey, err)
+		}
+		if raw, err = io.ReadAll(io.LimitReader(zr, 256<<20)); err != nil {
+			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, GzipKey, err)
+		}
+	case cm.Data[JSONKey] != "":
+		raw = []byte(cm.Data[JSONKey])
+	default:
+		return nil, fmt.Errorf("ConfigMap %s/%s holds no record (%s or %s)", cm.Namespace, cm.Name, JSONKey, GzipKey)
+	}
+	r := &Record{}
+	if err := json.Unmarshal(raw, r); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	r.Name = cm.Name
+	return r, nil
+}
+
+// IsRecord says whether the ConfigMap is a record the operator wrote.
+func IsRecord(cm metav1.Object) bool {
+	l := cm.GetLabels()
+	return l[RecordLabel] == "true" && l[v1alpha1.ManagedByLabel] == v1alpha1.ManagedBy
+}
+
+// Ended is when the record's teardown ended, from its annotation.
+func Ended(cm metav1.Object) (metav1.Time, bool) {
+	v := cm.GetAnnotations()[EndAnnotation]
+	if v == "" {
+		return metav1.Time{}, false
+	}
+	var t metav1.Time
+	if err := t.UnmarshalQueryParameter(v); err != nil {
+		return metav1.Time{}, false
+	}
+	return t, true
+}
+
+// Size is the size of the stored payload of a ConfigMap, for reports.
+func Size(cm *corev1.ConfigMap) int {
+	return len(cm.BinaryData[GzipKey]) + len(cm.Data[JSONKey])
+}
