@@ -33,7 +33,8 @@ the CleanupPolicies, clusters and cluster namespaces through your kubeconfig
 and takes the operator's decisions with the operator's own code. plan and
 status change nothing; confirm-delete confirms the deletion of a cluster
 protected from deletion; uninstall removes what the operator put on the hub,
-once the operator is gone.`,
+once the operator is gone. history prints the teardown records the operator
+keeps, which outlive the clusters.`,
 		SilenceUsage: true,
 	}
 	root.SetOut(streams.Out)
@@ -41,7 +42,7 @@ once the operator is gone.`,
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: empty for text, json or yaml.")
 
-	root.AddCommand(newPlanCommand(o), newStatusCommand(o))
+	root.AddCommand(newPlanCommand(o), newStatusCommand(o), newHistoryCommand(o))
 	root.AddCommand(newUninstallCommand(o))
 	root.AddCommand(newConfirmDeleteCommand(o))
 	return root

@@ -137,7 +137,7 @@ func Encode(r *Record, cm *corev1.ConfigMap) error {
 		return err
 	}
 	if len(gz) > MaxPayload {
-		if gz, err = summarised(r); err != nil {
+		if gz, err = summarised(r, len(gz)); err != nil {
 			return err
 		}
 	}
@@ -146,33 +146,25 @@ func Encode(r *Record, cm *corev1.ConfigMap) error {
 }
 
 // summarised is the gzip of the record with as many of its first entries
-// as fit in MaxPayload, the rest counted, found by bisection.
-func summarised(r *Record) ([]byte, error) {
-	lo, hi := 0, len(r.Entries) // lo fits
-	var best []byte
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		gz, err := gzipped(mustJSON(cut(r, mid)))
+// as fit in MaxPayload, the rest counted. whole is the size of the gzip of
+// all of them: the first guess keeps that share of the entries, and each
+// guess that does not fit keeps a twentieth fewer.
+func summarised(r *Record, whole int) ([]byte, error) {
+	k := int(float64(len(r.Entries)) * float64(MaxPayload) / float64(whole) * 0.97)
+	for {
+		k = max(min(k, len(r.Entries)), 0)
+		gz, err := gzipped(mustJSON(cut(r, k)))
 		if err != nil {
 			return nil, err
 		}
 		if len(gz) <= MaxPayload {
-			lo, best = mid, gz
-		} else {
-			hi = mid - 1
+			return gz, nil
 		}
-	}
-	if best == nil {
-		gz, err := gzipped(mustJSON(cut(r, lo)))
-		if err != nil {
-			return nil, err
-		}
-		if len(gz) > MaxPayload {
+		if k == 0 {
 			return nil, fmt.Errorf("the record of %s does not fit in a ConfigMap even without its entries", r.Cluster)
 		}
-		best = gz
+		k = k * 19 / 20
 	}
-	return best, nil
 }
 
 // cut is the record with its first n entries, the rest counted.
