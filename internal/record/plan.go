@@ -26,7 +26,7 @@ func StepName(s *decision.Step) string {
 // labels. Waits, holds and the cluster's own writes are not entries.
 func EntryOf(plan *decision.Plan, step *decision.Step, act decision.Action, state State, t time.Time) (Entry, bool) {
 	e := Entry{Step: StepName(step), State: state, Resource: act.Resource, Namespace: act.Namespace, Name: act.Name,
-		UID: act.UID, Time: metav1.NewTime(t)}
+		UID: act.UID, Priority: act.Priority, Time: metav1.NewTime(t)}
 	switch act.Verb {
 	case decision.VerbDelete:
 		e.Action = Deleted

@@ -101,6 +101,10 @@ type Entry struct {
 	Namespace string    `json:"namespace,omitempty"`
 	Name      string    `json:"name"`
 	UID       types.UID `json:"uid,omitempty"`
+	// Priority is the cleanup-priority of the group of a stage the object
+	// was acted on in: within a step, groups are acted on one after the
+	// other, lowest priority first, and listed in that order.
+	Priority string `json:"priority,omitempty"`
 	// DeleteOption is the deleteOption an orphaning wrote, or a deleted
 	// work carried when it orphans manifests.
 	DeleteOption string `json:"deleteOption,omitempty"`

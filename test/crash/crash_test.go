@@ -148,4 +148,9 @@ func TestCrashSafety(t *testing.T) {
 	t.Logf("%d kills, kill points per strategy %v, %d teardowns, %d manager runs, %d audit events, %v",
 		kills, points, len(all), h.runs, len(events), time.Since(began).Round(time.Second))
 	report(t, checkTeardowns(events, h.witness, all, []string{bystander[0].cluster}, users))
+	records, err := readRecords(h.ctx, h.cp.admin, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportRecords(t, checkRecords(events, all, records, users))
 }

@@ -1,0 +1,185 @@
+package crash
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
+)
+
+// propRecorded: the teardown's record lists exactly the objects the audit
+// log shows the operator deleted (successfully) for that cluster, each
+// once, done, in the order of their groups (every deletion of a group
+// listed after another follows every deletion of that one), and nothing
+// else; it ended with the cluster.
+const propRecorded = "recorded"
+
+// readRecords reads the real (not dry-run) records of the teardowns.
+func readRecords(ctx context.Context, c client.Reader, tds []*teardown) (map[string][]record.Record, error) {
+	out := map[string][]record.Record{}
+	for _, td := range tds {
+		rs, err := record.List(ctx, c, record.DefaultNamespace, td.cluster)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			if !r.DryRun {
+				out[td.cluster] = append(out[td.cluster], r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// entryKey names a record entry's object as the audit log does.
+func entryKey(e record.Entry) objectKey {
+	resource, _, _ := strings.Cut(e.Resource, ".")
+	if resource == "namespaces" {
+		return objectKey{"namespaces", "", e.Name}
+	}
+	return objectKey{resource, e.Namespace, e.Name}
+}
+
+// checkRecords checks each teardown's record against the operator's
+// deletions in the audit log.
+func checkRecords(events []auditEvent, tds []*teardown, records map[string][]record.Record, users []string) verdict {
+	v := verdict{}
+	deletions := operatorDeletions(events, users, v)
+	for _, td := range tds {
+		rs := records[td.cluster]
+		if len(rs) != 1 {
+			v.add(propRecorded, "%s: %d records, want 1", td.cluster, len(rs))
+			continue
+		}
+		r := rs[0]
+		if r.End == nil {
+			v.add(propRecorded, "%s: the record has not ended", td.cluster)
+		}
+		if r.Resumed {
+			v.add(propRecorded, "%s: the record says it resumed: it lost what was done before", td.cluster)
+		}
+		// What the audit log shows deleted, and where (etcd revision).
+		revision := map[objectKey]int64{}
+		for _, d := range deletions {
+			if !d.event.succeeded() || !(d.key.namespace == td.cluster || d.key == objectKey{"namespaces", "", td.cluster}) {
+				continue
+			}
+			if _, twice := revision[d.key]; !twice {
+				revision[d.key] = d.revision
+			}
+		}
+		listed := map[objectKey]bool{}
+		type group struct {
+			step, priority string
+			lo, hi         int64 // the revisions of its deletions
+			first          objectKey
+		}
+		var groups []*group
+		for _, e := range r.Entries {
+			if e.Action != record.Deleted {
+				continue
+			}
+			k := entryKey(e)
+			if listed[k] {
+				v.add(propRecorded, "%s: %s is listed deleted twice", td.cluster, k)
+			}
+			listed[k] = true
+			if e.State != record.Done {
+				v.add(propRecorded, "%s: %s is listed %s, not done", td.cluster, k, e.State)
+			}
+			rev, ok := revision[k]
+			if !ok {
+				v.add(propRecorded, "%s: %s is listed deleted, but the operator did not delete it", td.cluster, k)
+				continue
+			}
+			if n := len(groups); n == 0 || groups[n-1].step != e.Step || groups[n-1].priority != e.Priority {
+				groups = append(groups, &group{step: e.Step, priority: e.Priority, lo: rev, hi: rev, first: k})
+			}
+			g := groups[len(groups)-1]
+			g.lo, g.hi = min(g.lo, rev), max(g.hi, rev)
+		}
+		for k := range revision {
+			if !listed[k] {
+				v.add(propRecorded, "%s: the operator deleted %s, which the record does not list", td.cluster, k)
+			}
+		}
+		for i := 1; i < len(groups); i++ {
+			if a, b := groups[i-1], groups[i]; b.lo < a.hi {
+				v.add(propRecorded, "%s: %s %s (priority %q) is listed after %s %s (priority %q) but deleted before it ended (revision %d < %d)",
+					td.cluster, b.step, b.first, b.priority, a.step, a.first, a.priority, b.lo, a.hi)
+			}
+		}
+	}
+	return v
+}
+
+func reportRecords(t *testing.T, v verdict) {
+	t.Run(propRecorded, func(t *testing.T) {
+		for _, msg := range v[propRecorded] {
+			t.Error(msg)
+		}
+	})
+}
+
+// TestRecordCheckFails proves the record check can fail: a record that
+// misses a deletion, lists one the operator did not make, lists one twice,
+// leaves one intended, or lists groups out of their order.
+func TestRecordCheckFails(t *testing.T) {
+	clean := func() (*history, map[string][]record.Record) {
+		h := cleanHistory("Required")
+		r := record.Record{Cluster: "c1", Entries: []record.Entry{}}
+		end := r.Start
+		r.End = &end
+		add := func(step, priority string, k objectKey) {
+			resource := k.resource
+			if resource != "namespaces" {
+				resource += ".example.io"
+			}
+			r.Entries = append(r.Entries, record.Entry{Step: step, Priority: priority, Action: record.Deleted, State: record.Done,
+				Resource: resource, Namespace: k.namespace, Name: k.name})
+		}
+		add("signal", "", objectKey{"manifestworks", "c1", signalWork})
+		add("stage/addons", "unset", objectKey{"managedclusteraddons", "c1", "addon-0"})
+		add("stage/manifestworks", "unset", objectKey{"manifestworks", "c1", "work-punset-0"})
+		add("stage/manifestworks", "10", objectKey{"manifestworks", "c1", "work-p10-0"})
+		add("namespace", "", objectKey{"namespaces", "", "c1"})
+		return h, map[string][]record.Record{"c1": {r}}
+	}
+	for _, tc := range []struct {
+		name    string
+		breakIt func(h *history, r *record.Record)
+		want    string
+	}{
+		{"a clean record", func(*history, *record.Record) {}, ""},
+		{"a deletion missing", func(_ *history, r *record.Record) { r.Entries = slices.Delete(r.Entries, 2, 3) }, "does not list"},
+		{"a deletion listed that was not made", func(_ *history, r *record.Record) {
+			r.Entries = append(r.Entries, record.Entry{Step: "stage/manifestworks", Action: record.Deleted, State: record.Done,
+				Resource: "manifestworks.example.io", Namespace: "c1", Name: "ghost"})
+		}, "did not delete it"},
+		{"a deletion listed twice", func(_ *history, r *record.Record) { r.Entries = append(r.Entries, r.Entries[1]) }, "twice"},
+		{"a deletion left intended", func(_ *history, r *record.Record) { r.Entries[3].State = record.Intended }, "not done"},
+		{"groups out of order", func(_ *history, r *record.Record) {
+			r.Entries[2], r.Entries[3] = r.Entries[3], r.Entries[2]
+		}, "deleted before it ended"},
+		{"no end", func(_ *history, r *record.Record) { r.End = nil }, "has not ended"},
+		{"resumed", func(_ *history, r *record.Record) { r.Resumed = true }, "resumed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, rs := clean()
+			r := rs["c1"][0]
+			tc.breakIt(h, &r)
+			rs["c1"][0] = r
+			v := checkRecords(h.events, []*teardown{h.td}, rs, []string{operatorUser})
+			got := strings.Join(v[propRecorded], "\n")
+			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("want a violation saying %q, got %q", tc.want, got)
+			}
+			t.Log(fmt.Sprint(v[propRecorded]))
+		})
+	}
+}
