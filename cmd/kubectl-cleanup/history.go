@@ -220,6 +220,9 @@ func printRecord(w io.Writer, r *record.Record, now time.Time) {
 		resource, _, _ := strings.Cut(e.Resource, ".")
 		obj := resource + "/" + e.Name
 		var detail []string
+		if e.Priority != "" && e.Priority != "unset" {
+			detail = append(detail, "cleanup-priority "+e.Priority)
+		}
 		if e.DeleteOption != "" {
 			detail = append(detail, "deleteOption "+e.DeleteOption)
 		}

@@ -152,5 +152,5 @@ func TestCrashSafety(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reportRecords(t, checkRecords(events, all, records, users))
+	reportRecords(t, checkRecords(events, h.witness, all, records, users))
 }

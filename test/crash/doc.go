@@ -30,8 +30,14 @@
 // not the scheduling of the processes: a replay kills at the same points of
 // the teardown's progress, not at the same instants.
 //
+// TestCrashSafety also reads each teardown's record (internal/record) and
+// checks it lists exactly what the audit log shows the operator deleted for
+// that cluster, each once, done, groups in order, and nothing else
+// (recorded); TestRecordCheckFails shows that check failing.
+//
 // CRASH_KILL_POINTS sets how many kill points each strategy gets at least
-// (default 20). CRASH_MANAGER names a prebuilt manager binary to use instead
+// (default 20); CRASH_ADDONS and CRASH_WORKS_PER_GROUP size each cluster
+// (default 3 add-ons and 6 works in each of three cleanup-priority groups). CRASH_MANAGER names a prebuilt manager binary to use instead
 // of building cmd/. CRASH_KEEP=<dir> keeps the audit log and the managers'
 // logs there.
 package crash

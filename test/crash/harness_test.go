@@ -142,7 +142,8 @@ func (h *harness) fleet(prefix string, ss []v1alpha1.RemoveStrategyType, running
 	h.t.Helper()
 	var tds []*teardown
 	for _, s := range ss {
-		td, err := createCluster(h.ctx, h.cp.admin, prefix+"-"+strings.ToLower(string(s)), s, addonsPerCluster, worksPerGroup)
+		td, err := createCluster(h.ctx, h.cp.admin, prefix+"-"+strings.ToLower(string(s)), s,
+			envInt(h.t, "CRASH_ADDONS", addonsPerCluster), envInt(h.t, "CRASH_WORKS_PER_GROUP", worksPerGroup))
 		if err != nil {
 			h.t.Fatal(err)
 		}

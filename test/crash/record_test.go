@@ -46,8 +46,10 @@ func entryKey(e record.Entry) objectKey {
 }
 
 // checkRecords checks each teardown's record against the operator's
-// deletions in the audit log.
-func checkRecords(events []auditEvent, tds []*teardown, records map[string][]record.Record, users []string) verdict {
+// deletions in the audit log. A DELETE whose answer the operator never saw
+// (killed mid-request: the log says 504) deleted the object if the witness
+// saw it begin deleting.
+func checkRecords(events []auditEvent, w *witness, tds []*teardown, records map[string][]record.Record, users []string) verdict {
 	v := verdict{}
 	deletions := operatorDeletions(events, users, v)
 	for _, td := range tds {
@@ -66,11 +68,19 @@ func checkRecords(events []auditEvent, tds []*teardown, records map[string][]rec
 		// What the audit log shows deleted, and where (etcd revision).
 		revision := map[objectKey]int64{}
 		for _, d := range deletions {
-			if !d.event.succeeded() || !(d.key.namespace == td.cluster || d.key == objectKey{"namespaces", "", td.cluster}) {
+			if !(d.key.namespace == td.cluster || d.key == objectKey{"namespaces", "", td.cluster}) {
 				continue
 			}
+			rev := d.revision
+			if !d.event.succeeded() {
+				started, ok := w.deleting(d.key)
+				if !ok || d.event.ResponseStatus == nil || d.event.ResponseStatus.Code != 504 {
+					continue
+				}
+				rev = started.revision
+			}
 			if _, twice := revision[d.key]; !twice {
-				revision[d.key] = d.revision
+				revision[d.key] = rev
 			}
 		}
 		listed := map[objectKey]bool{}
@@ -157,6 +167,23 @@ func TestRecordCheckFails(t *testing.T) {
 	}{
 		{"a clean record", func(*history, *record.Record) {}, ""},
 		{"a deletion missing", func(_ *history, r *record.Record) { r.Entries = slices.Delete(r.Entries, 2, 3) }, "does not list"},
+		{"a deletion whose answer was never seen, which took effect", func(h *history, _ *record.Record) {
+			key := objectKey{"manifestworks", "c1", "work-p10-0"}
+			for i, e := range h.events {
+				if keyOf(&e) == key {
+					h.events[i].ResponseStatus.Code = 504
+				}
+			}
+		}, ""},
+		{"a deletion whose answer was never seen, which did not take effect", func(h *history, _ *record.Record) {
+			key := objectKey{"manifestworks", "c1", "work-p10-0"}
+			for i, e := range h.events {
+				if keyOf(&e) == key {
+					h.events[i].ResponseStatus.Code = 504
+				}
+			}
+			delete(h.w.started, key)
+		}, "did not delete it"},
 		{"a deletion listed that was not made", func(_ *history, r *record.Record) {
 			r.Entries = append(r.Entries, record.Entry{Step: "stage/manifestworks", Action: record.Deleted, State: record.Done,
 				Resource: "manifestworks.example.io", Namespace: "c1", Name: "ghost"})
@@ -174,7 +201,7 @@ func TestRecordCheckFails(t *testing.T) {
 			r := rs["c1"][0]
 			tc.breakIt(h, &r)
 			rs["c1"][0] = r
-			v := checkRecords(h.events, []*teardown{h.td}, rs, []string{operatorUser})
+			v := checkRecords(h.events, h.w, []*teardown{h.td}, rs, []string{operatorUser})
 			got := strings.Join(v[propRecorded], "\n")
 			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 				t.Errorf("want a violation saying %q, got %q", tc.want, got)
