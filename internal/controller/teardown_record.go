@@ -205,6 +205,7 @@ func (r *recorder) finish(ctx context.Context, mc *unstructured.Unstructured, pl
 		return nil // ended already; the finalizer's removal is retried
 	}
 	rec.Resolve(s.Now, "", doneIn(s))
+	rec.Abandon()
 	rec.Add(record.KeptEntries(plan, s.Now)...)
 	update(rec, plan, s, "")
 	end := metav1.NewTime(s.Now)

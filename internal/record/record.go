@@ -140,7 +140,20 @@ const (
 	Intended State = "intended"
 	Done     State = "done"
 	Would    State = "would"
+	// NotDone is an entry still intended when the teardown ended: its
+	// object remains as it was (the plan changed before the write).
+	NotDone State = "not-done"
 )
+
+// Abandon marks the entries still intended NotDone, at the end.
+func (r *Record) Abandon() {
+	for i := range r.Entries {
+		if r.Entries[i].State == Intended {
+			r.Entries[i].State = NotDone
+			r.Entries[i].Note = "intended, then no longer planned; the object was left as it was"
+		}
+	}
+}
 
 // Summary counts what a record too large for one ConfigMap left out.
 type Summary struct {

@@ -120,6 +120,10 @@ func TestAddListsEachActionOnAnObjectOnce(t *testing.T) {
 	g.Expect(r.Resolve(at.Add(time.Hour), "", func(*Entry) bool { return true })).To(Equal(2))
 	g.Expect(r.Entries[0].Time.Time).To(Equal(at))
 	g.Expect(r.Deletes()).To(HaveLen(3))
+	r.Entries = append(r.Entries, entry(Deleted, "c", "u4", Intended))
+	r.Abandon()
+	g.Expect(r.Entries[4].State).To(Equal(NotDone))
+	g.Expect(r.Entries[0].State).To(Equal(Done))
 }
 
 func TestHolds(t *testing.T) {
