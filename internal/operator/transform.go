@@ -1,6 +1,7 @@
 package operator
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -8,6 +9,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -18,10 +20,17 @@ var stripManagedFields = cache.TransformStripManagedFields()
 var manifestWorkGVK = workv1.GroupVersion.WithKind("ManifestWork")
 
 // Transform is the transform of every object the manager caches: it drops
-// managedFields, which the operator never reads, and of ManifestWorks what
-// TransformManifestWork drops.
+// managedFields, which the operator never reads, of ManifestWorks what
+// TransformManifestWork drops, and of teardown records their content.
 func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		// A teardown record's content is read live, once per teardown and
+		// process; the cache keeps its labels and annotations, which
+		// retention reads.
+		if record.IsRecord(o) {
+			o.Data, o.BinaryData = nil, nil
+		}
 	case *workv1.ManifestWork:
 		return TransformManifestWork(o)
 	case *unstructured.Unstructured:

@@ -16,7 +16,9 @@ import (
 
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -143,6 +145,24 @@ func TestTransformOtherKinds(t *testing.T) {
 	got, err = operator.Transform(cm)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.(*corev1.ConfigMap).ManagedFields).To(BeNil())
+	g.Expect(got.(*corev1.ConfigMap).Data).To(HaveKeyWithValue("k", "v"))
+
+	// A teardown record keeps its labels and annotations, not its content;
+	// a ConfigMap that only looks like one keeps everything.
+	labels := map[string]string{record.RecordLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy, record.ClusterLabel: "c1"}
+	rec := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "teardown-c1-12345678", Labels: labels,
+		Annotations: map[string]string{record.EndAnnotation: "2026-11-23T10:00:00Z"}},
+		Data: map[string]string{record.JSONKey: "{}"}, BinaryData: map[string][]byte{record.GzipKey: {1}}}
+	got, err = operator.Transform(rec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.(*corev1.ConfigMap).Data).To(BeNil())
+	g.Expect(got.(*corev1.ConfigMap).BinaryData).To(BeNil())
+	g.Expect(got.(*corev1.ConfigMap).Labels).To(Equal(labels))
+	g.Expect(got.(*corev1.ConfigMap).Annotations).To(HaveKey(record.EndAnnotation))
+	lookalike := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{record.RecordLabel: "true"}},
+		Data: map[string]string{"k": "v"}}
+	got, err = operator.Transform(lookalike)
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.(*corev1.ConfigMap).Data).To(HaveKeyWithValue("k", "v"))
 }
 

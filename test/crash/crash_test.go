@@ -39,7 +39,7 @@ func TestCrashSafety(t *testing.T) {
 	seed := seedFor(t)
 	minPoints := envInt(t, "CRASH_KILL_POINTS", 20)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	h := newHarness(t, seed, 6*time.Minute)
+	h := newHarness(t, seed, time.Duration(envInt(t, "CRASH_MINUTES", 6))*time.Minute)
 	users := []string{operatorUser}
 
 	var mgr *process

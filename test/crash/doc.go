@@ -37,7 +37,8 @@
 //
 // CRASH_KILL_POINTS sets how many kill points each strategy gets at least
 // (default 20); CRASH_ADDONS and CRASH_WORKS_PER_GROUP size each cluster
-// (default 3 add-ons and 6 works in each of three cleanup-priority groups). CRASH_MANAGER names a prebuilt manager binary to use instead
+// (default 3 add-ons and 6 works in each of three cleanup-priority groups),
+// CRASH_MINUTES the test's deadline (default 6). CRASH_MANAGER names a prebuilt manager binary to use instead
 // of building cmd/. CRASH_KEEP=<dir> keeps the audit log and the managers'
 // logs there.
 package crash
