@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -230,6 +231,115 @@ var _ = Describe("Teardown record", func() {
 			g.Expect(rs).To(HaveLen(1))
 			g.Expect(entryKeys(rs[0].Entries)).To(ContainElement("stage/manifestworks manifestworks.work.open-cluster-management.io/more deleted would"))
 		}).Should(Succeed())
+	})
+
+	// recordHolds waits until the cluster's record lists the object as the
+	// given action, whatever its state.
+	recordLists := func(cluster, key string) {
+		Eventually(func(g Gomega) {
+			rs := records(g, cluster)
+			g.Expect(rs).To(HaveLen(1))
+			var keys []string
+			for _, k := range entryKeys(rs[0].Entries) {
+				keys = append(keys, k[:strings.LastIndex(k, " ")])
+			}
+			g.Expect(keys).To(ContainElement(key))
+		}).Should(Succeed())
+	}
+
+	It("goes on when someone else changes its record meanwhile, and keeps their change", func() {
+		fleetCluster("rec-touch", nil, true)
+		priority := func(p string) map[string]string {
+			return map[string]string{"open-cluster-management.io/cleanup-priority": p}
+		}
+		work("rec-touch", "early", priority("10"))
+		work("rec-touch", "late", priority("90"))
+		agent.setStuck("rec-touch", "early", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("rec-touch", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		governedBy("rec-touch", "rec-touch")
+		mc := getClusterNow("rec-touch")
+
+		deleteCluster("rec-touch")
+		recordLists("rec-touch", "stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted")
+		cm := &corev1.ConfigMap{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: record.DefaultNamespace, Name: record.Name("rec-touch", mc.GetUID(), false)}, cm)).To(Succeed())
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations["example.com/reviewed"] = "yes"
+		Expect(k8s.Update(ctx, cm)).To(Succeed())
+
+		agent.setStuck("rec-touch", "early", false)
+		clusterGone("rec-touch")
+		r := endedRecord("rec-touch")
+		Expect(entryKeys(r.Deletes())).To(Equal([]string{
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted done",
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/late deleted done",
+			"namespace namespaces/rec-touch deleted done",
+		}))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+		Expect(cm.Annotations).To(HaveKeyWithValue("example.com/reviewed", "yes"))
+	})
+
+	It("writes its record again, whole, when it is deleted mid-teardown, and resolves it after a restart", func() {
+		fleetCluster("rec-lost", nil, true)
+		priority := func(p string) map[string]string {
+			return map[string]string{"open-cluster-management.io/cleanup-priority": p}
+		}
+		work("rec-lost", "early", priority("10"))
+		work("rec-lost", "late", priority("90"))
+		agent.setStuck("rec-lost", "early", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("rec-lost", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		governedBy("rec-lost", "rec-lost")
+		mc := getClusterNow("rec-lost")
+		name := record.Name("rec-lost", mc.GetUID(), false)
+
+		deleteCluster("rec-lost")
+		recordLists("rec-lost", "stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted")
+		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: record.DefaultNamespace, Name: name}})).To(Succeed())
+		agent.setStuck("rec-lost", "early", false)
+		// Written again from memory at the next group: the first group's
+		// entry is not lost.
+		recordLists("rec-lost", "stage/manifestworks manifestworks.work.open-cluster-management.io/late deleted")
+		recordLists("rec-lost", "stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted")
+		clusterGone("rec-lost")
+		r := endedRecord("rec-lost")
+		Expect(r.Resumed).To(BeFalse())
+		Expect(entryKeys(r.Deletes())).To(Equal([]string{
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted done",
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/late deleted done",
+			"namespace namespaces/rec-lost deleted done",
+		}))
+	})
+
+	It("resolves, after a restart, what the stopped manager intended and did", func() {
+		fleetCluster("rec-restart", nil, true)
+		priority := func(p string) map[string]string {
+			return map[string]string{"open-cluster-management.io/cleanup-priority": p}
+		}
+		work("rec-restart", "early", priority("10"))
+		work("rec-restart", "late", priority("90"))
+		agent.setStuck("rec-restart", "early", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("rec-restart", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		governedBy("rec-restart", "rec-restart")
+
+		deleteCluster("rec-restart")
+		recordLists("rec-restart", "stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted")
+		// Stopped while the first group waits: its done mark was never
+		// written (it goes with the next write).
+		stopManager()
+		rs := records(Default, "rec-restart")
+		Expect(entryKeys(rs[0].Deletes())).To(ContainElement("stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted intended"))
+		startManager()
+		agent.setStuck("rec-restart", "early", false)
+		clusterGone("rec-restart")
+		r := endedRecord("rec-restart")
+		Expect(entryKeys(r.Deletes())).To(Equal([]string{
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted done",
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/late deleted done",
+			"namespace namespaces/rec-restart deleted done",
+		}))
+		Expect(r.Deletes()[0].Note).To(Equal("resolved after a restart"))
 	})
 
 	It("keeps, per cluster, the newest ended records up to the count, none past the age, and every one in progress", func() {

@@ -224,6 +224,11 @@ func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, mc *unstructur
 	if !errors.Is(err, errRecord) {
 		err = fmt.Errorf("%w: %w", errRecord, err)
 	}
+	if apierrors.IsConflict(err) {
+		// Someone else changed the record meanwhile: it is read again
+		// and the write retried, without a report.
+		return reconcile.Result{}, err
+	}
 	if _, rerr := a.report(ctx, mc, nil, decision.HeldReport(err), "record"); rerr != nil {
 		return reconcile.Result{}, rerr
 	}
