@@ -26,8 +26,8 @@ func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		// A teardown record's content is read live, once per teardown and
-		// process; the cache keeps its labels and annotations, which
-		// retention reads.
+		// process; should the cache ever hold ConfigMaps whole, it keeps
+		// a record's labels and annotations only.
 		if record.IsRecord(o) {
 			o.Data, o.BinaryData = nil, nil
 		}

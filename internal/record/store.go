@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -108,20 +109,28 @@ type Retention struct {
 // Prune deletes the ended records past the retention (of one cluster, or
 // of all when cluster is empty) and returns their names. Each delete
 // carries the record's UID: a record recreated meanwhile is not deleted.
+//
+// It reads metadata only (labels and the end annotation): through the
+// manager's cache, which keeps the hub's ConfigMaps as metadata.
 func Prune(ctx context.Context, c client.Client, namespace, cluster string, keep Retention, now time.Time) ([]string, error) {
-	cms, err := listConfigMaps(ctx, c, namespace, cluster)
-	if err != nil {
-		return nil, err
+	sel := client.MatchingLabels{RecordLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}
+	if cluster != "" {
+		sel[ClusterLabel] = labelValue(cluster)
 	}
-	byCluster := map[string][]corev1.ConfigMap{}
-	for _, cm := range cms {
-		if _, ended := Ended(&cm); ended && IsRecord(&cm) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := c.List(ctx, list, client.InNamespace(namespace), sel); err != nil {
+		return nil, fmt.Errorf("listing the teardown records in %s: %w", namespace, err)
+	}
+	byCluster := map[string][]metav1.PartialObjectMetadata{}
+	for _, cm := range list.Items {
+		if _, ended := Ended(&cm); ended && IsRecord(&cm) && (cluster == "" || cm.Labels[ClusterLabel] == labelValue(cluster)) {
 			byCluster[cm.Labels[ClusterLabel]] = append(byCluster[cm.Labels[ClusterLabel]], cm)
 		}
 	}
 	var pruned []string
 	for _, ended := range byCluster {
-		slices.SortStableFunc(ended, func(a, b corev1.ConfigMap) int {
+		slices.SortStableFunc(ended, func(a, b metav1.PartialObjectMetadata) int {
 			ta, _ := Ended(&a)
 			tb, _ := Ended(&b)
 			return tb.Compare(ta.Time)
@@ -134,6 +143,7 @@ func Prune(ctx context.Context, c client.Client, namespace, cluster string, keep
 				continue
 			}
 			uid := cm.UID
+			cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 			if err := c.Delete(ctx, &cm, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 				return pruned, fmt.Errorf("deleting the teardown record %s/%s: %w", namespace, cm.Name, err)
 			}
