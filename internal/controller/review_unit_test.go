@@ -98,7 +98,8 @@ func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ManagedClu
 			return nil
 		},
 	}).Build()
-	return &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), inflight: newInflight()}
+	return &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), inflight: newInflight(),
+		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 }
 
 // TestReviewSignalNotDeletedWhenLabelRefused: "labels ... before deletes"
@@ -166,7 +167,8 @@ func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
-	a := &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), inflight: newInflight()}
+	a := &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), inflight: newInflight(),
+		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 
 	// What the cache still shows: the previous work of that name, deleting.
 	deleting := metav1.Now()
