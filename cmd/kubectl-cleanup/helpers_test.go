@@ -32,6 +32,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -80,6 +81,9 @@ func operatorMarks(ctx context.Context, c client.Client) []string {
 			continue
 		}
 		for _, item := range list.Items {
+			if record.IsRecord(&item) {
+				continue // teardown records are left on purpose: they outlive the operator
+			}
 			name := gvk.Kind + " " + displayName(&item)
 			for _, f := range item.Finalizers {
 				if strings.Contains(f, "cleanup.fleetops.dev/") {

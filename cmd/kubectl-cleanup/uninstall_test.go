@@ -22,6 +22,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -192,8 +193,12 @@ func TestUninstall(t *testing.T) {
 		"Done:",
 	)).To(Succeed(), text)
 
-	// Nothing of the operator's is left; users' settings are.
+	// Nothing of the operator's is left; users' settings are, and the
+	// record of c1's teardown.
 	g.Expect(operatorMarks(ctx, c)).To(BeEmpty())
+	records, err := record.List(ctx, c, record.DefaultNamespace, "c1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(records).To(HaveLen(1))
 	for _, obj := range admissionpolicy.Objects() {
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, metaObject(gvk, "", obj.GetName()))
