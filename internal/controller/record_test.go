@@ -342,6 +342,38 @@ var _ = Describe("Teardown record", func() {
 		Expect(r.Deletes()[0].Note).To(Equal("resolved after a restart"))
 	})
 
+	It("writes nothing while pre-cleanup hooks hold the teardown, then records how long they held", func() {
+		fleetCluster("rec-hooks", nil, true)
+		work("rec-hooks", "app", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("rec-hooks", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		governedBy("rec-hooks", "rec-hooks")
+		mc := getClusterNow("rec-hooks")
+		annotations := mc.GetAnnotations()
+		annotations[v1alpha1.PreCleanupHookPrefix+"backup"] = "velero"
+		mc.SetAnnotations(annotations)
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+
+		deleteCluster("rec-hooks")
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, "rec-hooks").Reason).To(Equal(v1alpha1.WaitingForHooksReason))
+		}).Should(Succeed())
+		Consistently(func(g Gomega) []record.Record { return records(g, "rec-hooks") }, "2s").Should(BeEmpty())
+
+		mc = getClusterNow("rec-hooks")
+		annotations = mc.GetAnnotations()
+		delete(annotations, v1alpha1.PreCleanupHookPrefix+"backup")
+		mc.SetAnnotations(annotations)
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+		clusterGone("rec-hooks")
+		r := endedRecord("rec-hooks")
+		Expect(r.Holds).To(HaveLen(1))
+		Expect(r.Holds[0].Reason).To(ContainSubstring(v1alpha1.PreCleanupHookPrefix + "backup"))
+		Expect(r.Holds[0].Start).To(Equal(r.Start))
+		Expect(r.Holds[0].End).NotTo(BeNil())
+		Expect(r.Holds[0].End.Sub(r.Holds[0].Start.Time)).To(BeNumerically(">=", 2*time.Second))
+		Expect(entryKeys(r.Deletes())).To(ContainElement("stage/manifestworks manifestworks.work.open-cluster-management.io/app deleted done"))
+	})
+
 	It("keeps, per cluster, the newest ended records up to the count, none past the age, and every one in progress", func() {
 		now := time.Now()
 		save := func(cluster, uid string, endedAgo time.Duration) string {

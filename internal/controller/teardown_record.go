@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,6 +94,13 @@ func (r *recorder) get(ctx context.Context, mc *unstructured.Unstructured, plan 
 		// lost, or a teardown begun by an operator that kept none.
 		if ns := s.Namespace; ns != nil && (ns.Labels[v1alpha1.ClusterDeletingLabel] != "" || ns.DeletionTimestamp != nil) {
 			o.rec.Resumed = true
+		}
+		// Pre-cleanup hooks held the teardown until now: nothing, the
+		// record included, is written while they hold.
+		if c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); c != nil &&
+			c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.WaitingForHooksReason {
+			end := metav1.NewTime(s.Now)
+			o.rec.Holds = append(o.rec.Holds, record.Hold{Reason: c.Message, Start: o.rec.Start, End: &end})
 		}
 	}
 	return o, nil
@@ -181,7 +189,10 @@ func (r *recorder) done(mc *unstructured.Unstructured, plan *decision.Plan, acts
 // hold notes why the teardown holds, or that a hold ended (why empty): a
 // write when that changes what the record says.
 func (r *recorder) hold(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, why string) error {
-	o, err := r.get(ctx, mc, plan, s, why != "")
+	// Pre-cleanup hooks hold a teardown before its first write: they
+	// begin no record; the first write notes how long they held.
+	hooks := plan.Next() != nil && plan.Next().Kind == decision.StepHooks
+	o, err := r.get(ctx, mc, plan, s, why != "" && !hooks)
 	if err != nil || o.rec == nil {
 		return err
 	}
