@@ -72,6 +72,18 @@ func checkRecords(events []auditEvent, w *witness, tds []*teardown, records map[
 				continue
 			}
 			rev := d.revision
+			if d.event.Verb == "deletecollection" && d.event.succeeded() {
+				// A deletecollection answers with the objects as it listed
+				// them, each at its last write before the deletion (for
+				// an add-on, often its creation): where its deletion began
+				// is what the witness saw.
+				started, ok := w.deleting(d.key)
+				if !ok {
+					v.add(propRecorded, "%s: %s was deleted by %s, but its deletion was never seen", td.cluster, d.key, &d.event)
+					continue
+				}
+				rev = started.revision
+			}
 			if !d.event.succeeded() {
 				started, ok := w.deleting(d.key)
 				if !ok || d.event.ResponseStatus == nil || d.event.ResponseStatus.Code != 504 {
@@ -193,6 +205,18 @@ func TestRecordCheckFails(t *testing.T) {
 		{"groups out of order", func(_ *history, r *record.Record) {
 			r.Entries[2], r.Entries[3] = r.Entries[3], r.Entries[2]
 		}, "deleted before it ended"},
+		{"the add-ons deleted by one deletecollection, which lists them at their last write", func(h *history, _ *record.Record) {
+			asCollection(h, objectKey{"managedclusteraddons", "c1", "addon-0"}, 1)
+		}, ""},
+		{"the add-ons deleted by one deletecollection, listed before the signal", func(h *history, r *record.Record) {
+			asCollection(h, objectKey{"managedclusteraddons", "c1", "addon-0"}, 1)
+			r.Entries[0], r.Entries[1] = r.Entries[1], r.Entries[0]
+		}, "deleted before it ended"},
+		{"an object of a deletecollection whose deletion was never seen", func(h *history, _ *record.Record) {
+			key := objectKey{"managedclusteraddons", "c1", "addon-0"}
+			asCollection(h, key, 1)
+			delete(h.w.started, key)
+		}, "never seen"},
 		{"no end", func(_ *history, r *record.Record) { r.End = nil }, "has not ended"},
 		{"resumed", func(_ *history, r *record.Record) { r.Resumed = true }, "resumed"},
 	} {
@@ -208,5 +232,19 @@ func TestRecordCheckFails(t *testing.T) {
 			}
 			t.Log(fmt.Sprint(v[propRecorded]))
 		})
+	}
+}
+
+// asCollection makes the operator's DELETE of key a deletecollection of its
+// resource in its namespace, whose answer lists the object as the API server
+// does: as listed, at its last write before the deletion (lastWrite).
+func asCollection(h *history, key objectKey, lastWrite int64) {
+	for i, e := range h.events {
+		if e.Verb == "delete" && keyOf(&e) == key {
+			e.Verb = "deletecollection"
+			e.ObjectRef.Name = ""
+			e.ResponseObject = fmt.Appendf(nil, `{"items":[{"metadata":{"name":%q,"resourceVersion":"%d"}}]}`, key.name, lastWrite)
+			h.events[i] = e
+		}
 	}
 }
