@@ -99,8 +99,9 @@ func newStatusCommand(o *options) *cobra.Command {
 	}
 }
 
-// preview connects to the API server the kubeconfig names.
-func (o *options) preview(ctx context.Context) (*preview, error) {
+// client connects to the API server the kubeconfig names, once --output
+// is known to be one the plugin prints.
+func (o *options) client() (client.Client, error) {
 	switch o.output {
 	case "", "json", "yaml":
 	default:
@@ -110,7 +111,12 @@ func (o *options) preview(ctx context.Context) (*preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	return client.New(cfg, client.Options{Scheme: scheme.New()})
+}
+
+// preview connects to the API server the kubeconfig names.
+func (o *options) preview(ctx context.Context) (*preview, error) {
+	c, err := o.client()
 	if err != nil {
 		return nil, err
 	}

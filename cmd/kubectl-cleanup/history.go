@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
-	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 )
 
 func newHistoryCommand(o *options) *cobra.Command {
@@ -57,20 +56,6 @@ what would have happened.`,
 	cmd.Flags().StringVar(&namespace, "operator-namespace", "",
 		"The operator's namespace, where it keeps the records; empty: POD_NAMESPACE, else "+record.DefaultNamespace+".")
 	return cmd
-}
-
-// client connects to the API server the kubeconfig names.
-func (o *options) client() (client.Client, error) {
-	switch o.output {
-	case "", "json", "yaml":
-	default:
-		return nil, fmt.Errorf("--output: %q is not one of json, yaml (or empty for text)", o.output)
-	}
-	cfg, err := o.kube.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }
 
 // findRecord reads a record by its name, else the latest record of the
