@@ -288,11 +288,11 @@ func TestHooksHoldTeardown(t *testing.T) {
 
 // TestSuspendMakesNoWrites: once the policy reports Suspended, a stretch of
 // policy edits, a cluster deletion, a new cluster and work changes makes
-// no write of the operator at all (a few seconds: the assertions of a
-// longer stretch, in less time); resuming completes everything.
+// no write of the operator at all for a full minute of such edits;
+// resuming completes everything.
 func TestSuspendMakesNoWrites(t *testing.T) {
 	w := setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	p := guardPolicy("suspend-p", v1alpha1.RemoveStrategyRequired, time.Hour)
 	c0, c1 := guardCluster("suspend-c0", p, "app"), guardCluster("suspend-c1", p, "app")
@@ -358,9 +358,20 @@ func TestSuspendMakesNoWrites(t *testing.T) {
 	if err := w.patchPolicy(ctx, p.Name, `{"spec":{"dryRun":false,"priority":8}}`); err != nil {
 		t.Fatal(err)
 	}
+	// A full minute: the edits go on, and every few seconds the log is
+	// read again for any write of the operator.
 	touched := touchingAny([]string{c0.name, c1.name, c2.name}, p.Name)
-	if err := w.noWrites(ctx, mark, 5*time.Second, touched); err != nil {
-		t.Fatalf("suspended: %v", err)
+	for end, i := time.Now().Add(time.Minute), 0; time.Now().Before(end); i++ {
+		if err := w.patchPolicy(ctx, p.Name, fmt.Sprintf(`{"spec":{"priority":%d}}`, 10+i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.admin.Patch(ctx, guardWork(c1.name, "app"), client.RawPatch(types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"metadata":{"labels":{"edit":"e%d"}}}`, i)))); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.noWrites(ctx, mark, 5*time.Second, touched); err != nil {
+			t.Fatalf("suspended, after %d round(s) of edits: %v", i+1, err)
+		}
 	}
 	if after, err := w.eventsAbout(ctx, c0.name); err != nil || after != before {
 		t.Fatalf("suspended: Events about %s went from %d to %d (%v)", c0.name, before, after, err)
