@@ -113,7 +113,7 @@ func bindRecordRole(ctx context.Context, cs kubernetes.Interface) error {
 		return err
 	}
 	role.Namespace = record.DefaultNamespace
-	if _, err := cs.RbacV1().Roles(role.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.RbacV1().Roles(role.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating Role %s: %w", role.Name, err)
 	}
 	binding := &rbacv1.RoleBinding{
@@ -121,7 +121,7 @@ func bindRecordRole(ctx context.Context, cs kubernetes.Interface) error {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: OperatorUser}},
 	}
-	if _, err := cs.RbacV1().RoleBindings(role.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.RbacV1().RoleBindings(role.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("binding Role %s: %w", role.Name, err)
 	}
 	return nil

@@ -48,7 +48,9 @@ func entryKey(e record.Entry) objectKey {
 // checkRecords checks each teardown's record against the operator's
 // deletions in the audit log. A DELETE whose answer the operator never saw
 // (killed mid-request: the log says 504) deleted the object if the witness
-// saw it begin deleting.
+// saw it begin deleting; a deletecollection that failed (killed, or refused
+// part way) deleted those of its resource and namespace the witness saw
+// begin deleting and no other request of the operator deleted.
 func checkRecords(events []auditEvent, w *witness, tds []*teardown, records map[string][]record.Record, users []string) verdict {
 	v := verdict{}
 	deletions := operatorDeletions(events, users, v)
@@ -67,6 +69,7 @@ func checkRecords(events []auditEvent, w *witness, tds []*teardown, records map[
 		}
 		// What the audit log shows deleted, and where (etcd revision).
 		revision := map[objectKey]int64{}
+		var failedCollections []deletion
 		for _, d := range deletions {
 			if !(d.key.namespace == td.cluster || d.key == objectKey{"namespaces", "", td.cluster}) {
 				continue
@@ -84,6 +87,13 @@ func checkRecords(events []auditEvent, w *witness, tds []*teardown, records map[
 				}
 				rev = started.revision
 			}
+			if !d.event.succeeded() && d.event.Verb == "deletecollection" {
+				// Killed mid-request, or refused part way: the objects it
+				// deleted before are those of its resource and namespace
+				// the witness saw begin deleting that nothing else deleted.
+				failedCollections = append(failedCollections, d)
+				continue
+			}
 			if !d.event.succeeded() {
 				started, ok := w.deleting(d.key)
 				if !ok || d.event.ResponseStatus == nil || d.event.ResponseStatus.Code != 504 {
@@ -93,6 +103,13 @@ func checkRecords(events []auditEvent, w *witness, tds []*teardown, records map[
 			}
 			if _, twice := revision[d.key]; !twice {
 				revision[d.key] = rev
+			}
+		}
+		for _, d := range failedCollections {
+			for k, started := range w.deletingIn(d.key.resource, d.key.namespace) {
+				if _, known := revision[k]; !known {
+					revision[k] = started.revision
+				}
 			}
 		}
 		listed := map[objectKey]bool{}
@@ -217,6 +234,14 @@ func TestRecordCheckFails(t *testing.T) {
 			asCollection(h, key, 1)
 			delete(h.w.started, key)
 		}, "never seen"},
+		{"the add-ons of a deletecollection whose answer was never seen, which took effect", func(h *history, _ *record.Record) {
+			asFailedCollection(h, objectKey{"managedclusteraddons", "c1", "addon-0"})
+		}, ""},
+		{"the add-ons of a deletecollection whose answer was never seen, which did not take effect", func(h *history, _ *record.Record) {
+			key := objectKey{"managedclusteraddons", "c1", "addon-0"}
+			asFailedCollection(h, key)
+			delete(h.w.started, key)
+		}, "did not delete it"},
 		{"no end", func(_ *history, r *record.Record) { r.End = nil }, "has not ended"},
 		{"resumed", func(_ *history, r *record.Record) { r.Resumed = true }, "resumed"},
 	} {
@@ -244,6 +269,21 @@ func asCollection(h *history, key objectKey, lastWrite int64) {
 			e.Verb = "deletecollection"
 			e.ObjectRef.Name = ""
 			e.ResponseObject = fmt.Appendf(nil, `{"items":[{"metadata":{"name":%q,"resourceVersion":"%d"}}]}`, key.name, lastWrite)
+			h.events[i] = e
+		}
+	}
+}
+
+// asFailedCollection makes the operator's DELETE of key a deletecollection
+// of its resource in its namespace that the operator never saw answered
+// (killed mid-request): the log says 504 and lists nothing.
+func asFailedCollection(h *history, key objectKey) {
+	for i, e := range h.events {
+		if e.Verb == "delete" && keyOf(&e) == key {
+			e.Verb = "deletecollection"
+			e.ObjectRef.Name = ""
+			e.ResponseStatus.Code = 504
+			e.ResponseObject = nil
 			h.events[i] = e
 		}
 	}

@@ -125,6 +125,20 @@ func (w *witness) deleting(k objectKey) (removal, bool) {
 	return r, ok
 }
 
+// deletingIn returns the objects of a resource in a namespace whose
+// deletion was seen to begin.
+func (w *witness) deletingIn(resource, namespace string) map[objectKey]removal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[objectKey]removal{}
+	for k, r := range w.started {
+		if k.resource == resource && k.namespace == namespace {
+			out[k] = r
+		}
+	}
+	return out
+}
+
 // removed returns the removal of an object, if it was seen.
 func (w *witness) removed(k objectKey) (removal, bool) {
 	w.mu.Lock()
