@@ -256,6 +256,22 @@ func operatorKubeconfig() string {
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 		})).To(Succeed())
 	}
+	// The teardown records: the operator's namespace, as config/default
+	// installs it, and the Role it ships for ConfigMaps there.
+	const namespace = "cleanup-operator-system"
+	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
+	f, err := os.Open(filepath.Join(paths.root, "config", "rbac", "teardown_record_role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	record := &rbacv1.Role{}
+	Expect(yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(record)).To(Succeed())
+	record.Namespace = namespace
+	Expect(k8s.Create(ctx, record)).To(Succeed())
+	Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: record.Name + "-" + user, Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: record.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	})).To(Succeed())
 	return writeKubeconfig(envtest.User{Name: user}, "operator.kubeconfig")
 }
 
