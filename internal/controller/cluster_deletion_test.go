@@ -346,7 +346,7 @@ var _ = Describe("Cluster deletion", func() {
 		// The agent applies generation 2: the cleanup goes on.
 		agent.setLagging("nl-2", false)
 		clusterGone("nl-2")
-		Expect(events("nl-2")).To(ContainElement(HavePrefix(v1alpha1.OrphaningReason + ": Needless: waiting for the work agent")))
+		Eventually(func() []string { return events("nl-2") }).Should(ContainElement(HavePrefix(v1alpha1.OrphaningReason + ": Needless: waiting for the work agent")))
 	})
 
 	// Karmada unjoin, Needless: nothing on the managed cluster is removed.

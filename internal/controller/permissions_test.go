@@ -45,7 +45,7 @@ var _ = Describe("Permissions", func() {
 			g.Expect(c.Message).To(ContainSubstring("forbidden"))
 		}).Should(Succeed())
 		Expect(objectGone("ManagedClusterAddOn", "rbac-1", "search")()).To(BeFalse())
-		Expect(events("rbac-1")).To(ContainElement(ContainSubstring("CleanupFailed: held, nothing is deleted: the operator may not list jobs.batch")))
+		Eventually(func() []string { return events("rbac-1") }).Should(ContainElement(ContainSubstring("CleanupFailed: held, nothing is deleted: the operator may not list jobs.batch")))
 
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "jobs-reader"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}}}}

@@ -171,7 +171,7 @@ var _ = Describe("Deletion protection", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(getCluster(g, "prot-c").GetAnnotations()).NotTo(HaveKey(v1alpha1.DeleteConfirmationAcceptedAnnotation))
 		}).Should(Succeed())
-		Expect(events("prot-c")).To(ContainElement(v1alpha1.DeleteConfirmedReason + ": the deletion confirmation of " + stale +
+		Eventually(func() []string { return events("prot-c") }).Should(ContainElement(v1alpha1.DeleteConfirmedReason + ": the deletion confirmation of " + stale +
 			" no longer counts: the cluster is protected from deletion again"))
 		Expect(k8s.Delete(ctx, managedCluster("prot-c", nil))).To(MatchError(ContainSubstring("is protected from deletion")))
 

@@ -92,5 +92,5 @@ deletionProtection: "cluster.metadata.labels[?'e2e.fleetops.dev/scenario'].orVal
 	By("cleaning up as usual")
 	hubClean()
 	Expect(app.onCluster()).To(BeEmpty())
-	Expect(clusterEvents()).To(ContainElements("DeletionProtection", "DeleteConfirmation", "Completed"))
+	Eventually(clusterEvents).Should(ContainElements("DeletionProtection", "DeleteConfirmation", "Completed"))
 }
