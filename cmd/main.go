@@ -33,7 +33,7 @@ import (
 
 // flags are the manager's command-line flags.
 type flags struct {
-	metricsAddr, probeAddr              string
+	metricsAddr, probeAddr, pprofAddr   string
 	webhookCertPath, webhookCertName    string
 	webhookCertKey                      string
 	enableLeaderElection, secureMetrics bool
@@ -70,6 +70,8 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0",
 		"The address the metrics endpoint binds to, :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to; 0 disables it.")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0",
+		"The address Go's profiling endpoints (/debug/pprof) bind to, for diagnosing CPU and memory; 0 disables them. Bind it to localhost.")
 	fs.BoolVar(&f.enableLeaderElection, "leader-elect", false,
 		"Enable leader election, so that only one manager of several is active.")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-elect-namespace", "",
@@ -194,6 +196,7 @@ func newManager(f flags) (manager.Manager, error) {
 	mgrOpts.Metrics = metricsOpts
 	mgrOpts.WebhookServer = webhook.NewServer(webhookOpts)
 	mgrOpts.HealthProbeBindAddress = f.probeAddr
+	mgrOpts.PprofBindAddress = f.pprofAddr
 	mgrOpts.LeaderElection = f.enableLeaderElection
 	mgrOpts.LeaderElectionID = v1alpha1.LeaderElectionID
 	mgrOpts.LeaderElectionNamespace = f.leaderElectionNamespace

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -89,5 +93,60 @@ func TestDefaultsReachTheClient(t *testing.T) {
 	f.limit(cfg)
 	if cfg.QPS != 20 || cfg.Burst != 30 {
 		t.Errorf("client limit %v QPS, burst %d; want 20, 30", cfg.QPS, cfg.Burst)
+	}
+}
+
+// --pprof-bind-address serves Go's profiling endpoints once the manager
+// starts; they are off by default.
+func TestPprofFlagServesProfiles(t *testing.T) {
+	// The manager needs a kubeconfig; nothing here reaches its server.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var f flags
+	f.bind(fs)
+	if f.pprofAddr != "0" {
+		t.Errorf("--pprof-bind-address defaults to %q, want 0 (off)", f.pprofAddr)
+	}
+	if err := fs.Parse([]string{"--pprof-bind-address=" + addr, "--health-probe-bind-address=0"}); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := newManager(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = mgr.Start(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/cmdline")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /debug/pprof/cmdline: %s", resp.Status)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the profiling endpoints never answered on %s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
