@@ -38,8 +38,12 @@ func NotOwnedMessage(kind, namespace, name string, o metav1.Object) string {
 
 // WorkOrphaning evaluates the policy's orphaning rules on a work's
 // manifests. A manifest's resource is the one the work agent reported,
-// else the one resourceOf (the API server's REST mapping) names.
+// else the one resourceOf (the API server's REST mapping) names. A policy
+// without rules orphans nothing, and reads no work.
 func WorkOrphaning(p *cel.Policy, a *cel.Activation, w *workv1.ManifestWork, resourceOf func(schema.GroupVersionKind) (string, error)) (DeleteOption, error) {
+	if len(p.Orphaning) == 0 {
+		return DeleteOption{}, nil
+	}
 	// The cache keeps manifests as raw JSON; they become maps only here,
 	// where rules read them.
 	manifests := make([]map[string]any, 0, len(w.Spec.Workload.Manifests))
