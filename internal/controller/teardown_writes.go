@@ -43,7 +43,7 @@ func (a *ManagedClusterAdapter) label(ctx context.Context, act decision.Action) 
 }
 
 // deleteParallelism bounds the deletes one cluster has in flight at once.
-const deleteParallelism = 8
+const deleteParallelism = 16
 
 // deleteObjects deletes the objects, up to deleteParallelism at once, and
 // remembers each, so that it is not deleted again while the cache catches
