@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
@@ -132,8 +133,17 @@ func KeepNamespace(p *cel.Policy, a *cel.Activation, namespace map[string]any) (
 type Object struct {
 	GVR  schema.GroupVersionResource
 	Meta *metav1.PartialObjectMetadata
-	// Value is the metadata as CEL sees it, as `object`.
+	// Value is the metadata as CEL sees it, as `object`; nil: made from
+	// Meta when a filter reads it (most policies have none).
 	Value map[string]any
+}
+
+// CELValue is the object as a `when` filter reads it.
+func (o Object) CELValue() (map[string]any, error) {
+	if o.Value != nil {
+		return o.Value, nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(o.Meta)
 }
 
 // Key names an object for messages: resource/name.
@@ -148,8 +158,11 @@ func Gate(p *cel.Policy, a *cel.Activation, byGVR map[schema.GroupVersionResourc
 		for _, o := range byGVR[m.GVR] {
 			ok := true
 			if m.When != nil {
-				var err error
-				if ok, err = m.When.Bool(a.With(cel.VarObject, o.Value)); err != nil {
+				value, err := o.CELValue()
+				if err != nil {
+					return nil, err
+				}
+				if ok, err = m.When.Bool(a.With(cel.VarObject, value)); err != nil {
 					return nil, err
 				}
 			}
@@ -175,8 +188,11 @@ func AssignStages(p *cel.Policy, a *cel.Activation, stages []Stage, byGVR map[sc
 			}
 			ok := true
 			if s.When != nil {
-				var err error
-				if ok, err = s.When.Bool(a.With(cel.VarObject, o.Value)); err != nil {
+				value, err := o.CELValue()
+				if err != nil {
+					return nil, err
+				}
+				if ok, err = s.When.Bool(a.With(cel.VarObject, value)); err != nil {
 					return nil, err
 				}
 			}

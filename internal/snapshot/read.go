@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -116,9 +115,7 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 		if !served {
 			s.Unserved[gvr] = true
 		}
-		if s.Objects[gvr], err = Objects(gvr, items); err != nil {
-			return nil, err
-		}
+		s.Objects[gvr] = Objects(gvr, items)
 	}
 	return s, r.readSignalOwner(ctx, s, decision.SignalWorkName(g.Policy))
 }
@@ -144,9 +141,8 @@ func (r *Reader) readWorks(ctx context.Context, s *decision.Snapshot, policy *ce
 		metas[i].SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
 		metas[i].ObjectMeta = works.Items[i].ObjectMeta
 	}
-	var err error
-	s.Objects[decision.ManifestWorks], err = Objects(decision.ManifestWorks, metas)
-	return err
+	s.Objects[decision.ManifestWorks] = Objects(decision.ManifestWorks, metas)
+	return nil
 }
 
 // readSignalOwner finds whether the work named like the deletion-signal
@@ -174,17 +170,13 @@ func (r *Reader) resourceOf(gvk schema.GroupVersionKind) (string, error) {
 }
 
 // Objects is what the decisions see of listed objects: their metadata,
-// and the metadata as CEL's `object`.
-func Objects(gvr schema.GroupVersionResource, items []metav1.PartialObjectMetadata) ([]decision.Object, error) {
+// which becomes CEL's `object` only where a filter reads it.
+func Objects(gvr schema.GroupVersionResource, items []metav1.PartialObjectMetadata) []decision.Object {
 	objs := make([]decision.Object, 0, len(items))
 	for i := range items {
-		value, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, decision.Object{GVR: gvr, Meta: &items[i], Value: value})
+		objs = append(objs, decision.Object{GVR: gvr, Meta: &items[i]})
 	}
-	return objs, nil
+	return objs
 }
 
 // OwnsSignalWork says whether a ManifestWork named like a deletion-signal

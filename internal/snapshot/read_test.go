@@ -82,7 +82,9 @@ func TestReadTakesWhatTheTeardownDecides(t *testing.T) {
 	}
 	for _, o := range s.Objects[schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}] {
 		configMaps = append(configMaps, o.Key())
-		g.Expect(o.Value).To(HaveKey("metadata"))
+		value, err := o.CELValue()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(value).To(HaveKey("metadata"), "a when filter reads the object's metadata")
 	}
 	g.Expect(works).To(ConsistOf("manifestworks/app", "manifestworks/cleanup-signal"))
 	g.Expect(configMaps).To(ContainElement("configmaps/hold"))
