@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/openshift/library-go/pkg/operator/events"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,15 +67,18 @@ var contenders = map[string]contender{
 		about: "open-cluster-management.io/ocm v1.0.0 registration hub gc controller, in the harness process, with OCM's default client limits (50/100 and 100/200 QPS/burst for deletes)",
 		start: startOCMGC},
 	"operator": {name: "operator, defaults", user: userOperator,
-		about: "the manager binary built from ./cmd, no flags beyond the address ones, the shipped RBAC",
-		start: startOperator()},
+		about: "the manager binary built from ./cmd, no flags beyond the address ones, the shipped RBAC, running as on a hub: its admission policies in force for " + admissionSettle.String(),
+		start: startOperator(true)},
+	"operator-cold": {name: "operator, defaults, just started", user: userOperator,
+		about: "as operator, the clusters deleted as soon as it governs them: its admission policies are seconds old, so every group goes one by one",
+		start: startOperator(false)},
 	"operator-fast": {name: "operator, --kube-api-qps=5000 --kube-api-burst=5000", user: userOperator,
 		about: "as operator, with the client limits lifted",
-		start: startOperator("--kube-api-qps=5000", "--kube-api-burst=5000")},
+		start: startOperator(true, "--kube-api-qps=5000", "--kube-api-burst=5000")},
 }
 
 // contenderOrder is the order of the table's columns.
-var contenderOrder = []string{"bare", "bare16", "ocm", "operator", "operator-fast"}
+var contenderOrder = []string{"bare", "bare16", "ocm", "operator", "operator-cold", "operator-fast"}
 
 // createPolicy creates a CleanupPolicy that governs every cluster, with
 // the default stages (add-ons, then works) and the Required strategy.
@@ -160,7 +164,13 @@ func (op *operatorProcess) watchExit(ctx context.Context) (context.Context, cont
 	return ctx, cancel
 }
 
-func startOperator(extra ...string) func(ctx context.Context, r *run) (*instance, error) {
+// startOperator starts the manager and waits until it governs every
+// cluster; settled, also until the admission policy that refuses new works
+// and add-ons in a deleting cluster's namespace has been in force long
+// enough for the operator to delete a whole group in one request
+// (admissionSettle), as on a hub where it has run for more than a few
+// seconds.
+func startOperator(settled bool, extra ...string) func(ctx context.Context, r *run) (*instance, error) {
 	return func(ctx context.Context, r *run) (*instance, error) {
 		if err := createPolicy(ctx, r.admin); err != nil {
 			return nil, err
@@ -178,6 +188,12 @@ func startOperator(extra ...string) func(ctx context.Context, r *run) (*instance
 			}
 			return nil, fmt.Errorf("waiting for the operator to govern the clusters: %w", err)
 		}
+		if settled {
+			if err := waitAdmissionSettled(wctx, r.admin); err != nil {
+				op.stop()
+				return nil, firstErr(op.exited(), fmt.Errorf("waiting for the operator's admission policy to settle: %w", err))
+			}
+		}
 		return &instance{
 			pid: op.cmd.Process.Pid,
 			teardown: func(ctx context.Context) error {
@@ -191,6 +207,51 @@ func startOperator(extra ...string) func(ctx context.Context, r *run) (*instance
 			stop: op.stop,
 		}, nil
 	}
+}
+
+// admissionSettle is the operator's AdmissionSettle (internal/controller)
+// with a second's margin: the API server's timestamps are whole seconds.
+const admissionSettle = 6 * time.Second
+
+// deletingClusterPolicy is the operator's admission policy that refuses new
+// works and add-ons in a deleting cluster's namespace.
+const deletingClusterPolicy = "cleanup-operator-deleting-cluster"
+
+// waitAdmissionSettled waits until the operator's deletingClusterPolicy and
+// its binding exist and neither was created or written in the last
+// admissionSettle.
+func waitAdmissionSettled(ctx context.Context, c client.Client) error {
+	for {
+		var policy admissionregistrationv1.ValidatingAdmissionPolicy
+		var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		err := c.Get(ctx, client.ObjectKey{Name: deletingClusterPolicy}, &policy)
+		if err == nil {
+			err = c.Get(ctx, client.ObjectKey{Name: deletingClusterPolicy + "-binding"}, &binding)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil && time.Since(lastWritten(&policy)) >= admissionSettle && time.Since(lastWritten(&binding)) >= admissionSettle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// lastWritten is when obj was created or last written, as its managed
+// fields record.
+func lastWritten(obj metav1.Object) time.Time {
+	t := obj.GetCreationTimestamp().Time
+	for _, f := range obj.GetManagedFields() {
+		if f.Time != nil && f.Time.After(t) {
+			t = f.Time.Time
+		}
+	}
+	return t
 }
 
 func firstErr(errs ...error) error {

@@ -90,7 +90,7 @@ func readConfig() (config, error) {
 	c := config{
 		scenarios:  list("BENCH_SCENARIOS", "teardown,idle"),
 		cases:      list("BENCH_TEARDOWN_CASES", "one,twenty"),
-		contenders: list("BENCH_CONTENDERS", "bare,bare16,ocm,operator"),
+		contenders: list("BENCH_CONTENDERS", "bare,bare16,ocm,operator,operator-cold"),
 		workDir:    os.Getenv("BENCH_WORK_DIR"),
 		keep:       os.Getenv("BENCH_KEEP") == "true",
 	}
