@@ -63,21 +63,7 @@ var _ = Describe("Teardown progress", func() {
 			startManager()
 		})
 		const cluster, works = "prog-1", 12
-		fleetCluster(cluster, map[string]string{"env": "progress"}, true)
-		for i := range works {
-			name := fmt.Sprintf("w-%02d", i)
-			work(cluster, name, nil)
-			agent.setStuck(cluster, name, true)
-		}
-		DeferCleanup(func() {
-			for i := range works {
-				agent.setStuck(cluster, fmt.Sprintf("w-%02d", i), false)
-			}
-		})
-		Expect(k8s.Create(ctx, cleanupPolicy("progress", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'progress'",
-		}))).To(Succeed())
-		governedBy(cluster, "progress")
+		stuckWorksCluster(cluster, "progress", works)
 
 		deleteCluster(cluster)
 		Eventually(func(g Gomega) {
@@ -132,21 +118,7 @@ var _ = Describe("Teardown progress", func() {
 
 	It("writes the progress held back at the end of the interval, without another event", func() {
 		const cluster, works = "prog-2", 4
-		fleetCluster(cluster, map[string]string{"env": "progress-2"}, true)
-		for i := range works {
-			name := fmt.Sprintf("w-%02d", i)
-			work(cluster, name, nil)
-			agent.setStuck(cluster, name, true)
-		}
-		DeferCleanup(func() {
-			for i := range works {
-				agent.setStuck(cluster, fmt.Sprintf("w-%02d", i), false)
-			}
-		})
-		Expect(k8s.Create(ctx, cleanupPolicy("progress-2", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'progress-2'",
-		}))).To(Succeed())
-		governedBy(cluster, "progress-2")
+		stuckWorksCluster(cluster, "progress-2", works)
 
 		deleteCluster(cluster)
 		Eventually(func(g Gomega) {
@@ -164,3 +136,24 @@ var _ = Describe("Teardown progress", func() {
 		clusterGone(cluster)
 	})
 })
+
+// stuckWorksCluster makes a cluster of works w-00, w-01, ... that the agent
+// holds until the spec unsticks them (or ends), governed by a policy named
+// env that selects the label env=env.
+func stuckWorksCluster(cluster, env string, works int) {
+	fleetCluster(cluster, map[string]string{"env": env}, true)
+	for i := range works {
+		name := fmt.Sprintf("w-%02d", i)
+		work(cluster, name, nil)
+		agent.setStuck(cluster, name, true)
+	}
+	DeferCleanup(func() {
+		for i := range works {
+			agent.setStuck(cluster, fmt.Sprintf("w-%02d", i), false)
+		}
+	})
+	Expect(k8s.Create(ctx, cleanupPolicy(env, v1alpha1.CleanupPolicySpec{
+		ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == '" + env + "'",
+	}))).To(Succeed())
+	governedBy(cluster, env)
+}
