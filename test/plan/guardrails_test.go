@@ -445,6 +445,18 @@ func TestPausedClusterMakesNoWrites(t *testing.T) {
 	if err := w.patchCluster(ctx, c0.name, fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.PausedAnnotation)); err != nil {
 		t.Fatal(err)
 	}
+	// The pause counts from when the operator has seen it. A pause makes
+	// no write to show that, but the ManagedClusters' watch delivers
+	// events in order: once the operator governs a cluster created after
+	// the pause, its cache holds the pause.
+	c2 := guardCluster("paused-c2", p)
+	f.clusters = append(f.clusters, c2)
+	if err := (&fleet{clusters: []*cluster{c2}}).create(ctx, w.admin); err != nil {
+		t.Fatal(err)
+	}
+	if err := until(ctx, "the operator to govern "+c2.name, 100*time.Millisecond, func() (bool, error) { return w.settled(ctx, c2) }); err != nil {
+		t.Fatal(err)
+	}
 	mark, err := w.audit.size()
 	if err != nil {
 		t.Fatal(err)
