@@ -51,8 +51,11 @@ func TestCollectionDeletes(t *testing.T) {
 		{name: "the namespace not labelled yet: the signal step labels it", nsLabels: map[string]string{},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}, collection: "manifestworks"},
 		{name: "one object", objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("")}},
-		{name: "a priority split: the first group is a subset",
+		{name: "a priority split whose last group is one object",
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "10")}},
+		{name: "a priority split: the first group is a subset, deleted one by one; the last, all that remains then, in one request",
+			objects:    map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "10", "10")},
+			collection: "manifestworks"},
 		{name: "one of them being deleted already", objects: map[schema.GroupVersionResource][]decision.Object{
 			decision.ManifestWorks: append(works("", ""), object(decision.ManifestWorks, "wz", "", true))}},
 		{name: "an orphaning rule decides each work's deleteOption",
@@ -127,8 +130,10 @@ func TestCollectionDeletes(t *testing.T) {
 					}
 				}
 				if st.Name == collected && collected != "" {
+					last := st.Actions[len(st.Actions)-1].Group
 					for _, a := range st.Actions {
-						g.Expect(a.Collection).To(BeTrue(), "every delete of the stage, or none: %s", a.Name)
+						g.Expect(a.Collection).To(Equal(a.Group == last),
+							"every delete of the stage's last priority group, and none of the groups before it: %s", a.Name)
 					}
 				}
 			}

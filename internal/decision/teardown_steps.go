@@ -149,11 +149,16 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 		return st, true, false
 	}
 	groups := Groups(objs)
+	last := 0
 	for gi, g := range groups {
+		last = len(st.Actions)
 		st.Actions = append(st.Actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
 	}
-	if t.collectable(s, groups, st.Actions) {
-		for i := range st.Actions {
+	// The last group is every object of the stage that remains once the
+	// groups before it are gone: it may go in one deletecollection then,
+	// and the plan says so from the start.
+	if t.collectable(s, st.Actions[last:]) {
+		for i := last; i < len(st.Actions); i++ {
 			st.Actions[i].Collection = true
 		}
 	}
@@ -181,9 +186,10 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 // deletecollection holds: below it, one delete per object costs as much.
 const MinCollection = 2
 
-// collectable says whether a stage's objects go in one deletecollection:
-// the stage is one group (no cleanup-priority split), of every object of
-// its resource in the namespace (no other stage, no filter, takes any),
+// collectable says whether the last group of a stage, its objects that
+// remain once the groups before it (by cleanup-priority) are gone, goes in
+// one deletecollection: the stage takes every object of its resource in
+// the namespace (no other stage, no filter, takes any),
 // each deleted now and none forced after; the resource is one the
 // admission policy refuses to create in the namespace, which is labelled
 // (now, or by the signal step), so nothing new appears meanwhile; and for
@@ -201,8 +207,8 @@ const MinCollection = 2
 // deletes it. The executor still deletes only the objects of the plan: it
 // checks the namespace holds exactly them, and deletes the snapshot it
 // checked (docs/performance.md).
-func (t *teardown) collectable(s Stage, groups [][]Object, actions []Action) bool {
-	if len(groups) != 1 || len(actions) < MinCollection || s.When != nil || !AdmissionGuarded(s.GVR) {
+func (t *teardown) collectable(s Stage, actions []Action) bool {
+	if len(actions) < MinCollection || s.When != nil || !AdmissionGuarded(s.GVR) {
 		return false
 	}
 	if n := len(slices.DeleteFunc(Stages(t.p), func(o Stage) bool { return o.GVR.GroupResource() != s.GVR.GroupResource() })); n != 1 {
