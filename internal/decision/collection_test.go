@@ -16,10 +16,11 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// TestCollectionDeletes: a stage goes in one deletecollection only when it
-// is one group of every object of an admission-guarded resource in a
-// labelled namespace, each deleted now, no work's deleteOption is the
-// operator's decision, and no monitored resource is of its resource.
+// TestCollectionDeletes: a stage's group goes in one deletecollection only
+// when it is the stage's last cleanup-priority group, so every object of an
+// admission-guarded resource that remains once the groups before it are
+// gone, in a labelled namespace, each deleted now, no work's deleteOption
+// is the operator's decision, and no monitored resource is of its resource.
 func TestCollectionDeletes(t *testing.T) {
 	env, err := cel.NewEnv(cel.Schemas{})
 	if err != nil {
