@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
@@ -63,6 +65,9 @@ var contenders = map[string]contender{
 	"bare16": {name: "bare loop, 16 deletes in flight", user: userBare,
 		about: "as bare, with up to 16 deletes in flight per cluster",
 		start: bareLoop(16)},
+	"bare16-admission": {name: "bare, 16 in flight, operator's admission policies", user: userBare,
+		about: "as bare16, with the operator's admission policies (config/admission) in force for " + admissionSettle.String() + " and no operator: what they cost the API server",
+		start: withAdmission(bareLoop(16))},
 	"ocm": {name: "OCM gc controller", user: userOCM,
 		about: "open-cluster-management.io/ocm v1.0.0 registration hub gc controller, in the harness process, with OCM's default client limits (50/100 and 100/200 QPS/burst for deletes)",
 		start: startOCMGC},
@@ -78,7 +83,7 @@ var contenders = map[string]contender{
 }
 
 // contenderOrder is the order of the table's columns.
-var contenderOrder = []string{"bare", "bare16", "ocm", "operator", "operator-cold", "operator-fast"}
+var contenderOrder = []string{"bare", "bare16", "bare16-admission", "ocm", "operator", "operator-cold", "operator-fast"}
 
 // createPolicy creates a CleanupPolicy that governs every cluster, with
 // the default stages (add-ons, then works) and the Required strategy.
@@ -112,6 +117,9 @@ func startManager(ctx context.Context, r *run, extra ...string) (*operatorProces
 		return nil, err
 	}
 	args := append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
+	// BENCH_MANAGER_FLAGS: flags for a look inside, such as
+	// --pprof-bind-address; the table is then not of the shipped defaults.
+	args = append(args, strings.Fields(os.Getenv("BENCH_MANAGER_FLAGS"))...)
 	cmd := exec.Command(r.mgrBin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "ENABLE_WEBHOOKS=false")
@@ -424,4 +432,48 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 		}
 	}
 	return kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+}
+
+// withAdmission creates the operator's admission policies and bindings as
+// config/admission ships them, waits until they have been in force for
+// admissionSettle, then starts the contender.
+func withAdmission(start func(ctx context.Context, r *run) (*instance, error)) func(ctx context.Context, r *run) (*instance, error) {
+	return func(ctx context.Context, r *run) (*instance, error) {
+		files, err := filepath.Glob(filepath.Join(r.p.root, "config", "admission", "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, f := range files {
+			if filepath.Base(f) == "kustomization.yaml" {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			for _, doc := range strings.Split(string(b), "\n---\n") {
+				var obj unstructured.Unstructured
+				if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+					return nil, fmt.Errorf("%s: %w", f, err)
+				}
+				if len(obj.Object) == 0 {
+					continue
+				}
+				if err := r.admin.Create(ctx, &obj); err != nil {
+					return nil, fmt.Errorf("%s: %w", f, err)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("no admission policies in %s", filepath.Join(r.p.root, "config", "admission"))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(admissionSettle):
+		}
+		return start(ctx, r)
+	}
 }

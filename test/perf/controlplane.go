@@ -41,6 +41,9 @@ rules:
 // the operator's RBAC).
 type paths struct {
 	root, bin string
+	// apiServerFlags are kube-apiserver flags beyond the harness's own, as
+	// name=value (BENCH_APISERVER_FLAGS), such as a hub's tuning.
+	apiServerFlags [][2]string
 }
 
 func findPaths() (paths, error) {
@@ -104,6 +107,9 @@ func startControlPlane(p paths, dir string) (*controlPlane, error) {
 		// Never rotate (the default rotates at 100 MB, which a 100,000-work
 		// fleet's creation passes): the harness reads one file.
 		Set("audit-log-maxsize", "1000000")
+	for _, f := range p.apiServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(f[0], f[1])
+	}
 	if _, err := env.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}

@@ -59,6 +59,9 @@ type config struct {
 	timeout     time.Duration
 	workDir     string
 	keep        bool
+	// apiServerFlags: BENCH_APISERVER_FLAGS, name=value pairs apart by
+	// spaces, without the leading dashes.
+	apiServerFlags [][2]string
 }
 
 func env(key, def string) string {
@@ -110,6 +113,13 @@ func readConfig() (config, error) {
 	if c.timeout, err = envDuration("BENCH_TIMEOUT", 15*time.Minute); err != nil {
 		return c, err
 	}
+	for _, f := range strings.Fields(os.Getenv("BENCH_APISERVER_FLAGS")) {
+		name, value, ok := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if !ok || name == "" {
+			return c, fmt.Errorf("BENCH_APISERVER_FLAGS: %q is not name=value", f)
+		}
+		c.apiServerFlags = append(c.apiServerFlags, [2]string{name, value})
+	}
 	for _, s := range c.scenarios {
 		if s != "teardown" && s != "idle" {
 			return c, fmt.Errorf("BENCH_SCENARIOS: unknown scenario %q (teardown, idle)", s)
@@ -160,6 +170,7 @@ func runAll(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	p.apiServerFlags = cfg.apiServerFlags
 	dir := cfg.workDir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "cleanup-perf-*"); err != nil {
@@ -175,6 +186,9 @@ func runAll(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	printMachine(out)
+	if v := os.Getenv("BENCH_APISERVER_FLAGS"); v != "" {
+		fmt.Fprintf(out, "kube-apiserver flags beyond the harness's own: %s\n", v)
+	}
 	for _, s := range cfg.scenarios {
 		switch s {
 		case "teardown":
@@ -225,6 +239,7 @@ type teardownResult struct {
 	mem       memory
 	inProcess bool
 	load      string
+	cpu       *cpuUse // from the deletion of the clusters to the end
 }
 
 func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, out io.Writer) ([]teardownResult, error) {
@@ -236,11 +251,11 @@ func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string,
 		if err != nil {
 			return nil, fmt.Errorf("%s, %s: %w", tc.name, c.name, err)
 		}
-		fmt.Fprintf(out, "- %s: %.2f s, %d writes, peak RSS %s%s (load %s)\n", c.name, res.took.Seconds(),
-			res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.load)
+		fmt.Fprintf(out, "- %s: %.2f s, %d writes, peak RSS %s%s, CPU %s (load %s)\n", c.name, res.took.Seconds(),
+			res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.cpu, res.load)
 		results = append(results, res)
 	}
-	fmt.Fprintf(out, "\n| contender | teardown | writes | peak RSS | writes by verb and resource |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "\n| contender | teardown | writes | peak RSS | CPU | writes by verb and resource |\n|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		rss := mib(r.mem.peak)
 		if r.inProcess {
@@ -250,7 +265,7 @@ func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string,
 		if r.tail > 0 {
 			tail = fmt.Sprintf(" (%d after the end)", r.tail)
 		}
-		fmt.Fprintf(out, "| %s | %.2f s | %d%s | %s | %s |\n", r.c.name, r.took.Seconds(), r.writes.total(), tail, rss, r.writes)
+		fmt.Fprintf(out, "| %s | %.2f s | %d%s | %s | %s | %s |\n", r.c.name, r.took.Seconds(), r.writes.total(), tail, rss, r.cpu, r.writes)
 	}
 	fmt.Fprintln(out)
 	for _, r := range results {
@@ -320,6 +335,7 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 		// The peak covers the teardown only, not the harness's setup.
 		_ = resetPeak(inst.pid)
 	}
+	res.cpu = startCPU(inst.pid, inst.inProcess)
 	start := time.Now()
 	if err := deleteClusters(rctx, admin, tc.fleet); err != nil {
 		return res, err
@@ -328,6 +344,7 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 		return res, err
 	}
 	end := time.Now()
+	res.cpu.stop()
 	res.took = end.Sub(start)
 	res.load = loadAverage()
 	if res.mem, err = readMemory(inst.pid); err != nil {

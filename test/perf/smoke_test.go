@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,10 +43,19 @@ func TestSmoke(t *testing.T) {
 			if res.writes["delete manifestworks"] < 3 || res.writes["delete managedclusteraddons"] < 1 {
 				t.Errorf("the audit log does not show the deletes: %s", res.writes)
 			}
-			if key == "bare" || key == "bare16" {
+			if strings.HasPrefix(key, "bare") {
 				want := writes{"delete manifestworks": 3, "delete managedclusteraddons": 1, "delete namespaces": 1}
 				if res.writes.String() != want.String() {
 					t.Errorf("bare loop writes: got %s, want %s", res.writes, want)
+				}
+			}
+			procs := []string{"kube-apiserver", "etcd", "harness"}
+			if !res.inProcess {
+				procs = append(procs, "manager")
+			}
+			for _, name := range procs {
+				if res.cpu.pids[name] == 0 {
+					t.Errorf("no CPU time measured for %s: %s", name, res.cpu)
 				}
 			}
 			if res.agent != 3 {
