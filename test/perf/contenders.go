@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -408,30 +409,72 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 			if err := <-errs; err != nil {
 				return err
 			}
-			// Wait until the group is gone: one list every 20 ms.
-			for {
-				left, err := res.List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return err
-				}
-				remaining := 0
-				for _, item := range left.Items {
-					if item.Annotations[cleanupPriority] == prio {
-						remaining++
-					}
-				}
-				if remaining == 0 {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(20 * time.Millisecond):
-				}
+			if err := waitGone(ctx, res, prio); err != nil {
+				return err
 			}
 		}
 	}
 	return kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+}
+
+// bareWaitsByWatch: BENCH_BARE_WAIT=watch makes the bare loops wait for a
+// group's removal with a watch instead of a list every 20 ms, whose cost
+// grows with the time a group takes.
+var bareWaitsByWatch = os.Getenv("BENCH_BARE_WAIT") == "watch"
+
+// waitGone waits until no object of the cleanup priority prio remains.
+func waitGone(ctx context.Context, res metadata.ResourceInterface, prio string) error {
+	for {
+		list, err := res.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		remaining := map[string]bool{}
+		for _, item := range list.Items {
+			if item.Annotations[cleanupPriority] == prio {
+				remaining[item.Name] = true
+			}
+		}
+		if len(remaining) == 0 {
+			return nil
+		}
+		if !bareWaitsByWatch {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		if err := watchGone(ctx, res, list.ResourceVersion, remaining); err != nil {
+			return err
+		}
+		// The watch ended (it may, at any time): list again.
+	}
+}
+
+// watchGone watches from resourceVersion until every name of remaining is
+// deleted or the watch ends.
+func watchGone(ctx context.Context, res metadata.ResourceInterface, resourceVersion string, remaining map[string]bool) error {
+	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: resourceVersion})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for len(remaining) > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+			if m, isMeta := ev.Object.(*metav1.PartialObjectMetadata); isMeta && ev.Type == watch.Deleted {
+				delete(remaining, m.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // withAdmission creates the operator's admission policies and bindings as

@@ -63,6 +63,18 @@ func TestSmoke(t *testing.T) {
 			}
 		})
 	}
+	t.Run("bare16, waiting by watch", func(t *testing.T) {
+		bareWaitsByWatch = true
+		defer func() { bareWaitsByWatch = false }()
+		res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, "bare16-watch"), tc, contenders["bare16"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := writes{"delete manifestworks": 3, "delete managedclusteraddons": 1, "delete namespaces": 1}
+		if res.writes.String() != want.String() {
+			t.Errorf("bare loop writes: got %s, want %s", res.writes, want)
+		}
+	})
 	t.Run("idle", func(t *testing.T) {
 		var log testWriter
 		res, err := idleOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, "idle"), fleet{clusters: 1, works: 3}, &log)
