@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
@@ -118,9 +116,7 @@ func startManager(ctx context.Context, r *run, extra ...string) (*operatorProces
 		return nil, err
 	}
 	args := append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extra...)
-	// BENCH_MANAGER_FLAGS: flags for a look inside, such as
-	// --pprof-bind-address; the table is then not of the shipped defaults.
-	args = append(args, strings.Fields(os.Getenv("BENCH_MANAGER_FLAGS"))...)
+	args = append(args, r.p.managerFlags...)
 	cmd := exec.Command(r.mgrBin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "ENABLE_WEBHOOKS=false")
@@ -356,7 +352,7 @@ func bareLoop(inFlight int) func(ctx context.Context, r *run) (*instance, error)
 				errs := make(chan error, r.fleet.clusters)
 				for i := range r.fleet.clusters {
 					ns := clusterName(i)
-					go func() { errs <- bareCluster(ctx, bare, kube, ns, inFlight) }()
+					go func() { errs <- bareCluster(ctx, bare, kube, ns, inFlight, r.p.bareWaitsByWatch) }()
 				}
 				var first error
 				for range r.fleet.clusters {
@@ -369,7 +365,7 @@ func bareLoop(inFlight int) func(ctx context.Context, r *run) (*instance, error)
 	}
 }
 
-func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.Interface, ns string, inFlight int) error {
+func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.Interface, ns string, inFlight int, byWatch bool) error {
 	for _, gvr := range []string{"addons", "works"} {
 		res := bare.Resource(addonGVR).Namespace(ns)
 		if gvr == "works" {
@@ -409,7 +405,7 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 			if err := <-errs; err != nil {
 				return err
 			}
-			if err := waitGone(ctx, res, prio); err != nil {
+			if err := waitGone(ctx, res, prio, byWatch); err != nil {
 				return err
 			}
 		}
@@ -417,13 +413,9 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 	return kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 }
 
-// bareWaitsByWatch: BENCH_BARE_WAIT=watch makes the bare loops wait for a
-// group's removal with a watch instead of a list every 20 ms, whose cost
-// grows with the time a group takes.
-var bareWaitsByWatch = os.Getenv("BENCH_BARE_WAIT") == "watch"
-
-// waitGone waits until no object of the cleanup priority prio remains.
-func waitGone(ctx context.Context, res metadata.ResourceInterface, prio string) error {
+// waitGone waits until no object of the cleanup priority prio remains:
+// a list every 20 ms, or byWatch a list, then a watch from it.
+func waitGone(ctx context.Context, res metadata.ResourceInterface, prio string, byWatch bool) error {
 	for {
 		list, err := res.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -438,7 +430,7 @@ func waitGone(ctx context.Context, res metadata.ResourceInterface, prio string) 
 		if len(remaining) == 0 {
 			return nil
 		}
-		if !bareWaitsByWatch {
+		if !byWatch {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -491,19 +483,12 @@ func withAdmission(start func(ctx context.Context, r *run) (*instance, error)) f
 			if filepath.Base(f) == "kustomization.yaml" {
 				continue
 			}
-			b, err := os.ReadFile(f)
+			objs, err := yamlDocs[unstructured.Unstructured](f)
 			if err != nil {
 				return nil, err
 			}
-			for _, doc := range strings.Split(string(b), "\n---\n") {
-				var obj unstructured.Unstructured
-				if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-					return nil, fmt.Errorf("%s: %w", f, err)
-				}
-				if len(obj.Object) == 0 {
-					continue
-				}
-				if err := r.admin.Create(ctx, &obj); err != nil {
+			for i := range objs {
+				if err := r.admin.Create(ctx, &objs[i]); err != nil {
 					return nil, fmt.Errorf("%s: %w", f, err)
 				}
 				n++

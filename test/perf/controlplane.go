@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -41,9 +44,56 @@ rules:
 // the operator's RBAC).
 type paths struct {
 	root, bin string
-	// apiServerFlags are kube-apiserver flags beyond the harness's own, as
-	// name=value (BENCH_APISERVER_FLAGS), such as a hub's tuning.
+	knobs     // what the run changes from the shipped defaults (readConfig)
+}
+
+// knobs are what a run may change from what users run, to look inside.
+type knobs struct {
+	// apiServerFlags are kube-apiserver flags beyond the harness's own
+	// (BENCH_APISERVER_FLAGS: name=value apart by spaces), such as a hub's
+	// tuning.
 	apiServerFlags [][2]string
+	// managerFlags are manager flags beyond the address ones
+	// (BENCH_MANAGER_FLAGS), such as --pprof-bind-address.
+	managerFlags []string
+	// bareWaitsByWatch makes the bare loops wait for a group's removal
+	// with a watch instead of a list every 20 ms (BENCH_BARE_WAIT=watch).
+	bareWaitsByWatch bool
+}
+
+func readKnobs() (knobs, error) {
+	var k knobs
+	for _, f := range strings.Fields(os.Getenv("BENCH_APISERVER_FLAGS")) {
+		name, value, ok := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if !ok || name == "" {
+			return k, fmt.Errorf("BENCH_APISERVER_FLAGS: %q is not name=value", f)
+		}
+		k.apiServerFlags = append(k.apiServerFlags, [2]string{name, value})
+	}
+	k.managerFlags = strings.Fields(os.Getenv("BENCH_MANAGER_FLAGS"))
+	switch w := env("BENCH_BARE_WAIT", "list"); w {
+	case "list":
+	case "watch":
+		k.bareWaitsByWatch = true
+	default:
+		return k, fmt.Errorf("BENCH_BARE_WAIT: %q is neither list nor watch", w)
+	}
+	return k, nil
+}
+
+// String says what the knobs change, or nothing.
+func (k knobs) String() string {
+	var parts []string
+	for _, f := range k.apiServerFlags {
+		parts = append(parts, fmt.Sprintf("kube-apiserver --%s=%s", f[0], f[1]))
+	}
+	if len(k.managerFlags) > 0 {
+		parts = append(parts, "manager "+strings.Join(k.managerFlags, " "))
+	}
+	if k.bareWaitsByWatch {
+		parts = append(parts, "bare loops wait by watch")
+	}
+	return strings.Join(parts, "; ")
 }
 
 func findPaths() (paths, error) {
@@ -215,24 +265,37 @@ func (cp *controlPlane) operatorKubeconfig(ctx context.Context, p paths) (string
 }
 
 func clusterRoles(file string) ([]rbacv1.ClusterRole, error) {
+	docs, err := yamlDocs[rbacv1.ClusterRole](file)
+	if err != nil {
+		return nil, err
+	}
+	var roles []rbacv1.ClusterRole
+	for _, role := range docs {
+		if role.Kind == "ClusterRole" {
+			roles = append(roles, role)
+		}
+	}
+	return roles, nil
+}
+
+// yamlDocs decodes each YAML document of file into a T.
+func yamlDocs[T any](file string) ([]T, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	var roles []rbacv1.ClusterRole
+	var docs []T
 	for {
-		var role rbacv1.ClusterRole
-		if err := dec.Decode(&role); err != nil {
-			if err.Error() == "EOF" {
-				return roles, nil
+		var doc T
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return docs, nil
 			}
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		if role.Kind == "ClusterRole" {
-			roles = append(roles, role)
-		}
+		docs = append(docs, doc)
 	}
 }
 

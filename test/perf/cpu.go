@@ -12,21 +12,30 @@ import (
 // 100 on Linux for every architecture the harness runs on.
 const clockTick = 10 * time.Millisecond
 
-// cpuTime is the CPU time (user and system) a process has used so far.
-func cpuTime(pid int) (time.Duration, error) {
+// statFields are the fields of /proc/<pid>/stat after the command name,
+// which is in parentheses and may hold spaces: [0] is the state, [1] the
+// parent's pid, [11] and [12] utime and stime.
+func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	// The command name, in parentheses, may hold spaces: fields count
-	// from after its closing parenthesis, where the third field is state.
 	_, rest, ok := strings.Cut(string(b), ") ")
 	f := strings.Fields(rest)
 	if !ok || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return f, nil
+}
+
+// cpuTime is the CPU time (user and system) a process has used so far.
+func cpuTime(pid int) (time.Duration, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
 	}
 	var ticks int64
-	for _, s := range f[11:13] { // utime, stime
+	for _, s := range f[11:13] {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
@@ -50,78 +59,71 @@ func childOf(name string) int {
 		if err != nil || strings.TrimSpace(string(comm)) != name {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		if _, rest, ok := strings.Cut(string(stat), ") "); ok {
-			if f := strings.Fields(rest); len(f) > 1 && f[1] == parent {
-				return pid
-			}
+		if f, err := statFields(pid); err == nil && f[1] == parent {
+			return pid
 		}
 	}
 	return 0
 }
 
-// cpuUse is the CPU time of each process of a teardown over its course.
-type cpuUse struct {
-	names []string // in the order printed
-	pids  map[string]int
-	start map[string]time.Duration
-	used  map[string]time.Duration
+// cpuUse is the CPU time each process of a teardown used over its course,
+// in the order printed.
+type cpuUse []procCPU
+
+type procCPU struct {
+	name        string
+	pid         int
+	start, used time.Duration
 }
 
 // startCPU notes the CPU time so far of the contender's process (when it
 // is not the harness), kube-apiserver, etcd and the harness process (the
 // simulated agent, and the contenders that run in it).
-func startCPU(contender int, inProcess bool) *cpuUse {
-	u := &cpuUse{pids: map[string]int{}, start: map[string]time.Duration{}, used: map[string]time.Duration{}}
-	if !inProcess {
-		u.add("manager", contender)
+func startCPU(contender int, inProcess bool) cpuUse {
+	var u cpuUse
+	add := func(name string, pid int) {
+		if pid == 0 {
+			return
+		}
+		if t, err := cpuTime(pid); err == nil {
+			u = append(u, procCPU{name: name, pid: pid, start: t})
+		}
 	}
-	u.add("kube-apiserver", childOf("kube-apiserver"))
-	u.add("etcd", childOf("etcd"))
-	u.add("harness", os.Getpid())
+	if !inProcess {
+		add("manager", contender)
+	}
+	add("kube-apiserver", childOf("kube-apiserver"))
+	add("etcd", childOf("etcd"))
+	add("harness", os.Getpid())
 	return u
 }
 
-func (u *cpuUse) add(name string, pid int) {
-	if pid == 0 {
-		return
-	}
-	t, err := cpuTime(pid)
-	if err != nil {
-		return
-	}
-	u.names = append(u.names, name)
-	u.pids[name], u.start[name] = pid, t
-}
-
 // stop notes the CPU time each process used since startCPU.
-func (u *cpuUse) stop() {
-	for _, name := range u.names {
-		if t, err := cpuTime(u.pids[name]); err == nil {
-			u.used[name] = t - u.start[name]
+func (u cpuUse) stop() {
+	for i := range u {
+		if t, err := cpuTime(u[i].pid); err == nil {
+			u[i].used = t - u[i].start
 		}
 	}
 }
 
-func (u *cpuUse) total() time.Duration {
-	var sum time.Duration
-	for _, d := range u.used {
-		sum += d
+// has says whether the CPU time of the process name is measured.
+func (u cpuUse) has(name string) bool {
+	for _, p := range u {
+		if p.name == name {
+			return true
+		}
 	}
-	return sum
+	return false
 }
 
-// String prints each process's CPU seconds, then the total.
-func (u *cpuUse) String() string {
-	if u == nil {
-		return ""
+// String prints the total CPU seconds, then each process's.
+func (u cpuUse) String() string {
+	var total time.Duration
+	parts := make([]string, 0, len(u))
+	for _, p := range u {
+		total += p.used
+		parts = append(parts, fmt.Sprintf("%s %.2f", p.name, p.used.Seconds()))
 	}
-	parts := make([]string, 0, len(u.names))
-	for _, name := range u.names {
-		parts = append(parts, fmt.Sprintf("%s %.2f", name, u.used[name].Seconds()))
-	}
-	return fmt.Sprintf("%.2f s (%s)", u.total().Seconds(), strings.Join(parts, ", "))
+	return fmt.Sprintf("%.2f s (%s)", total.Seconds(), strings.Join(parts, ", "))
 }

@@ -12,7 +12,6 @@ require (
 	open-cluster-management.io/api v1.0.0
 	open-cluster-management.io/ocm v1.0.0
 	sigs.k8s.io/controller-runtime v0.20.2
-	sigs.k8s.io/yaml v1.4.0
 )
 
 require (
@@ -80,4 +79,5 @@ require (
 	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
+	sigs.k8s.io/yaml v1.4.0 // indirect
 )

@@ -59,9 +59,7 @@ type config struct {
 	timeout     time.Duration
 	workDir     string
 	keep        bool
-	// apiServerFlags: BENCH_APISERVER_FLAGS, name=value pairs apart by
-	// spaces, without the leading dashes.
-	apiServerFlags [][2]string
+	knobs       knobs
 }
 
 func env(key, def string) string {
@@ -113,12 +111,8 @@ func readConfig() (config, error) {
 	if c.timeout, err = envDuration("BENCH_TIMEOUT", 15*time.Minute); err != nil {
 		return c, err
 	}
-	for _, f := range strings.Fields(os.Getenv("BENCH_APISERVER_FLAGS")) {
-		name, value, ok := strings.Cut(strings.TrimLeft(f, "-"), "=")
-		if !ok || name == "" {
-			return c, fmt.Errorf("BENCH_APISERVER_FLAGS: %q is not name=value", f)
-		}
-		c.apiServerFlags = append(c.apiServerFlags, [2]string{name, value})
+	if c.knobs, err = readKnobs(); err != nil {
+		return c, err
 	}
 	for _, s := range c.scenarios {
 		if s != "teardown" && s != "idle" {
@@ -170,7 +164,7 @@ func runAll(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p.apiServerFlags = cfg.apiServerFlags
+	p.knobs = cfg.knobs
 	dir := cfg.workDir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "cleanup-perf-*"); err != nil {
@@ -186,8 +180,8 @@ func runAll(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	printMachine(out)
-	if v := os.Getenv("BENCH_APISERVER_FLAGS"); v != "" {
-		fmt.Fprintf(out, "kube-apiserver flags beyond the harness's own: %s\n", v)
+	if k := cfg.knobs.String(); k != "" {
+		fmt.Fprintf(out, "not as shipped: %s\n", k)
 	}
 	for _, s := range cfg.scenarios {
 		switch s {
@@ -239,7 +233,7 @@ type teardownResult struct {
 	mem       memory
 	inProcess bool
 	load      string
-	cpu       *cpuUse // from the deletion of the clusters to the end
+	cpu       cpuUse // from the deletion of the clusters to the end
 }
 
 func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, out io.Writer) ([]teardownResult, error) {

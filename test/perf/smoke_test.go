@@ -54,7 +54,7 @@ func TestSmoke(t *testing.T) {
 				procs = append(procs, "manager")
 			}
 			for _, name := range procs {
-				if res.cpu.pids[name] == 0 {
+				if !res.cpu.has(name) {
 					t.Errorf("no CPU time measured for %s: %s", name, res.cpu)
 				}
 			}
@@ -64,9 +64,9 @@ func TestSmoke(t *testing.T) {
 		})
 	}
 	t.Run("bare16, waiting by watch", func(t *testing.T) {
-		bareWaitsByWatch = true
-		defer func() { bareWaitsByWatch = false }()
-		res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, "bare16-watch"), tc, contenders["bare16"])
+		byWatch := p
+		byWatch.bareWaitsByWatch = true
+		res, err := teardownOnce(ctx, cfg, byWatch, mgrBin, filepath.Join(dir, "bare16-watch"), tc, contenders["bare16"])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,33 @@
+package main
+
+import "testing"
+
+// TestReadKnobs: what a run changes from the shipped defaults is read from
+// the environment, said in one line, and bad values are refused by name.
+func TestReadKnobs(t *testing.T) {
+	t.Setenv("BENCH_APISERVER_FLAGS", "delete-collection-workers=16 --v=2")
+	t.Setenv("BENCH_MANAGER_FLAGS", "--pprof-bind-address=127.0.0.1:6060")
+	t.Setenv("BENCH_BARE_WAIT", "watch")
+	k, err := readKnobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "kube-apiserver --delete-collection-workers=16; kube-apiserver --v=2; manager --pprof-bind-address=127.0.0.1:6060; bare loops wait by watch"
+	if got := k.String(); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	for key, bad := range map[string]string{"BENCH_APISERVER_FLAGS": "delete-collection-workers", "BENCH_BARE_WAIT": "poll"} {
+		t.Run(key, func(t *testing.T) {
+			t.Setenv(key, bad)
+			if _, err := readKnobs(); err == nil {
+				t.Errorf("%s=%s accepted", key, bad)
+			}
+		})
+	}
+	t.Setenv("BENCH_APISERVER_FLAGS", "")
+	t.Setenv("BENCH_MANAGER_FLAGS", "")
+	t.Setenv("BENCH_BARE_WAIT", "")
+	if k, err := readKnobs(); err != nil || k.String() != "" {
+		t.Errorf("unset: %q, %v; want nothing", k, err)
+	}
+}
