@@ -333,7 +333,10 @@ var _ = Describe("Deleting a group in one request", func() {
 	// the plan's UID or resourceVersion (Store.DeleteCollection): what is
 	// at a name when the server gets to it is deleted. The namespace's
 	// label and the admission policy keep a name from being re-created
-	// meanwhile.
+	// meanwhile. The specs above edit the policy and put it back: as the
+	// operator does, this one waits until the policy has settled, so that
+	// the API server enforces the policy as it is (an edit it still
+	// enforced let w-1 through, and only w-1).
 	It("does not delete a work re-created under a planned name after the check: the namespace refuses it", func() {
 		mc, plan := newNamespace("coll-recreate")
 		for i := range 3 {
@@ -341,7 +344,8 @@ var _ = Describe("Deleting a group in one request", func() {
 		}
 		acts := groupOf("coll-recreate", "w-0", "w-1", "w-2")
 		labelDeleting("coll-recreate")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
+		settled()
+		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, controller.AdmissionSettle, func() {
 			old := getWork(Default, "coll-recreate", "w-1")
 			Expect(k8s.Delete(ctx, old)).To(Succeed())
 			if old = (&unstructured.Unstructured{}); k8s.Get(ctx, client.ObjectKey{Namespace: "coll-recreate", Name: "w-1"}, withGVK(old)) == nil {
