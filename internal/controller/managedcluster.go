@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -89,13 +90,17 @@ func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder
 		inflight: newInflight(), progress: newProgress(progressInterval)}
 	records.Namespace = record.Namespace(records.Namespace)
 	a.records = newRecorder(mgr.GetClient(), mgr.GetAPIReader(), records)
-	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf)
+	var watching *prometheus.GaugeVec
+	if metrics != nil {
+		watching = metrics.WatchedResources
+	}
+	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf, watching)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
-	a.watches.watched[decision.ManifestWorks] = manifestWorkGVK
-	a.watches.full[decision.ManifestWorks] = true
+	a.watches.watchedFromStart(decision.ManifestWorks, manifestWorkGVK)
 	// Add-ons, whose CRD a hub may lack, are watched at run time like
-	// any stage resource, once a cleanup lists them.
+	// any stage resource, from when a policy that deletes them governs a
+	// cluster (watches.prepare).
 	return a
 }
 
@@ -206,6 +211,9 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.GovernedReason, "Govern", "governed by CleanupPolicy %s", p.Name)
 		log.Info("cluster governed", "cluster", mc.GetName(), "policy", p.Name)
 	}
+	// Its teardown will list these: watched from now, a deletion starts
+	// from a synced cache.
+	a.watches.prepare(ctx, decision.Resources(p))
 	if p.Spec.DryRun {
 		return nil
 	}

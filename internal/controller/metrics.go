@@ -58,6 +58,9 @@ type Metrics struct {
 	PolicyClusters *prometheus.GaugeVec
 	// PolicyObjects mirrors the object counts of a CleanupPolicy's status.
 	PolicyObjects *prometheus.GaugeVec
+	// WatchedResources is 1 for each resource whose objects the operator
+	// watches and caches for its teardowns.
+	WatchedResources *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	steps map[string]clusterSeries
@@ -130,6 +133,10 @@ func NewMetrics() *Metrics {
 			Name: "cleanup_policy_objects",
 			Help: "The object counts of each CleanupPolicy's status, by field: worksStamped, policiesStamped, conflicts, contested, templatesNotReadingDecisions, dryRunPending, notOwned.",
 		}, []string{"policy", "field"}),
+		WatchedResources: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cleanup_watched_resources",
+			Help: "1 for each resource the operator watches and caches, in every namespace, for the teardowns of the policies that name it (stages, monitored resources); ManifestWorks whole, the others metadata only.",
+		}, []string{"resource"}),
 		steps:     map[string]clusterSeries{},
 		remaining: map[string]string{},
 		policies:  map[string]map[string]string{},
@@ -147,7 +154,7 @@ func NewMetrics() *Metrics {
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, m.Remaining, stampedObjects,
-		m.ClusterDeletion, m.ClusterTimeout, m.ClusterStep, m.PolicyCondition, m.PolicyClusters, m.PolicyObjects}
+		m.ClusterDeletion, m.ClusterTimeout, m.ClusterStep, m.PolicyCondition, m.PolicyClusters, m.PolicyObjects, m.WatchedResources}
 }
 
 // observeStep records the step a cluster's cleanup reports, under the plan

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -34,6 +36,8 @@ type resourceWatches struct {
 	client client.Reader
 	mapper meta.RESTMapper
 	toReq  handler.MapFunc
+	// watching reports the watched resources (nil: not reported).
+	watching *prometheus.GaugeVec
 	// reader reads the API server directly, to learn whether the operator
 	// may list a resource before it starts caching it.
 	reader client.Reader
@@ -46,11 +50,37 @@ type resourceWatches struct {
 	full map[schema.GroupVersionResource]bool
 	// off are the resources whose CRD is being removed or gone.
 	off map[schema.GroupVersionResource]bool
+	// prepared are the resources prepare has tried to watch.
+	prepared map[schema.GroupVersionResource]bool
 }
 
-func newResourceWatches(c cache.Cache, cached, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc) *resourceWatches {
-	return &resourceWatches{cache: c, client: cached, reader: reader, mapper: mapper, toReq: toReq,
+func newResourceWatches(c cache.Cache, cached, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc,
+	watching *prometheus.GaugeVec) *resourceWatches {
+	if watching != nil {
+		watching.Reset() // a manager started again in the same process
+	}
+	return &resourceWatches{cache: c, client: cached, reader: reader, mapper: mapper, toReq: toReq, watching: watching,
 		watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}, full: map[schema.GroupVersionResource]bool{}}
+}
+
+// watchedFromStart records a resource another controller watches whole
+// from the start: read from that informer, never removed.
+func (w *resourceWatches) watchedFromStart(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.watched[gvr], w.full[gvr] = gvk, true
+	w.report(gvr, true)
+}
+
+// report sets the watched-resources metric of a resource.
+func (w *resourceWatches) report(gvr schema.GroupVersionResource, on bool) {
+	switch {
+	case w.watching == nil:
+	case on:
+		w.watching.WithLabelValues(decision.ResourceName(gvr)).Set(1)
+	default:
+		w.watching.DeleteLabelValues(decision.ResourceName(gvr))
+	}
 }
 
 // SetController is called once the controller is built.
@@ -119,6 +149,7 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 		return schema.GroupVersionKind{}, false, fmt.Errorf("watching %s: %w", gvr, err)
 	}
 	w.watched[gvr] = gvk
+	w.report(gvr, true)
 	return gvk, true, nil
 }
 
@@ -137,6 +168,7 @@ func (w *resourceWatches) forget(gvr schema.GroupVersionResource) {
 		return
 	}
 	delete(w.watched, gvr)
+	w.report(gvr, false)
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	_ = w.cache.RemoveInformer(context.Background(), obj)
@@ -147,6 +179,38 @@ func (w *resourceWatches) allow(gvr schema.GroupVersionResource) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.off, gvr)
+	delete(w.prepared, gvr)
+}
+
+// prepare starts watching, before any cluster is deleted, the resources a
+// policy's teardowns list (its stages and monitored resources), so that
+// the first teardown after a start reads a synced cache rather than
+// waiting for a new informer to list the hub. Each resource is tried once
+// (again once its CRD comes back): one the operator may not list, or that
+// is not served, is the teardown's to report, and prepare only logs it.
+// Cluster-scoped resources are never watched: a teardown does not list
+// them.
+func (w *resourceWatches) prepare(ctx context.Context, gvrs []schema.GroupVersionResource) {
+	for _, gvr := range gvrs {
+		w.mu.Lock()
+		tried := w.prepared[gvr]
+		if w.prepared == nil {
+			w.prepared = map[schema.GroupVersionResource]bool{}
+		}
+		w.prepared[gvr] = true
+		w.mu.Unlock()
+		if tried {
+			continue
+		}
+		scope, err := snapshot.ScopeOf(w.mapper, gvr)
+		if err == nil && scope == decision.Namespaced {
+			_, _, err = w.ensure(ctx, gvr)
+		}
+		if err != nil {
+			logf.FromContext(ctx).V(1).Info("not watching a resource ahead of teardowns; the first teardown tries again",
+				"resource", decision.ResourceName(gvr), "error", err.Error())
+		}
+	}
 }
 
 // List implements snapshot.Lister: the objects of a resource in a
