@@ -386,7 +386,37 @@ var _ = Describe("Deleting a group in one request", func() {
 		Expect(auditVerbs("coll-changed", "deletecollection")).To(Equal(1))
 	})
 
-	It("tears down a cluster's works in one deletecollection; the signal work alone", func() {
+	// The group's first deletes go one by one beside the collection, each
+	// with its preconditions; the collection leaves them out by name, so a
+	// work whose own delete is refused (changed since the plan) is deleted
+	// by neither.
+	It("leaves the group's one-by-one share out of the collection by name", func() {
+		mc, plan := newNamespace("coll-apart")
+		for i := range 6 {
+			work("coll-apart", fmt.Sprintf("w-%d", i), nil)
+		}
+		acts := groupOf("coll-apart", "w-0", "w-1", "w-2", "w-3", "w-4", "w-5")
+		apart := decision.CollectionApart(acts)
+		Expect(apart).To(Equal(4))
+		for i := range acts {
+			acts[i].Collection = i >= apart
+		}
+		Expect(acts[1].Name).To(Equal("w-1"))
+		w := getWork(Default, "coll-apart", "w-1")
+		before := w.DeepCopy()
+		w.SetLabels(map[string]string{"changed": "after-the-plan"})
+		Expect(k8s.Patch(ctx, w, client.MergeFrom(before))).To(Succeed())
+		labelDeleting("coll-apart")
+
+		done, count, err := controller.DeleteAll(ctx, k8s, k8s, mc, plan, acts, "manifestworks")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(done).To(HaveLen(5))
+		Expect(count).To(Equal(5.0))
+		Expect(deletingWorks("coll-apart", "w-0", "w-1", "w-2", "w-3", "w-4", "w-5")).To(Equal([]string{"w-0", "w-2", "w-3", "w-4", "w-5"}))
+		Expect(auditWrites("coll-apart")).To(ConsistOf("delete w-0", "delete w-2", "delete w-3", "deletecollection "))
+	})
+
+	It("tears down a cluster's works in one deletecollection and, beside it, most of them one by one; the signal work alone", func() {
 		const cluster = "coll-4"
 		fleetCluster(cluster, map[string]string{"env": "coll-4"}, true)
 		for i := range 8 {
@@ -403,8 +433,9 @@ var _ = Describe("Deleting a group in one request", func() {
 
 		deleteCluster(cluster)
 		clusterGone(cluster)
-		Expect(auditVerbs(cluster, "deletecollection")).To(Equal(1))
-		Expect(auditVerbs(cluster, "delete")).To(Equal(1), "the signal work's delete")
+		Expect(auditWrites(cluster)).To(ConsistOf("deletecollection ", "delete cleanup-signal",
+			"delete w-0", "delete w-1", "delete w-2", "delete w-3", "delete w-4", "delete w-5"),
+			"the signal work's delete, and the first three quarters of the group's")
 	})
 
 	for _, strategy := range []v1alpha1.RemoveStrategyType{v1alpha1.RemoveStrategyRequired, v1alpha1.RemoveStrategyBestEffort} {
@@ -426,8 +457,12 @@ var _ = Describe("Deleting a group in one request", func() {
 			deleteCluster(cluster)
 			clusterGone(cluster)
 			// The first group, a subset, one by one; the last one, all that
-			// remains, in one request, after it.
-			Expect(auditWrites(cluster)).To(Equal([]string{"delete first-0", "delete first-1", "delete first-2", "deletecollection "}))
+			// remains, after it: its first one by one beside the others in
+			// one request.
+			writes := auditWrites(cluster)
+			Expect(writes).To(HaveLen(5))
+			Expect(writes[:3]).To(Equal([]string{"delete first-0", "delete first-1", "delete first-2"}))
+			Expect(writes[3:]).To(ConsistOf("delete then-0", "deletecollection "))
 		})
 	}
 })

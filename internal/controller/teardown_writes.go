@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -89,9 +90,12 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructu
 	return done, eg.Wait()
 }
 
-// deleteAll deletes the objects: a group the plan sends as a collection in
-// one deletecollection when the namespace holds exactly that group, the
-// others one by one.
+// deleteAll deletes the objects: the part of a group the plan sends as a
+// collection in one deletecollection when the namespace holds exactly
+// that part besides the rest of the group, the others one by one. The
+// group's one-by-one share (decision.CollectionApart) is in flight while
+// the API server works through the collection, which leaves it out by
+// name.
 func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
 	var each, collection []decision.Action
 	for _, act := range acts {
@@ -101,29 +105,48 @@ func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.
 			each = append(each, act)
 		}
 	}
-	done := sets.New[types.UID]()
-	if len(collection) > 0 {
-		ok, sent, err := a.deleteCollection(ctx, mc, plan, collection)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case ok:
-			for _, act := range collection {
-				done.Insert(act.UID)
-			}
-		case sent:
-			rest, deleted, err := a.notDeletedYet(ctx, mc, collection)
-			if err != nil {
-				return nil, err
-			}
-			done, each = deleted, append(each, rest...)
-		default:
-			each = append(each, collection...)
-		}
+	if len(collection) == 0 {
+		return a.deleteObjects(ctx, mc, each)
 	}
-	one, err := a.deleteObjects(ctx, mc, each)
-	return done.Union(one), err
+	var (
+		beside    sets.Set[types.UID]
+		besideErr error
+		wg        sync.WaitGroup
+	)
+	if len(each) > 0 {
+		wg.Go(func() { beside, besideErr = a.deleteObjects(ctx, mc, each) })
+	}
+	done, err := a.collectionOrEach(ctx, mc, plan, collection, each)
+	wg.Wait()
+	if beside != nil {
+		done = done.Union(beside)
+	}
+	return done, errors.Join(err, besideErr)
+}
+
+// collectionOrEach deletes a collection, leaving out by name the objects
+// apart, and deletes one by one what it could not.
+func (a *ManagedClusterAdapter) collectionOrEach(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, collection, apart []decision.Action) (sets.Set[types.UID], error) {
+	ok, sent, err := a.deleteCollection(ctx, mc, plan, collection, apart)
+	switch {
+	case err != nil:
+		return sets.New[types.UID](), err
+	case ok:
+		done := sets.New[types.UID]()
+		for _, act := range collection {
+			done.Insert(act.UID)
+		}
+		return done, nil
+	case sent:
+		rest, done, err := a.notDeletedYet(ctx, mc, collection)
+		if err != nil {
+			return done, err
+		}
+		one, err := a.deleteObjects(ctx, mc, rest)
+		return done.Union(one), err
+	default:
+		return a.deleteObjects(ctx, mc, collection)
+	}
 }
 
 // notDeletedYet sorts the objects of a deletecollection the API server
@@ -183,10 +206,22 @@ func (a *ManagedClusterAdapter) notDeletedYet(ctx context.Context, mc *unstructu
 // (decision.collectable). The deletion-signal work, and any object of the
 // operator's, is left out by the selectors of both, whatever the plan
 // says.
-func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (ok, sent bool, err error) {
+func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts, apart []decision.Action) (ok, sent bool, err error) {
 	log := logf.FromContext(ctx)
 	first := acts[0]
 	if first.Meta == nil || first.Namespace != plan.Cluster || !decision.AdmissionGuarded(schema.ParseGroupResource(first.Resource).WithVersion("")) {
+		return false, false, nil
+	}
+	exclude, size := []string{signalName(plan)}, 0
+	for _, act := range apart {
+		if act.Namespace == first.Namespace && act.Resource == first.Resource {
+			exclude = append(exclude, act.Name)
+			size += len(decision.ExclusionTerm(act.Name)) + len("%2C")
+		}
+	}
+	if size > decision.ExclusionBytes {
+		log.Info("deleting one by one: the objects apart from the collection are too many to name in its request", "cluster", mc.GetName(),
+			"apart", len(exclude)-1)
 		return false, false, nil
 	}
 	why, err := a.admissionInForce(ctx)
@@ -217,7 +252,7 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 		}
 		want[act.UID] = cmp.Or(act.ResourceVersion, act.Meta.ResourceVersion)
 	}
-	selectors := []client.ListOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(signalName(plan))}
+	selectors := []client.ListOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(exclude...)}
 	live := &metav1.PartialObjectMetadataList{}
 	live.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := a.apiReader.List(ctx, live, selectors...); err != nil {
@@ -244,7 +279,7 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 	}
 	target := &unstructured.Unstructured{}
 	target.SetGroupVersionKind(gvk)
-	deleteOpts := []client.DeleteAllOfOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(signalName(plan)),
+	deleteOpts := []client.DeleteAllOfOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(exclude...),
 		&client.DeleteAllOfOptions{ListOptions: client.ListOptions{Raw: &metav1.ListOptions{
 			ResourceVersion: live.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}}}
 	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
@@ -409,12 +444,15 @@ func notOperatorsObjects() client.MatchingLabelsSelector {
 	return client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}
 }
 
-// notNamed selects the objects not of that name (every one for "").
-func notNamed(name string) client.MatchingFieldsSelector {
-	if name == "" {
-		return client.MatchingFieldsSelector{Selector: fields.Everything()}
+// notNamed selects the objects of none of those names ("" names none).
+func notNamed(names ...string) client.MatchingFieldsSelector {
+	var terms []fields.Selector
+	for _, name := range names {
+		if name != "" {
+			terms = append(terms, fields.OneTermNotEqualSelector("metadata.name", name))
+		}
 	}
-	return client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("metadata.name", name)}
+	return client.MatchingFieldsSelector{Selector: fields.AndSelectors(terms...)}
 }
 
 // signalName is the name of the plan's deletion-signal work, if any.
