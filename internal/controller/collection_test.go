@@ -2,7 +2,12 @@ package controller_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -392,17 +398,20 @@ var _ = Describe("Deleting a group in one request", func() {
 	// by neither.
 	It("leaves the group's one-by-one share out of the collection by name", func() {
 		mc, plan := newNamespace("coll-apart")
-		for i := range 6 {
-			work("coll-apart", fmt.Sprintf("w-%d", i), nil)
+		var names []string
+		for i := range 18 {
+			names = append(names, fmt.Sprintf("w-%02d", i))
+			work("coll-apart", names[i], nil)
 		}
-		acts := groupOf("coll-apart", "w-0", "w-1", "w-2", "w-3", "w-4", "w-5")
+		acts := groupOf("coll-apart", names...)
+		slices.SortFunc(acts, func(a, b decision.Action) int { return strings.Compare(a.Name, b.Name) })
 		apart := decision.CollectionApart(acts)
-		Expect(apart).To(Equal(4))
+		Expect(apart).To(Equal(16))
 		for i := range acts {
 			acts[i].Collection = i >= apart
 		}
-		Expect(acts[1].Name).To(Equal("w-1"))
-		w := getWork(Default, "coll-apart", "w-1")
+		Expect(acts[1].Name).To(Equal("w-01"))
+		w := getWork(Default, "coll-apart", "w-01")
 		before := w.DeepCopy()
 		w.SetLabels(map[string]string{"changed": "after-the-plan"})
 		Expect(k8s.Patch(ctx, w, client.MergeFrom(before))).To(Succeed())
@@ -410,17 +419,48 @@ var _ = Describe("Deleting a group in one request", func() {
 
 		done, count, err := controller.DeleteAll(ctx, k8s, k8s, mc, plan, acts, "manifestworks")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(done).To(HaveLen(5))
-		Expect(count).To(Equal(5.0))
-		Expect(deletingWorks("coll-apart", "w-0", "w-1", "w-2", "w-3", "w-4", "w-5")).To(Equal([]string{"w-0", "w-2", "w-3", "w-4", "w-5"}))
-		Expect(auditWrites("coll-apart")).To(ConsistOf("delete w-0", "delete w-2", "delete w-3", "deletecollection "))
+		Expect(done).To(HaveLen(17))
+		Expect(count).To(Equal(17.0))
+		gone := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "w-01" })
+		Expect(deletingWorks("coll-apart", names...)).To(Equal(gone), "every work but w-01, whose own delete was refused")
+		want := []any{"deletecollection "}
+		for _, n := range gone[:15] {
+			want = append(want, "delete "+n)
+		}
+		Expect(auditWrites("coll-apart")).To(ConsistOf(want...))
+	})
+
+	// A proxy in front of the API server may refuse a long URL; the
+	// collection's selectors name its one-by-one share.
+	It("deletes the group one by one when a proxy refuses the collection's long URL", func() {
+		mc, plan := newNamespace("coll-proxy")
+		var names []string
+		for i := range 18 {
+			names = append(names, fmt.Sprintf("w-%02d", i))
+			work("coll-proxy", names[i], nil)
+		}
+		acts := groupOf("coll-proxy", names...)
+		slices.SortFunc(acts, func(a, b decision.Action) int { return strings.Compare(a.Name, b.Name) })
+		for i := range acts {
+			acts[i].Collection = i >= decision.CollectionApart(acts)
+		}
+		labelDeleting("coll-proxy")
+		limited := throughURLLimit(256)
+
+		done, count, err := controller.DeleteAll(ctx, limited, limited, mc, plan, acts, "manifestworks")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(done).To(HaveLen(18))
+		Expect(count).To(Equal(18.0))
+		Expect(deletingWorks("coll-proxy", names...)).To(Equal(names))
+		Expect(auditVerbs("coll-proxy", "deletecollection")).To(Equal(0))
+		Expect(auditVerbs("coll-proxy", "delete")).To(Equal(18))
 	})
 
 	It("tears down a cluster's works in one deletecollection and, beside it, most of them one by one; the signal work alone", func() {
 		const cluster = "coll-4"
 		fleetCluster(cluster, map[string]string{"env": "coll-4"}, true)
-		for i := range 8 {
-			work(cluster, fmt.Sprintf("w-%d", i), nil)
+		for i := range 20 {
+			work(cluster, fmt.Sprintf("w-%02d", i), nil)
 		}
 		Expect(k8s.Create(ctx, cleanupPolicy("coll-4", v1alpha1.CleanupPolicySpec{
 			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'coll-4'",
@@ -428,14 +468,36 @@ var _ = Describe("Deleting a group in one request", func() {
 		}))).To(Succeed())
 		governedBy(cluster, "coll-4")
 		Eventually(func() bool { return objectGone("ManifestWork", cluster, "cleanup-signal")() }).Should(BeFalse())
-		applied(cluster, 9)
+		applied(cluster, 21)
 		settled()
 
 		deleteCluster(cluster)
 		clusterGone(cluster)
-		Expect(auditWrites(cluster)).To(ConsistOf("deletecollection ", "delete cleanup-signal",
-			"delete w-0", "delete w-1", "delete w-2", "delete w-3", "delete w-4", "delete w-5"),
-			"the signal work's delete, and the first three quarters of the group's")
+		// Twenty works, more than one round of one-by-one deletes: the
+		// collection takes the share of one lane, the last two.
+		want := []any{"deletecollection ", "delete cleanup-signal"}
+		for i := range 18 {
+			want = append(want, fmt.Sprintf("delete w-%02d", i))
+		}
+		Expect(auditWrites(cluster)).To(ConsistOf(want...))
+	})
+
+	It("tears down a group of at most one round of deletes whole, in one deletecollection", func() {
+		const cluster = "coll-5"
+		fleetCluster(cluster, map[string]string{"env": "coll-5"}, true)
+		for i := range 8 {
+			work(cluster, fmt.Sprintf("w-%d", i), nil)
+		}
+		Expect(k8s.Create(ctx, cleanupPolicy("coll-5", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'coll-5'",
+		}))).To(Succeed())
+		governedBy(cluster, "coll-5")
+		applied(cluster, 8)
+		settled()
+
+		deleteCluster(cluster)
+		clusterGone(cluster)
+		Expect(auditWrites(cluster)).To(Equal([]string{"deletecollection "}))
 	})
 
 	for _, strategy := range []v1alpha1.RemoveStrategyType{v1alpha1.RemoveStrategyRequired, v1alpha1.RemoveStrategyBestEffort} {
@@ -457,12 +519,8 @@ var _ = Describe("Deleting a group in one request", func() {
 			deleteCluster(cluster)
 			clusterGone(cluster)
 			// The first group, a subset, one by one; the last one, all that
-			// remains, after it: its first one by one beside the others in
-			// one request.
-			writes := auditWrites(cluster)
-			Expect(writes).To(HaveLen(5))
-			Expect(writes[:3]).To(Equal([]string{"delete first-0", "delete first-1", "delete first-2"}))
-			Expect(writes[3:]).To(ConsistOf("delete then-0", "deletecollection "))
+			// remains, in one request, after it.
+			Expect(auditWrites(cluster)).To(Equal([]string{"delete first-0", "delete first-1", "delete first-2", "deletecollection "}))
 		})
 	}
 })
@@ -563,3 +621,26 @@ var _ = Describe("A deletecollection refused part way", func() {
 		Expect(writes).To(Equal([]string{"deletecollection  403"}), "no second delete of a-0 or a-1")
 	})
 })
+
+// throughURLLimit is a client of the API server through a proxy that
+// refuses, 414, a request whose URL is longer than limit bytes, as a proxy
+// in front of a hub may.
+func throughURLLimit(limit int) client.Client {
+	transport, err := rest.TransportFor(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	target, err := url.Parse(env.Config.Host)
+	Expect(err).NotTo(HaveOccurred())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = transport
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.URL.RequestURI()) > limit {
+			http.Error(w, "request URI too long", http.StatusRequestURITooLong)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	DeferCleanup(srv.Close)
+	c, err := client.New(&rest.Config{Host: srv.URL}, client.Options{Scheme: k8s.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,10 +44,7 @@ func (a *ManagedClusterAdapter) label(ctx context.Context, act decision.Action) 
 	return a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
 }
 
-// deleteParallelism bounds the deletes one cluster has in flight at once.
-const deleteParallelism = 16
-
-// deleteObjects deletes the objects, up to deleteParallelism at once, and
+// deleteObjects deletes the objects, up to decision.DeleteParallelism at once, and
 // remembers each, so that it is not deleted again while the cache catches
 // up. A work changed since the plan read it is not deleted: its event
 // brings the cluster back, and the plan checks it again.
@@ -54,7 +52,7 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructu
 	var mu sync.Mutex
 	done := sets.New[types.UID]()
 	eg, ctx := errgroup.WithContext(ctx)
-	eg.SetLimit(deleteParallelism)
+	eg.SetLimit(decision.DeleteParallelism)
 	for _, act := range acts {
 		eg.Go(func() error {
 			// Through the unstructured client: the metadata client cannot
@@ -256,8 +254,8 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 	live := &metav1.PartialObjectMetadataList{}
 	live.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := a.apiReader.List(ctx, live, selectors...); err != nil {
-		if apierrors.IsForbidden(err) {
-			log.Info("deleting one by one: the live list is forbidden", "cluster", mc.GetName(), "error", err.Error())
+		if apierrors.IsForbidden(err) || tooLarge(err) {
+			log.Info("deleting one by one: the live list was refused", "cluster", mc.GetName(), "error", err.Error())
 			return false, false, nil
 		}
 		return false, false, fmt.Errorf("listing %s in %s: %w", first.Resource, first.Namespace, err)
@@ -283,12 +281,14 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 		&client.DeleteAllOfOptions{ListOptions: client.ListOptions{Raw: &metav1.ListOptions{
 			ResourceVersion: live.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}}}
 	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) ||
+			tooLarge(err) {
 			// The snapshot is compacted away, the operator may not delete
-			// a collection (a ClusterRole of an older version), or an
-			// admission check refused one of the objects: the group goes
-			// one by one, each with its preconditions; one the request
-			// deleted already is not deleted again (notDeletedYet).
+			// a collection (a ClusterRole of an older version), an
+			// admission check refused one of the objects, or a proxy
+			// refused the request's URL: the group goes one by one, each
+			// with its preconditions; one the request deleted already is
+			// not deleted again (notDeletedYet).
 			log.Info("deleting one by one: the deletecollection was refused", "cluster", mc.GetName(), "error", err.Error())
 			return false, true, nil
 		}
@@ -442,6 +442,21 @@ func defaultedMatch(m *admissionregistrationv1.MatchResources) *admissionregistr
 func notOperatorsObjects() client.MatchingLabelsSelector {
 	req, _ := labels.NewRequirement(v1alpha1.ManagedByLabel, selection.NotEquals, []string{v1alpha1.ManagedBy})
 	return client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}
+}
+
+// tooLarge says a request was refused for its size, by the API server or
+// by a proxy in front of it: a collection's selectors name the objects
+// deleted one by one beside it (decision.ExclusionBytes).
+func tooLarge(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	switch status.Status().Code {
+	case http.StatusRequestURITooLong, http.StatusRequestHeaderFieldsTooLarge, http.StatusRequestEntityTooLarge:
+		return true
+	}
+	return false
 }
 
 // notNamed selects the objects of none of those names ("" names none).

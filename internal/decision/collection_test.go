@@ -162,9 +162,10 @@ func withAgentFinalizer(objs []decision.Object) []decision.Object {
 }
 
 // TestCollectionApart: of a collection's group, the first go one by one
-// beside it: up to three quarters, as many as its request can name in
-// ExclusionBytes, and never so many that fewer than MinCollection remain
-// in the collection.
+// beside it: a group of more than DeleteParallelism objects keeps in the
+// collection the share of one lane of DeleteParallelism+1, MinCollection
+// at least, and the others go one by one, as many as its request can name
+// in ExclusionBytes; a smaller group goes whole.
 func TestCollectionApart(t *testing.T) {
 	group := func(n int, name func(int) string) []decision.Action {
 		out := make([]decision.Action, n)
@@ -181,11 +182,12 @@ func TestCollectionApart(t *testing.T) {
 		apart int
 	}{
 		{n: 2, name: short, apart: 0},
-		{n: 3, name: short, apart: 1},
-		{n: 4, name: short, apart: 2},
-		{n: 8, name: short, apart: 6},
-		{n: 250, name: short, apart: 187},
+		{n: 16, name: short, apart: 0},
+		{n: 17, name: short, apart: 15},
+		{n: 35, name: short, apart: 32},
+		{n: 170, name: short, apart: 160},
 		// 6144 bytes name 219 of them (25 bytes each, and 3 for the comma).
+		{n: 250, name: short, apart: 219},
 		{n: 1000, name: short, apart: 219},
 		// 227 bytes each with the comma: 27 of them.
 		{n: 100, name: long, apart: 27},

@@ -191,16 +191,24 @@ const MinCollection = 2
 // (8 KiB is common); the rest of the URL fits in what remains.
 const ExclusionBytes = 6144
 
+// DeleteParallelism bounds the one-by-one deletes one cluster has in
+// flight at once.
+const DeleteParallelism = 16
+
 // markCollection marks the deletes of a collectable group. The API server
 // deletes the objects of a deletecollection one after another
 // (kube-apiserver's --delete-collection-workers is 1 by default), each
-// waiting for its write to etcd, where the one-by-one deletes are 16 in
-// flight. So the first three quarters of the group, in the plan's order,
-// or as many as ExclusionBytes can name, go one by one beside the
-// collection, which leaves them out by name, and the last quarter or more
-// goes in the one request: both finish at about the same time, in about
-// a quarter of the time the whole group takes in one request
-// (docs/performance.md). A group too small to share goes whole.
+// after the one before it is written, like one of the DeleteParallelism
+// lanes of one-by-one deletes, each of which sends its next delete once
+// its last one is answered. So a group of more than DeleteParallelism
+// objects goes in DeleteParallelism+1 lanes: the collection takes the
+// share of one lane, its last objects in the plan's order (MinCollection
+// at least), and the others go one by one beside it, as many as
+// ExclusionBytes can name; the collection leaves them out by name. Each
+// lane then deletes about as many objects, and the group costs that many
+// requests fewer than one by one. A smaller group goes whole: one round of
+// one-by-one deletes would send as many requests as it has objects
+// (docs/performance.md).
 func markCollection(actions []Action) {
 	apart := CollectionApart(actions)
 	for i := range actions {
@@ -211,8 +219,13 @@ func markCollection(actions []Action) {
 // CollectionApart is how many of a collectable group's deletes, the first
 // ones, go one by one beside its deletecollection.
 func CollectionApart(actions []Action) int {
+	if len(actions) <= DeleteParallelism {
+		return 0
+	}
+	lanes := DeleteParallelism + 1
+	want := len(actions) - max(MinCollection, (len(actions)+lanes-1)/lanes)
 	n, size := 0, 0
-	for n < len(actions)*3/4 && len(actions)-(n+1) >= MinCollection {
+	for n < want {
 		size += len(ExclusionTerm(actions[n].Name)) + len("%2C")
 		if size > ExclusionBytes {
 			break
