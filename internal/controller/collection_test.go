@@ -406,7 +406,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		acts := groupOf("coll-apart", names...)
 		slices.SortFunc(acts, func(a, b decision.Action) int { return strings.Compare(a.Name, b.Name) })
 		apart := decision.CollectionApart(acts)
-		Expect(apart).To(Equal(16))
+		Expect(apart).To(Equal(15))
 		for i := range acts {
 			acts[i].Collection = i >= apart
 		}
@@ -424,7 +424,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		gone := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "w-01" })
 		Expect(deletingWorks("coll-apart", names...)).To(Equal(gone), "every work but w-01, whose own delete was refused")
 		want := []any{"deletecollection "}
-		for _, n := range gone[:15] {
+		for _, n := range gone[:14] {
 			want = append(want, "delete "+n)
 		}
 		Expect(auditWrites("coll-apart")).To(ConsistOf(want...))
@@ -474,9 +474,9 @@ var _ = Describe("Deleting a group in one request", func() {
 		deleteCluster(cluster)
 		clusterGone(cluster)
 		// Twenty works, more than one round of one-by-one deletes: the
-		// collection takes the share of one lane, the last two.
+		// collection takes the last eighth, three.
 		want := []any{"deletecollection ", "delete cleanup-signal"}
-		for i := range 18 {
+		for i := range 17 {
 			want = append(want, fmt.Sprintf("delete w-%02d", i))
 		}
 		Expect(auditWrites(cluster)).To(ConsistOf(want...))

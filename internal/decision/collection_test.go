@@ -162,10 +162,9 @@ func withAgentFinalizer(objs []decision.Object) []decision.Object {
 }
 
 // TestCollectionApart: of a collection's group, the first go one by one
-// beside it: a group of more than DeleteParallelism objects keeps in the
-// collection the share of one lane of DeleteParallelism+1, MinCollection
-// at least, and the others go one by one, as many as its request can name
-// in ExclusionBytes; a smaller group goes whole.
+// beside it: a group of more than DeleteParallelism objects keeps its last
+// eighth in the collection, and the others go one by one, as many as its
+// request can name in ExclusionBytes; a smaller group goes whole.
 func TestCollectionApart(t *testing.T) {
 	group := func(n int, name func(int) string) []decision.Action {
 		out := make([]decision.Action, n)
@@ -183,11 +182,11 @@ func TestCollectionApart(t *testing.T) {
 	}{
 		{n: 2, name: short, apart: 0},
 		{n: 16, name: short, apart: 0},
-		{n: 17, name: short, apart: 15},
-		{n: 35, name: short, apart: 32},
-		{n: 170, name: short, apart: 160},
+		{n: 17, name: short, apart: 14},
+		{n: 100, name: short, apart: 87},
+		{n: 200, name: short, apart: 175},
 		// 6144 bytes name 219 of them (25 bytes each, and 3 for the comma).
-		{n: 250, name: short, apart: 219},
+		{n: 250, name: short, apart: 218},
 		{n: 1000, name: short, apart: 219},
 		// 227 bytes each with the comma: 27 of them.
 		{n: 100, name: long, apart: 27},
