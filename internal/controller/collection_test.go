@@ -456,6 +456,40 @@ var _ = Describe("Deleting a group in one request", func() {
 		Expect(auditVerbs("coll-proxy", "delete")).To(Equal(18))
 	})
 
+	// The API server deleted the collection, and the answer was lost on
+	// the way back: what it deleted is recorded, once, and the error said.
+	It("records what a deletecollection deleted when its answer is lost", func() {
+		mc, plan := newNamespace("coll-lost")
+		var names []string
+		for i := range 18 {
+			names = append(names, fmt.Sprintf("w-%02d", i))
+			work("coll-lost", names[i], nil)
+		}
+		acts := groupOf("coll-lost", names...)
+		slices.SortFunc(acts, func(a, b decision.Action) int { return strings.Compare(a.Name, b.Name) })
+		apart := decision.CollectionApart(acts)
+		for i := range acts {
+			acts[i].Collection = i >= apart
+		}
+		labelDeleting("coll-lost")
+		lossy := throughProxy(func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) {
+			if r.Method != http.MethodDelete || !strings.HasSuffix(r.URL.Path, "/manifestworks") {
+				forward(w, r)
+				return
+			}
+			forward(httptest.NewRecorder(), r)
+			http.Error(w, "the connection to the API server was lost", http.StatusBadGateway)
+		})
+
+		done, count, err := controller.DeleteAll(ctx, lossy, lossy, mc, plan, acts, "manifestworks")
+		Expect(err).To(MatchError(ContainSubstring("the connection to the API server was lost")))
+		Expect(done).To(HaveLen(18), "the one-by-one share and the collection's objects, each being deleted")
+		Expect(count).To(Equal(18.0))
+		Expect(deletingWorks("coll-lost", names...)).To(Equal(names))
+		Expect(auditVerbs("coll-lost", "deletecollection")).To(Equal(1))
+		Expect(auditVerbs("coll-lost", "delete")).To(Equal(apart))
+	})
+
 	It("tears down a cluster's works in one deletecollection and, beside it, most of them one by one; the signal work alone", func() {
 		const cluster = "coll-4"
 		fleetCluster(cluster, map[string]string{"env": "coll-4"}, true)
@@ -626,6 +660,18 @@ var _ = Describe("A deletecollection refused part way", func() {
 // refuses, 414, a request whose URL is longer than limit bytes, as a proxy
 // in front of a hub may.
 func throughURLLimit(limit int) client.Client {
+	return throughProxy(func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) {
+		if len(r.URL.RequestURI()) > limit {
+			http.Error(w, "request URI too long", http.StatusRequestURITooLong)
+			return
+		}
+		forward(w, r)
+	})
+}
+
+// throughProxy is a client of the API server through a proxy that hands
+// each request to handle, with the function that forwards it.
+func throughProxy(handle func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc)) client.Client {
 	transport, err := rest.TransportFor(env.Config)
 	Expect(err).NotTo(HaveOccurred())
 	target, err := url.Parse(env.Config.Host)
@@ -633,11 +679,7 @@ func throughURLLimit(limit int) client.Client {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = transport
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.URL.RequestURI()) > limit {
-			http.Error(w, "request URI too long", http.StatusRequestURITooLong)
-			return
-		}
-		proxy.ServeHTTP(w, r)
+		handle(w, r, proxy.ServeHTTP)
 	}))
 	DeferCleanup(srv.Close)
 	c, err := client.New(&rest.Config{Host: srv.URL}, client.Options{Scheme: k8s.Scheme()})

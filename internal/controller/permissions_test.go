@@ -41,11 +41,11 @@ var _ = Describe("Permissions", func() {
 		Eventually(func(g Gomega) {
 			c := contentDelete(g, "rbac-1")
 			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
-			g.Expect(c.Message).To(ContainSubstring("held, nothing is deleted: the operator may not list jobs.batch"))
+			g.Expect(c.Message).To(ContainSubstring("held, nothing is deleted: the operator may not list or watch jobs.batch"))
 			g.Expect(c.Message).To(ContainSubstring("forbidden"))
 		}).Should(Succeed())
 		Expect(objectGone("ManagedClusterAddOn", "rbac-1", "search")()).To(BeFalse())
-		Eventually(func() []string { return events("rbac-1") }).Should(ContainElement(ContainSubstring("CleanupFailed: held, nothing is deleted: the operator may not list jobs.batch")))
+		Eventually(func() []string { return events("rbac-1") }).Should(ContainElement(ContainSubstring("CleanupFailed: held, nothing is deleted: the operator may not list or watch jobs.batch")))
 
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "jobs-reader"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}}}}
@@ -62,5 +62,60 @@ var _ = Describe("Permissions", func() {
 		clusterGone("rbac-1")
 		Expect(objectGone("ManagedClusterAddOn", "rbac-1", "search")()).To(BeTrue())
 		Eventually(func(g Gomega) bool { return namespaceDeleting(g, "rbac-1") }).Should(BeTrue())
+	})
+
+	// A role that grants list but not watch: an informer would sync once
+	// and then lag, and a gate could pass while a job exists.
+	It("holds a cleanup whose monitored resource it may list but not watch, and resumes once watch is granted", func() {
+		stopManager()
+		cfg, err := env.OperatorConfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		startManagerAs(cfg)
+		DeferCleanup(func() { stopManager(); startManager() })
+
+		listOnly := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-lister"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"get", "list"}}}}
+		Expect(k8s.Create(ctx, listOnly)).To(Succeed())
+		bound := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-lister"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cronjobs-lister"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
+		Expect(k8s.Create(ctx, bound)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8s.Delete(ctx, bound)).To(Succeed())
+			Expect(k8s.Delete(ctx, listOnly)).To(Succeed())
+		})
+
+		fleetCluster("rbac-2", nil, true)
+		addon("rbac-2", "search")
+		Expect(k8s.Create(ctx, cleanupPolicy("cronjobs-gate", v1alpha1.CleanupPolicySpec{
+			MonitoredResources: []v1alpha1.MonitoredResource{{
+				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"},
+			}},
+		}))).To(Succeed())
+		governedBy("rbac-2", "cronjobs-gate")
+
+		deleteCluster("rbac-2")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "rbac-2")
+			g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("held, nothing is deleted: the operator may not list or watch cronjobs.batch"))
+			g.Expect(c.Message).To(ContainSubstring("watch is not allowed"))
+		}).Should(Succeed())
+		Expect(objectGone("ManagedClusterAddOn", "rbac-2", "search")()).To(BeFalse())
+
+		watcher := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-watcher"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"watch"}}}}
+		Expect(k8s.Create(ctx, watcher)).To(Succeed())
+		watching := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-watcher"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cronjobs-watcher"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
+		Expect(k8s.Create(ctx, watching)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8s.Delete(ctx, watching)).To(Succeed())
+			Expect(k8s.Delete(ctx, watcher)).To(Succeed())
+		})
+
+		clusterGone("rbac-2")
+		Expect(objectGone("ManagedClusterAddOn", "rbac-2", "search")()).To(BeTrue())
 	})
 })

@@ -114,36 +114,52 @@ func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.
 	if len(each) > 0 {
 		wg.Go(func() { beside, besideErr = a.deleteObjects(ctx, mc, each) })
 	}
-	done, err := a.collectionOrEach(ctx, mc, plan, collection, each)
+	done, rest, err := a.sendCollection(ctx, mc, plan, collection, each)
+	// What the collection left goes one by one once the share is done:
+	// never more than DeleteParallelism deletes in flight.
 	wg.Wait()
 	if beside != nil {
 		done = done.Union(beside)
 	}
+	if err == nil && len(rest) > 0 {
+		var one sets.Set[types.UID]
+		one, err = a.deleteObjects(ctx, mc, rest)
+		done = done.Union(one)
+	}
 	return done, errors.Join(err, besideErr)
 }
 
-// collectionOrEach deletes a collection, leaving out by name the objects
-// apart, and deletes one by one what it could not.
-func (a *ManagedClusterAdapter) collectionOrEach(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, collection, apart []decision.Action) (sets.Set[types.UID], error) {
+// sendCollection deletes a collection, leaving out by name the objects apart,
+// and returns what it deleted and what is left to delete one by one.
+func (a *ManagedClusterAdapter) sendCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, collection, apart []decision.Action) (
+	done sets.Set[types.UID], rest []decision.Action, err error) {
 	ok, sent, err := a.deleteCollection(ctx, mc, plan, collection, apart)
 	switch {
-	case err != nil:
-		return sets.New[types.UID](), err
 	case ok:
-		done := sets.New[types.UID]()
+		done = sets.New[types.UID]()
 		for _, act := range collection {
 			done.Insert(act.UID)
 		}
-		return done, nil
+		return done, nil, nil
 	case sent:
-		rest, done, err := a.notDeletedYet(ctx, mc, collection)
-		if err != nil {
-			return done, err
+		// Refused part way, or failed after the server may have deleted
+		// some: those are recorded, once, even when the request's own
+		// context is what ended it.
+		readCtx := ctx
+		if ctx.Err() != nil {
+			var cancel context.CancelFunc
+			readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
 		}
-		one, err := a.deleteObjects(ctx, mc, rest)
-		return done.Union(one), err
+		rest, done, rerr := a.notDeletedYet(readCtx, mc, collection)
+		if err != nil {
+			return done, nil, errors.Join(err, rerr)
+		}
+		return done, rest, rerr
+	case err != nil:
+		return sets.New[types.UID](), nil, err
 	default:
-		return a.deleteObjects(ctx, mc, collection)
+		return sets.New[types.UID](), collection, nil
 	}
 }
 
@@ -163,7 +179,8 @@ func (a *ManagedClusterAdapter) notDeletedYet(ctx context.Context, mc *unstructu
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return nil, nil, fmt.Errorf("reading %s/%s in %s: %w", act.Resource, act.Name, act.Namespace, err)
+			// What is recorded so far stays recorded.
+			return nil, done, fmt.Errorf("reading %s/%s in %s: %w", act.Resource, act.Name, act.Namespace, err)
 		case live.UID == act.UID && live.DeletionTimestamp != nil:
 			a.deleted(mc, act)
 			done.Insert(act.UID)

@@ -1,11 +1,15 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +45,9 @@ type resourceWatches struct {
 	// reader reads the API server directly, to learn whether the operator
 	// may list a resource before it starts caching it.
 	reader client.Reader
+	// reviews asks the API server whether the operator may watch a
+	// resource (SelfSubjectAccessReviews).
+	reviews client.Client
 
 	mu      sync.RWMutex
 	ctrl    controller.Controller
@@ -50,16 +57,19 @@ type resourceWatches struct {
 	full map[schema.GroupVersionResource]bool
 	// off are the resources whose CRD is being removed or gone.
 	off map[schema.GroupVersionResource]bool
+	// preparing guards prepared, apart from mu: a probe under mu never
+	// holds up the governance reconciles that only look prepared up.
+	preparing sync.Mutex
 	// prepared are the resources prepare has tried to watch.
 	prepared map[schema.GroupVersionResource]bool
 }
 
-func newResourceWatches(c cache.Cache, cached, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc,
+func newResourceWatches(c cache.Cache, cached, reader client.Reader, reviews client.Client, mapper meta.RESTMapper, toReq handler.MapFunc,
 	watching *prometheus.GaugeVec) *resourceWatches {
 	if watching != nil {
 		watching.Reset() // a manager started again in the same process
 	}
-	return &resourceWatches{cache: c, client: cached, reader: reader, mapper: mapper, toReq: toReq, watching: watching,
+	return &resourceWatches{cache: c, client: cached, reader: reader, reviews: reviews, mapper: mapper, toReq: toReq, watching: watching,
 		watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}, full: map[schema.GroupVersionResource]bool{}}
 }
 
@@ -98,7 +108,7 @@ type accessError struct {
 }
 
 func (e *accessError) Error() string {
-	return fmt.Sprintf("the operator may not list %s (grant get, list and watch on it, as config/rbac/extra_resources_role.yaml does): %v",
+	return fmt.Sprintf("the operator may not list or watch %s (grant get, list and watch on it, as config/rbac/extra_resources_role.yaml does): %v",
 		decision.ResourceName(e.gvr), e.err)
 }
 
@@ -143,6 +153,9 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 		}
 		return schema.GroupVersionKind{}, false, fmt.Errorf("listing %s: %w", gvr, err)
 	}
+	if err := w.mayWatch(ctx, gvr); err != nil {
+		return schema.GroupVersionKind{}, false, err
+	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	if err := w.ctrl.Watch(source.Kind(w.cache, client.Object(obj), handler.EnqueueRequestsFromMapFunc(w.toReq))); err != nil {
@@ -151,6 +164,31 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 	w.watched[gvr] = gvk
 	w.report(gvr, true)
 	return gvk, true, nil
+}
+
+// mayWatch asks the API server whether the operator may watch the resource
+// in every namespace. An informer that may list but not watch says it is
+// synced after its first list, then only lists again after each refused
+// watch: a cache that lags, where a gate could pass while an object
+// exists. Such a resource is an accessError, as one it may not list.
+func (w *resourceWatches) mayWatch(ctx context.Context, gvr schema.GroupVersionResource) error {
+	if w.reviews == nil {
+		return nil
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "watch", Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}}}
+	switch err := w.reviews.Create(ctx, review); {
+	case apierrors.IsForbidden(err):
+		// Every authenticated user may ask, unless a hub took it away.
+		return &accessError{gvr: gvr, err: fmt.Errorf("it may not ask whether it may watch it (create selfsubjectaccessreviews): %w", err)}
+	case err != nil:
+		return fmt.Errorf("asking whether the operator may watch %s: %w", decision.ResourceName(gvr), err)
+	}
+	if !review.Status.Allowed {
+		reason := cmp.Or(review.Status.Reason, review.Status.EvaluationError, "not allowed")
+		return &accessError{gvr: gvr, err: fmt.Errorf("watch is not allowed: %s", reason)}
+	}
+	return nil
 }
 
 // forget stops watching a resource whose CRD is removed: its informer
@@ -177,41 +215,53 @@ func (w *resourceWatches) forget(gvr schema.GroupVersionResource) {
 // allow lets ensure watch a resource forget stopped, once its CRD is back.
 func (w *resourceWatches) allow(gvr schema.GroupVersionResource) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	delete(w.off, gvr)
+	w.mu.Unlock()
+	w.preparing.Lock()
 	delete(w.prepared, gvr)
+	w.preparing.Unlock()
 }
 
 // prepare starts watching, before any cluster is deleted, the resources a
 // policy's teardowns list (its stages and monitored resources), so that
 // the first teardown after a start reads a synced cache rather than
 // waiting for a new informer to list the hub. Each resource is tried once
-// (again once its CRD comes back): one the operator may not list, or that
-// is not served, is the teardown's to report, and prepare only logs it.
-// Cluster-scoped resources are never watched: a teardown does not list
-// them.
+// (again once its CRD comes back), each try bounded by prepareTimeout: one
+// the operator may not list or watch, or that is not served, is the
+// teardown's to hold and report; prepare logs it. Cluster-scoped resources
+// are never watched: a teardown does not list them.
 func (w *resourceWatches) prepare(ctx context.Context, gvrs []schema.GroupVersionResource) {
 	for _, gvr := range gvrs {
-		w.mu.Lock()
+		w.preparing.Lock()
 		tried := w.prepared[gvr]
 		if w.prepared == nil {
 			w.prepared = map[schema.GroupVersionResource]bool{}
 		}
 		w.prepared[gvr] = true
-		w.mu.Unlock()
+		w.preparing.Unlock()
 		if tried {
 			continue
 		}
 		scope, err := snapshot.ScopeOf(w.mapper, gvr)
 		if err == nil && scope == decision.Namespaced {
-			_, _, err = w.ensure(ctx, gvr)
+			tryCtx, cancel := context.WithTimeout(ctx, prepareTimeout)
+			_, _, err = w.ensure(tryCtx, gvr)
+			cancel()
 		}
-		if err != nil {
+		var accessErr *accessError
+		switch {
+		case errors.As(err, &accessErr):
+			logf.FromContext(ctx).Info("not watching a resource a policy names: a cleanup that needs it will be held until the operator may",
+				"resource", decision.ResourceName(gvr), "error", err.Error())
+		case err != nil:
 			logf.FromContext(ctx).V(1).Info("not watching a resource ahead of teardowns; the first teardown tries again",
 				"resource", decision.ResourceName(gvr), "error", err.Error())
 		}
 	}
 }
+
+// prepareTimeout bounds prepare's probes of one resource.
+const prepareTimeout = 10 * time.Second
 
 // List implements snapshot.Lister: the objects of a resource in a
 // namespace, from the cache, watched from the first list. The list is read
