@@ -173,18 +173,12 @@ func printStage(w io.Writer, st decision.Step, i, n int, step stepPrinter) {
 	step(st, "%s: delete, one group after the other:", where)
 	for g := 0; g <= st.Actions[len(st.Actions)-1].Group; g++ {
 		var names []string
-		priority, collection, apart := "", 0, 0
+		priority, collection := "", false
 		for _, a := range st.Actions {
 			if a.Group != g {
 				continue
 			}
-			priority = a.Priority
-			switch {
-			case a.Verb == decision.VerbDelete && a.Collection:
-				collection++
-			case a.Verb == decision.VerbDelete:
-				apart++
-			}
+			priority, collection = a.Priority, collection || a.Collection
 			switch a.Verb {
 			case decision.VerbWait:
 				names = append(names, a.Name+" (deleting)")
@@ -200,11 +194,8 @@ func printStage(w io.Writer, st decision.Step, i, n int, step stepPrinter) {
 			}
 		}
 		how := ""
-		switch {
-		case collection > 0 && apart == 0:
+		if collection {
 			how = " (all of them, in one deletecollection)"
-		case collection > 0:
-			how = fmt.Sprintf(" (the first %d one by one, beside the other %d in one deletecollection)", apart, collection)
 		}
 		fmt.Fprintf(w, "      cleanup-priority %s%s: %s\n", priority, how, strings.Join(names, ", "))
 	}

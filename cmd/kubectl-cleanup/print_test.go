@@ -8,8 +8,7 @@ import (
 )
 
 // TestPrintCollection: a group the plan deletes in one deletecollection is
-// said to be, and so is how many of it go one by one beside it; a group
-// deleted one by one is not.
+// said to be; a group deleted one by one is not.
 func TestPrintCollection(t *testing.T) {
 	del := func(name string, group int, collection bool) decision.Action {
 		return decision.Action{Verb: decision.VerbDelete, Resource: "manifestworks.work.open-cluster-management.io", Namespace: "c1",
@@ -24,11 +23,6 @@ func TestPrintCollection(t *testing.T) {
 	}
 	// Every work that remains, one group: one request.
 	if got, want := printed(del("a", 0, true), del("b", 0, true)), "      cleanup-priority 10 (all of them, in one deletecollection): a, b\n"; got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
-	}
-	// A larger group: its first ones one by one beside the collection.
-	if got, want := printed(del("a", 0, false), del("b", 0, false), del("c", 0, false), del("d", 0, true), del("e", 0, true)),
-		"      cleanup-priority 10 (the first 3 one by one, beside the other 2 in one deletecollection): a, b, c, d, e\n"; got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	// A cleanup-priority split: one by one.

@@ -392,85 +392,14 @@ var _ = Describe("Deleting a group in one request", func() {
 		Expect(auditVerbs("coll-changed", "deletecollection")).To(Equal(1))
 	})
 
-	// The group's first deletes go one by one beside the collection, each
-	// with its preconditions; the collection leaves them out by name, so a
-	// work whose own delete is refused (changed since the plan) is deleted
-	// by neither.
-	It("leaves the group's one-by-one share out of the collection by name", func() {
-		mc, plan := newNamespace("coll-apart")
-		var names []string
-		for i := range 18 {
-			names = append(names, fmt.Sprintf("w-%02d", i))
-			work("coll-apart", names[i], nil)
-		}
-		acts := groupOf("coll-apart", names...)
-		slices.SortFunc(acts, func(a, b decision.Action) int { return strings.Compare(a.Name, b.Name) })
-		apart := decision.CollectionApart(acts)
-		Expect(apart).To(Equal(15))
-		for i := range acts {
-			acts[i].Collection = i >= apart
-		}
-		Expect(acts[1].Name).To(Equal("w-01"))
-		w := getWork(Default, "coll-apart", "w-01")
-		before := w.DeepCopy()
-		w.SetLabels(map[string]string{"changed": "after-the-plan"})
-		Expect(k8s.Patch(ctx, w, client.MergeFrom(before))).To(Succeed())
-		labelDeleting("coll-apart")
-
-		done, count, err := controller.DeleteAll(ctx, k8s, k8s, mc, plan, acts, "manifestworks")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(done).To(HaveLen(17))
-		Expect(count).To(Equal(17.0))
-		gone := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "w-01" })
-		Expect(deletingWorks("coll-apart", names...)).To(Equal(gone), "every work but w-01, whose own delete was refused")
-		want := []any{"deletecollection "}
-		for _, n := range gone[:14] {
-			want = append(want, "delete "+n)
-		}
-		Expect(auditWrites("coll-apart")).To(ConsistOf(want...))
-	})
-
-	// A proxy in front of the API server may refuse a long URL; the
-	// collection's selectors name its one-by-one share.
-	It("deletes the group one by one when a proxy refuses the collection's long URL", func() {
-		mc, plan := newNamespace("coll-proxy")
-		var names []string
-		for i := range 18 {
-			names = append(names, fmt.Sprintf("w-%02d", i))
-			work("coll-proxy", names[i], nil)
-		}
-		acts := groupOf("coll-proxy", names...)
-		slices.SortFunc(acts, func(a, b decision.Action) int { return strings.Compare(a.Name, b.Name) })
-		for i := range acts {
-			acts[i].Collection = i >= decision.CollectionApart(acts)
-		}
-		labelDeleting("coll-proxy")
-		limited := throughURLLimit(256)
-
-		done, count, err := controller.DeleteAll(ctx, limited, limited, mc, plan, acts, "manifestworks")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(done).To(HaveLen(18))
-		Expect(count).To(Equal(18.0))
-		Expect(deletingWorks("coll-proxy", names...)).To(Equal(names))
-		Expect(auditVerbs("coll-proxy", "deletecollection")).To(Equal(0))
-		Expect(auditVerbs("coll-proxy", "delete")).To(Equal(18))
-	})
-
 	// The API server deleted the collection, and the answer was lost on
 	// the way back: what it deleted is recorded, once, and the error said.
 	It("records what a deletecollection deleted when its answer is lost", func() {
 		mc, plan := newNamespace("coll-lost")
-		var names []string
-		for i := range 18 {
-			names = append(names, fmt.Sprintf("w-%02d", i))
-			work("coll-lost", names[i], nil)
+		for i := range 5 {
+			work("coll-lost", fmt.Sprintf("w-%d", i), nil)
 		}
-		acts := groupOf("coll-lost", names...)
-		slices.SortFunc(acts, func(a, b decision.Action) int { return strings.Compare(a.Name, b.Name) })
-		apart := decision.CollectionApart(acts)
-		for i := range acts {
-			acts[i].Collection = i >= apart
-		}
+		acts := groupOf("coll-lost", "w-0", "w-1", "w-2", "w-3", "w-4")
 		labelDeleting("coll-lost")
 		lossy := throughProxy(func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) {
 			if r.Method != http.MethodDelete || !strings.HasSuffix(r.URL.Path, "/manifestworks") {
@@ -483,18 +412,18 @@ var _ = Describe("Deleting a group in one request", func() {
 
 		done, count, err := controller.DeleteAll(ctx, lossy, lossy, mc, plan, acts, "manifestworks")
 		Expect(err).To(MatchError(ContainSubstring("the connection to the API server was lost")))
-		Expect(done).To(HaveLen(18), "the one-by-one share and the collection's objects, each being deleted")
-		Expect(count).To(Equal(18.0))
-		Expect(deletingWorks("coll-lost", names...)).To(Equal(names))
+		Expect(done).To(HaveLen(5), "each work the server deleted, being deleted now")
+		Expect(count).To(Equal(5.0))
+		Expect(deletingWorks("coll-lost", "w-0", "w-1", "w-2", "w-3", "w-4")).To(HaveLen(5))
 		Expect(auditVerbs("coll-lost", "deletecollection")).To(Equal(1))
-		Expect(auditVerbs("coll-lost", "delete")).To(Equal(apart))
+		Expect(auditVerbs("coll-lost", "delete")).To(Equal(0))
 	})
 
-	It("tears down a cluster's works in one deletecollection and, beside it, most of them one by one; the signal work alone", func() {
+	It("tears down a cluster's works in one deletecollection; the signal work alone", func() {
 		const cluster = "coll-4"
 		fleetCluster(cluster, map[string]string{"env": "coll-4"}, true)
-		for i := range 20 {
-			work(cluster, fmt.Sprintf("w-%02d", i), nil)
+		for i := range 8 {
+			work(cluster, fmt.Sprintf("w-%d", i), nil)
 		}
 		Expect(k8s.Create(ctx, cleanupPolicy("coll-4", v1alpha1.CleanupPolicySpec{
 			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'coll-4'",
@@ -502,36 +431,13 @@ var _ = Describe("Deleting a group in one request", func() {
 		}))).To(Succeed())
 		governedBy(cluster, "coll-4")
 		Eventually(func() bool { return objectGone("ManifestWork", cluster, "cleanup-signal")() }).Should(BeFalse())
-		applied(cluster, 21)
+		applied(cluster, 9)
 		settled()
 
 		deleteCluster(cluster)
 		clusterGone(cluster)
-		// Twenty works, more than one round of one-by-one deletes: the
-		// collection takes the last eighth, three.
-		want := []any{"deletecollection ", "delete cleanup-signal"}
-		for i := range 17 {
-			want = append(want, fmt.Sprintf("delete w-%02d", i))
-		}
-		Expect(auditWrites(cluster)).To(ConsistOf(want...))
-	})
-
-	It("tears down a group of at most one round of deletes whole, in one deletecollection", func() {
-		const cluster = "coll-5"
-		fleetCluster(cluster, map[string]string{"env": "coll-5"}, true)
-		for i := range 8 {
-			work(cluster, fmt.Sprintf("w-%d", i), nil)
-		}
-		Expect(k8s.Create(ctx, cleanupPolicy("coll-5", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'coll-5'",
-		}))).To(Succeed())
-		governedBy(cluster, "coll-5")
-		applied(cluster, 8)
-		settled()
-
-		deleteCluster(cluster)
-		clusterGone(cluster)
-		Expect(auditWrites(cluster)).To(Equal([]string{"deletecollection "}))
+		Expect(auditVerbs(cluster, "deletecollection")).To(Equal(1))
+		Expect(auditVerbs(cluster, "delete")).To(Equal(1), "the signal work's delete")
 	})
 
 	for _, strategy := range []v1alpha1.RemoveStrategyType{v1alpha1.RemoveStrategyRequired, v1alpha1.RemoveStrategyBestEffort} {
@@ -655,19 +561,6 @@ var _ = Describe("A deletecollection refused part way", func() {
 		Expect(writes).To(Equal([]string{"deletecollection  403"}), "no second delete of a-0 or a-1")
 	})
 })
-
-// throughURLLimit is a client of the API server through a proxy that
-// refuses, 414, a request whose URL is longer than limit bytes, as a proxy
-// in front of a hub may.
-func throughURLLimit(limit int) client.Client {
-	return throughProxy(func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) {
-		if len(r.URL.RequestURI()) > limit {
-			http.Error(w, "request URI too long", http.StatusRequestURITooLong)
-			return
-		}
-		forward(w, r)
-	})
-}
 
 // throughProxy is a client of the API server through a proxy that hands
 // each request to handle, with the function that forwards it.

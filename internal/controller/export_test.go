@@ -22,7 +22,7 @@ func DeleteCollection(ctx context.Context, c client.Client, reader client.Reader
 	acts []decision.Action, settle time.Duration, before func()) (bool, error) {
 	a := &ManagedClusterAdapter{Client: c, apiReader: reader, Metrics: NewMetrics(), inflight: newInflight(), beforeCollection: before,
 		admissionSettle: settle}
-	ok, _, err := a.deleteCollection(ctx, mc, plan, acts, nil)
+	ok, _, err := a.deleteCollection(ctx, mc, plan, acts)
 	return ok, err
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +43,10 @@ func (a *ManagedClusterAdapter) label(ctx context.Context, act decision.Action) 
 	return a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
 }
 
-// deleteObjects deletes the objects, up to decision.DeleteParallelism at once, and
+// deleteParallelism bounds the deletes one cluster has in flight at once.
+const deleteParallelism = 16
+
+// deleteObjects deletes the objects, up to deleteParallelism at once, and
 // remembers each, so that it is not deleted again while the cache catches
 // up. A work changed since the plan read it is not deleted: its event
 // brings the cluster back, and the plan checks it again.
@@ -52,7 +54,7 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructu
 	var mu sync.Mutex
 	done := sets.New[types.UID]()
 	eg, ctx := errgroup.WithContext(ctx)
-	eg.SetLimit(decision.DeleteParallelism)
+	eg.SetLimit(deleteParallelism)
 	for _, act := range acts {
 		eg.Go(func() error {
 			// Through the unstructured client: the metadata client cannot
@@ -88,12 +90,9 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructu
 	return done, eg.Wait()
 }
 
-// deleteAll deletes the objects: the part of a group the plan sends as a
-// collection in one deletecollection when the namespace holds exactly
-// that part besides the rest of the group, the others one by one. The
-// group's one-by-one share (decision.CollectionApart) is in flight while
-// the API server works through the collection, which leaves it out by
-// name.
+// deleteAll deletes the objects: a group the plan sends as a collection in
+// one deletecollection when the namespace holds exactly that group, the
+// others one by one.
 func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
 	var each, collection []decision.Action
 	for _, act := range acts {
@@ -103,64 +102,37 @@ func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.
 			each = append(each, act)
 		}
 	}
-	if len(collection) == 0 {
-		return a.deleteObjects(ctx, mc, each)
-	}
-	var (
-		beside    sets.Set[types.UID]
-		besideErr error
-		wg        sync.WaitGroup
-	)
-	if len(each) > 0 {
-		wg.Go(func() { beside, besideErr = a.deleteObjects(ctx, mc, each) })
-	}
-	done, rest, err := a.sendCollection(ctx, mc, plan, collection, each)
-	// What the collection left goes one by one once the share is done:
-	// never more than DeleteParallelism deletes in flight.
-	wg.Wait()
-	if beside != nil {
-		done = done.Union(beside)
-	}
-	if err == nil && len(rest) > 0 {
-		var one sets.Set[types.UID]
-		one, err = a.deleteObjects(ctx, mc, rest)
-		done = done.Union(one)
-	}
-	return done, errors.Join(err, besideErr)
-}
-
-// sendCollection deletes a collection, leaving out by name the objects apart,
-// and returns what it deleted and what is left to delete one by one.
-func (a *ManagedClusterAdapter) sendCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, collection, apart []decision.Action) (
-	done sets.Set[types.UID], rest []decision.Action, err error) {
-	ok, sent, err := a.deleteCollection(ctx, mc, plan, collection, apart)
-	switch {
-	case ok:
-		done = sets.New[types.UID]()
-		for _, act := range collection {
-			done.Insert(act.UID)
+	done := sets.New[types.UID]()
+	if len(collection) > 0 {
+		ok, sent, err := a.deleteCollection(ctx, mc, plan, collection)
+		switch {
+		case ok:
+			for _, act := range collection {
+				done.Insert(act.UID)
+			}
+		case sent:
+			// Refused part way, or failed after the server may have
+			// deleted some: those are recorded, once, even when the
+			// request's own context is what ended it.
+			readCtx := ctx
+			if ctx.Err() != nil {
+				var cancel context.CancelFunc
+				readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+			}
+			rest, deleted, rerr := a.notDeletedYet(readCtx, mc, collection)
+			if err != nil || rerr != nil {
+				return deleted, errors.Join(err, rerr)
+			}
+			done, each = deleted, append(each, rest...)
+		case err != nil:
+			return done, err
+		default:
+			each = append(each, collection...)
 		}
-		return done, nil, nil
-	case sent:
-		// Refused part way, or failed after the server may have deleted
-		// some: those are recorded, once, even when the request's own
-		// context is what ended it.
-		readCtx := ctx
-		if ctx.Err() != nil {
-			var cancel context.CancelFunc
-			readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-		}
-		rest, done, rerr := a.notDeletedYet(readCtx, mc, collection)
-		if err != nil {
-			return done, nil, errors.Join(err, rerr)
-		}
-		return done, rest, rerr
-	case err != nil:
-		return sets.New[types.UID](), nil, err
-	default:
-		return sets.New[types.UID](), collection, nil
 	}
+	one, err := a.deleteObjects(ctx, mc, each)
+	return done.Union(one), err
 }
 
 // notDeletedYet sorts the objects of a deletecollection the API server
@@ -221,22 +193,10 @@ func (a *ManagedClusterAdapter) notDeletedYet(ctx context.Context, mc *unstructu
 // (decision.collectable). The deletion-signal work, and any object of the
 // operator's, is left out by the selectors of both, whatever the plan
 // says.
-func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts, apart []decision.Action) (ok, sent bool, err error) {
+func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (ok, sent bool, err error) {
 	log := logf.FromContext(ctx)
 	first := acts[0]
 	if first.Meta == nil || first.Namespace != plan.Cluster || !decision.AdmissionGuarded(schema.ParseGroupResource(first.Resource).WithVersion("")) {
-		return false, false, nil
-	}
-	exclude, size := []string{signalName(plan)}, 0
-	for _, act := range apart {
-		if act.Namespace == first.Namespace && act.Resource == first.Resource {
-			exclude = append(exclude, act.Name)
-			size += len(decision.ExclusionTerm(act.Name)) + len("%2C")
-		}
-	}
-	if size > decision.ExclusionBytes {
-		log.Info("deleting one by one: the objects apart from the collection are too many to name in its request", "cluster", mc.GetName(),
-			"apart", len(exclude)-1)
 		return false, false, nil
 	}
 	why, err := a.admissionInForce(ctx)
@@ -267,12 +227,12 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 		}
 		want[act.UID] = cmp.Or(act.ResourceVersion, act.Meta.ResourceVersion)
 	}
-	selectors := []client.ListOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(exclude...)}
+	selectors := []client.ListOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(signalName(plan))}
 	live := &metav1.PartialObjectMetadataList{}
 	live.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := a.apiReader.List(ctx, live, selectors...); err != nil {
-		if apierrors.IsForbidden(err) || tooLarge(err) {
-			log.Info("deleting one by one: the live list was refused", "cluster", mc.GetName(), "error", err.Error())
+		if apierrors.IsForbidden(err) {
+			log.Info("deleting one by one: the live list is forbidden", "cluster", mc.GetName(), "error", err.Error())
 			return false, false, nil
 		}
 		return false, false, fmt.Errorf("listing %s in %s: %w", first.Resource, first.Namespace, err)
@@ -294,18 +254,16 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 	}
 	target := &unstructured.Unstructured{}
 	target.SetGroupVersionKind(gvk)
-	deleteOpts := []client.DeleteAllOfOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(exclude...),
+	deleteOpts := []client.DeleteAllOfOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(signalName(plan)),
 		&client.DeleteAllOfOptions{ListOptions: client.ListOptions{Raw: &metav1.ListOptions{
 			ResourceVersion: live.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}}}
 	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) ||
-			tooLarge(err) {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
 			// The snapshot is compacted away, the operator may not delete
-			// a collection (a ClusterRole of an older version), an
-			// admission check refused one of the objects, or a proxy
-			// refused the request's URL: the group goes one by one, each
-			// with its preconditions; one the request deleted already is
-			// not deleted again (notDeletedYet).
+			// a collection (a ClusterRole of an older version), or an
+			// admission check refused one of the objects: the group goes
+			// one by one, each with its preconditions; one the request
+			// deleted already is not deleted again (notDeletedYet).
 			log.Info("deleting one by one: the deletecollection was refused", "cluster", mc.GetName(), "error", err.Error())
 			return false, true, nil
 		}
@@ -461,30 +419,12 @@ func notOperatorsObjects() client.MatchingLabelsSelector {
 	return client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}
 }
 
-// tooLarge says a request was refused for its size, by the API server or
-// by a proxy in front of it: a collection's selectors name the objects
-// deleted one by one beside it (decision.ExclusionBytes).
-func tooLarge(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
+// notNamed selects the objects not of that name (every one for "").
+func notNamed(name string) client.MatchingFieldsSelector {
+	if name == "" {
+		return client.MatchingFieldsSelector{Selector: fields.Everything()}
 	}
-	switch status.Status().Code {
-	case http.StatusRequestURITooLong, http.StatusRequestHeaderFieldsTooLarge, http.StatusRequestEntityTooLarge:
-		return true
-	}
-	return false
-}
-
-// notNamed selects the objects of none of those names ("" names none).
-func notNamed(names ...string) client.MatchingFieldsSelector {
-	var terms []fields.Selector
-	for _, name := range names {
-		if name != "" {
-			terms = append(terms, fields.OneTermNotEqualSelector("metadata.name", name))
-		}
-	}
-	return client.MatchingFieldsSelector{Selector: fields.AndSelectors(terms...)}
+	return client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("metadata.name", name)}
 }
 
 // signalName is the name of the plan's deletion-signal work, if any.

@@ -2,8 +2,6 @@ package decision_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -134,18 +132,9 @@ func TestCollectionDeletes(t *testing.T) {
 				}
 				if st.Name == collected && collected != "" {
 					last := st.Actions[len(st.Actions)-1].Group
-					var group []decision.Action
 					for _, a := range st.Actions {
-						if a.Group == last {
-							group = append(group, a)
-						} else {
-							g.Expect(a.Collection).To(BeFalse(), "none of the groups before the last: %s", a.Name)
-						}
-					}
-					apart := decision.CollectionApart(group)
-					for i, a := range group {
-						g.Expect(a.Collection).To(Equal(i >= apart),
-							"the last priority group's deletes, its first %d apart, one by one: %s", apart, a.Name)
+						g.Expect(a.Collection).To(Equal(a.Group == last),
+							"every delete of the stage's last priority group, and none of the groups before it: %s", a.Name)
 					}
 				}
 			}
@@ -159,47 +148,4 @@ func withAgentFinalizer(objs []decision.Object) []decision.Object {
 		objs[i].Meta.Finalizers = []string{v1alpha1.WorkAgentFinalizer}
 	}
 	return objs
-}
-
-// TestCollectionApart: of a collection's group, the first go one by one
-// beside it: a group of more than DeleteParallelism objects keeps its last
-// eighth in the collection, and the others go one by one, as many as its
-// request can name in ExclusionBytes; a smaller group goes whole.
-func TestCollectionApart(t *testing.T) {
-	group := func(n int, name func(int) string) []decision.Action {
-		out := make([]decision.Action, n)
-		for i := range out {
-			out[i] = decision.Action{Verb: decision.VerbDelete, Name: name(i)}
-		}
-		return out
-	}
-	short := func(i int) string { return fmt.Sprintf("w-%04d", i) }
-	long := func(i int) string { return fmt.Sprintf("%s-%04d", strings.Repeat("x", 200), i) }
-	for _, tc := range []struct {
-		n     int
-		name  func(int) string
-		apart int
-	}{
-		{n: 2, name: short, apart: 0},
-		{n: 16, name: short, apart: 0},
-		{n: 17, name: short, apart: 14},
-		{n: 100, name: short, apart: 87},
-		{n: 200, name: short, apart: 175},
-		// 6144 bytes name 219 of them (25 bytes each, and 3 for the comma).
-		{n: 250, name: short, apart: 218},
-		{n: 1000, name: short, apart: 219},
-		// 227 bytes each with the comma: 27 of them.
-		{n: 100, name: long, apart: 27},
-	} {
-		g := NewWithT(t)
-		acts := group(tc.n, tc.name)
-		apart := decision.CollectionApart(acts)
-		g.Expect(apart).To(Equal(tc.apart), "%d objects", tc.n)
-		g.Expect(tc.n - apart).To(BeNumerically(">=", decision.MinCollection))
-		size := 0
-		for _, a := range acts[:apart] {
-			size += len(decision.ExclusionTerm(a.Name)) + len("%2C")
-		}
-		g.Expect(size).To(BeNumerically("<=", decision.ExclusionBytes))
-	}
 }

@@ -150,10 +150,8 @@ type Action struct {
 	// Annotations are the operator's annotations a removeFinalizer takes
 	// off with the finalizer (a released cluster keeps none).
 	Annotations []string `json:"annotations,omitempty"`
-	// Collection, on a delete of a stage group, says that the object goes
-	// in the group's one deletecollection request; the group's deletes
-	// without it go one by one beside that request (markCollection says
-	// which, collectable when).
+	// Collection, on the deletes of a stage group, says that the group goes
+	// in one deletecollection request (collectable says when).
 	Collection bool `json:"collection,omitempty"`
 }
 

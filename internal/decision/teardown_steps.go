@@ -2,7 +2,6 @@ package decision
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,10 +155,12 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 		st.Actions = append(st.Actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
 	}
 	// The last group is every object of the stage that remains once the
-	// groups before it are gone: most of it may go in one deletecollection
-	// then, and the plan says so from the start.
+	// groups before it are gone: it may go in one deletecollection then,
+	// and the plan says so from the start.
 	if t.collectable(s, st.Actions[last:]) {
-		markCollection(st.Actions[last:])
+		for i := last; i < len(st.Actions); i++ {
+			st.Actions[i].Collection = true
+		}
 	}
 	first, priority := groups[0], PriorityName(groups[0][0].Meta)
 	if deleted := count(st.Actions, VerbDelete, 0); deleted > 0 {
@@ -184,64 +185,6 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 // MinCollection is the fewest objects a group deleted in one
 // deletecollection holds: below it, one delete per object costs as much.
 const MinCollection = 2
-
-// ExclusionBytes bounds the field selector that keeps a collection's
-// one-by-one share out of it: the request's URL names each of those
-// objects, and a proxy in front of an API server may limit a request line
-// (8 KiB is common); the rest of the URL fits in what remains.
-const ExclusionBytes = 6144
-
-// DeleteParallelism bounds the one-by-one deletes one cluster has in
-// flight at once.
-const DeleteParallelism = 16
-
-// CollectionShare is the part of a group of more than DeleteParallelism
-// objects that its deletecollection takes: one object in CollectionShare.
-const CollectionShare = 8
-
-// markCollection marks the deletes of a collectable group. The API server
-// deletes the objects of a deletecollection one after another
-// (kube-apiserver's --delete-collection-workers is 1 by default), each
-// after the one before it is read and written in etcd, where the
-// one-by-one deletes are DeleteParallelism in flight: on the benchmark's
-// API server the collection deleted an object in the time those deleted
-// four to fifteen. So a group of more than DeleteParallelism objects is
-// shared: the collection takes its last eighth in the plan's order, and the
-// others go one by one beside it, as many as ExclusionBytes can name; the
-// collection leaves them out by name. Both finish at about the same time,
-// and the group costs an eighth of its requests fewer than one by one. A
-// group of at most DeleteParallelism objects goes whole: one round of
-// one-by-one deletes would send a request per object (docs/performance.md).
-func markCollection(actions []Action) {
-	apart := CollectionApart(actions)
-	for i := range actions {
-		actions[i].Collection = i >= apart
-	}
-}
-
-// CollectionApart is how many of a collectable group's deletes, the first
-// ones, go one by one beside its deletecollection.
-func CollectionApart(actions []Action) int {
-	if len(actions) <= DeleteParallelism {
-		return 0
-	}
-	want := len(actions) - max(MinCollection, (len(actions)+CollectionShare-1)/CollectionShare)
-	n, size := 0, 0
-	for n < want {
-		size += len(ExclusionTerm(actions[n].Name)) + len("%2C")
-		if size > ExclusionBytes {
-			break
-		}
-		n++
-	}
-	return n
-}
-
-// ExclusionTerm is the field selector term that leaves an object out of a
-// deletecollection, as the request's query names it.
-func ExclusionTerm(name string) string {
-	return url.QueryEscape("metadata.name!=" + name)
-}
 
 // collectable says whether the last group of a stage, its objects that
 // remain once the groups before it (by cleanup-priority) are gone, goes in
