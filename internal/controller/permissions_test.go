@@ -22,11 +22,7 @@ var _ = Describe("Permissions", func() {
 	// The operator runs with the roles it ships with; a policy monitors a
 	// resource those roles do not cover.
 	It("holds a cleanup it cannot see, says which permission is missing, and resumes once granted", func() {
-		stopManager()
-		cfg, err := env.OperatorConfig(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		startManagerAs(cfg)
-		DeferCleanup(func() { stopManager(); startManager() })
+		runAsOperator()
 
 		fleetCluster("rbac-1", nil, true)
 		addon("rbac-1", "search")
@@ -47,17 +43,7 @@ var _ = Describe("Permissions", func() {
 		Expect(objectGone("ManagedClusterAddOn", "rbac-1", "search")()).To(BeFalse())
 		Eventually(func() []string { return events("rbac-1") }).Should(ContainElement(ContainSubstring("CleanupFailed: held, nothing is deleted: the operator may not list or watch jobs.batch")))
 
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "jobs-reader"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}}}}
-		Expect(k8s.Create(ctx, role)).To(Succeed())
-		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "jobs-reader"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobs-reader"},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
-		Expect(k8s.Create(ctx, binding)).To(Succeed())
-		DeferCleanup(func() {
-			Expect(k8s.Delete(ctx, binding)).To(Succeed())
-			Expect(k8s.Delete(ctx, role)).To(Succeed())
-		})
+		grantOperator("jobs-reader", "jobs", "get", "list", "watch")
 
 		clusterGone("rbac-1")
 		Expect(objectGone("ManagedClusterAddOn", "rbac-1", "search")()).To(BeTrue())
@@ -67,23 +53,9 @@ var _ = Describe("Permissions", func() {
 	// A role that grants list but not watch: an informer would sync once
 	// and then lag, and a gate could pass while a job exists.
 	It("holds a cleanup whose monitored resource it may list but not watch, and resumes once watch is granted", func() {
-		stopManager()
-		cfg, err := env.OperatorConfig(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		startManagerAs(cfg)
-		DeferCleanup(func() { stopManager(); startManager() })
+		runAsOperator()
 
-		listOnly := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-lister"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"get", "list"}}}}
-		Expect(k8s.Create(ctx, listOnly)).To(Succeed())
-		bound := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-lister"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cronjobs-lister"},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
-		Expect(k8s.Create(ctx, bound)).To(Succeed())
-		DeferCleanup(func() {
-			Expect(k8s.Delete(ctx, bound)).To(Succeed())
-			Expect(k8s.Delete(ctx, listOnly)).To(Succeed())
-		})
+		grantOperator("cronjobs-lister", "cronjobs", "get", "list")
 
 		fleetCluster("rbac-2", nil, true)
 		addon("rbac-2", "search")
@@ -103,19 +75,35 @@ var _ = Describe("Permissions", func() {
 		}).Should(Succeed())
 		Expect(objectGone("ManagedClusterAddOn", "rbac-2", "search")()).To(BeFalse())
 
-		watcher := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-watcher"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"watch"}}}}
-		Expect(k8s.Create(ctx, watcher)).To(Succeed())
-		watching := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cronjobs-watcher"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cronjobs-watcher"},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
-		Expect(k8s.Create(ctx, watching)).To(Succeed())
-		DeferCleanup(func() {
-			Expect(k8s.Delete(ctx, watching)).To(Succeed())
-			Expect(k8s.Delete(ctx, watcher)).To(Succeed())
-		})
+		grantOperator("cronjobs-watcher", "cronjobs", "watch")
 
 		clusterGone("rbac-2")
 		Expect(objectGone("ManagedClusterAddOn", "rbac-2", "search")()).To(BeTrue())
 	})
 })
+
+// grantOperator grants the operator's user verbs on a resource of batch,
+// hub-wide, for the rest of the spec.
+func grantOperator(name, resource string, verbs ...string) {
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"batch"}, Resources: []string{resource}, Verbs: verbs}}}
+	Expect(k8s.Create(ctx, role)).To(Succeed())
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
+	Expect(k8s.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(func() {
+		Expect(k8s.Delete(ctx, binding)).To(Succeed())
+		Expect(k8s.Delete(ctx, role)).To(Succeed())
+	})
+}
+
+// runAsOperator restarts the manager with the operator's identity and
+// roles for the rest of the spec.
+func runAsOperator() {
+	stopManager()
+	cfg, err := env.OperatorConfig(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	startManagerAs(cfg)
+	DeferCleanup(func() { stopManager(); startManager() })
+}
