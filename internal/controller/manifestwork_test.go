@@ -87,6 +87,11 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 		}).Should(Succeed())
 
 		By("writing nothing more while nothing changes")
+		// The agent reports the stamped generation applied: its write, not
+		// the operator's.
+		Eventually(func(g Gomega) {
+			g.Expect(appliedGeneration(g, "orph-1", "work")).To(Equal(getWork(g, "orph-1", "work").GetGeneration()))
+		}).Should(Succeed())
 		rv := getWork(Default, "orph-1", "work").GetResourceVersion()
 		Consistently(func(g Gomega) string { return getWork(g, "orph-1", "work").GetResourceVersion() }, "2s").Should(Equal(rv))
 	})
