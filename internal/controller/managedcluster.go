@@ -94,7 +94,7 @@ func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder
 	if metrics != nil {
 		watching = metrics.WatchedResources
 	}
-	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), mgr.GetRESTMapper(), a.deletingClusterOf, watching)
+	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf, watching)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
 	a.watches.watchedFromStart(decision.ManifestWorks, manifestWorkGVK)

@@ -36,8 +36,9 @@ import (
 // finalizers are cached.
 type resourceWatches struct {
 	cache cache.Cache
-	// client reads the cache.
-	client client.Reader
+	// client reads the cache, and asks the API server whether the
+	// operator may watch a resource (SelfSubjectAccessReviews).
+	client client.Client
 	mapper meta.RESTMapper
 	toReq  handler.MapFunc
 	// watching reports the watched resources (nil: not reported).
@@ -45,9 +46,6 @@ type resourceWatches struct {
 	// reader reads the API server directly, to learn whether the operator
 	// may list a resource before it starts caching it.
 	reader client.Reader
-	// reviews asks the API server whether the operator may watch a
-	// resource (SelfSubjectAccessReviews).
-	reviews client.Client
 
 	mu      sync.RWMutex
 	ctrl    controller.Controller
@@ -64,13 +62,14 @@ type resourceWatches struct {
 	prepared map[schema.GroupVersionResource]bool
 }
 
-func newResourceWatches(c cache.Cache, cached, reader client.Reader, reviews client.Client, mapper meta.RESTMapper, toReq handler.MapFunc,
+func newResourceWatches(c cache.Cache, cached client.Client, reader client.Reader, mapper meta.RESTMapper, toReq handler.MapFunc,
 	watching *prometheus.GaugeVec) *resourceWatches {
 	if watching != nil {
 		watching.Reset() // a manager started again in the same process
 	}
-	return &resourceWatches{cache: c, client: cached, reader: reader, reviews: reviews, mapper: mapper, toReq: toReq, watching: watching,
-		watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}, full: map[schema.GroupVersionResource]bool{}}
+	return &resourceWatches{cache: c, client: cached, reader: reader, mapper: mapper, toReq: toReq, watching: watching,
+		watched: map[schema.GroupVersionResource]schema.GroupVersionKind{}, full: map[schema.GroupVersionResource]bool{},
+		prepared: map[schema.GroupVersionResource]bool{}}
 }
 
 // watchedFromStart records a resource another controller watches whole
@@ -172,12 +171,9 @@ func (w *resourceWatches) ensure(ctx context.Context, gvr schema.GroupVersionRes
 // watch: a cache that lags, where a gate could pass while an object
 // exists. Such a resource is an accessError, as one it may not list.
 func (w *resourceWatches) mayWatch(ctx context.Context, gvr schema.GroupVersionResource) error {
-	if w.reviews == nil {
-		return nil
-	}
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "watch", Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}}}
-	switch err := w.reviews.Create(ctx, review); {
+	switch err := w.client.Create(ctx, review); {
 	case apierrors.IsForbidden(err):
 		// Every authenticated user may ask, unless a hub took it away.
 		return &accessError{gvr: gvr, err: fmt.Errorf("it may not ask whether it may watch it (create selfsubjectaccessreviews): %w", err)}
@@ -234,9 +230,6 @@ func (w *resourceWatches) prepare(ctx context.Context, gvrs []schema.GroupVersio
 	for _, gvr := range gvrs {
 		w.preparing.Lock()
 		tried := w.prepared[gvr]
-		if w.prepared == nil {
-			w.prepared = map[schema.GroupVersionResource]bool{}
-		}
 		w.prepared[gvr] = true
 		w.preparing.Unlock()
 		if tried {
