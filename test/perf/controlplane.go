@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -59,6 +60,17 @@ type knobs struct {
 	// bareWaitsByWatch makes the bare loops wait for a group's removal
 	// with a watch instead of a list every 20 ms (BENCH_BARE_WAIT=watch).
 	bareWaitsByWatch bool
+	// profileDir, when set (BENCH_PROFILE), receives CPU profiles of
+	// kube-apiserver and the manager over profileWindow from each
+	// teardown's start (BENCH_PROFILE_WINDOW, 6s by default); the manager
+	// then serves pprof on managerPprofAddress.
+	profileDir    string
+	profileWindow time.Duration
+	// split (BENCH_CPUS=split) runs kube-apiserver and etcd on the first
+	// half of the machine's CPUs and the harness (its simulated agent and
+	// in-process contenders) and the manager on the other half, as on a
+	// hub whose API server has control-plane nodes of its own.
+	split bool
 }
 
 func readKnobs() (knobs, error) {
@@ -78,6 +90,25 @@ func readKnobs() (knobs, error) {
 	default:
 		return k, fmt.Errorf("BENCH_BARE_WAIT: %q is neither list nor watch", w)
 	}
+	switch c := env("BENCH_CPUS", "shared"); c {
+	case "shared":
+	case "split":
+		k.split = true
+	default:
+		return k, fmt.Errorf("BENCH_CPUS: %q is neither shared nor split", c)
+	}
+	if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return k, fmt.Errorf("BENCH_PROFILE: %w", err)
+		}
+		window, err := time.ParseDuration(env("BENCH_PROFILE_WINDOW", "6s"))
+		if err != nil || window < time.Second {
+			return k, fmt.Errorf("BENCH_PROFILE_WINDOW: %q is not a duration of a second or more", os.Getenv("BENCH_PROFILE_WINDOW"))
+		}
+		k.profileDir, k.profileWindow = abs, window
+		k.managerFlags = append(k.managerFlags, "--pprof-bind-address="+managerPprofAddress)
+	}
 	return k, nil
 }
 
@@ -92,6 +123,12 @@ func (k knobs) String() string {
 	}
 	if k.bareWaitsByWatch {
 		parts = append(parts, "bare loops wait by watch")
+	}
+	if k.split {
+		parts = append(parts, "kube-apiserver and etcd on CPUs "+controlPlaneCPUs()+", the harness and the manager on "+clientCPUs())
+	}
+	if k.profileDir != "" {
+		parts = append(parts, fmt.Sprintf("CPU profiles of %s from each teardown's start into %s", k.profileWindow, k.profileDir))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -164,6 +201,12 @@ func startControlPlane(p paths, dir string) (*controlPlane, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	cp := &controlPlane{env: env, auditLog: auditLog, dir: dir}
+	if p.split {
+		if err := splitCPUs(); err != nil {
+			_ = cp.stop()
+			return nil, err
+		}
+	}
 	admin, err := cp.user(userAdmin, "system:masters")
 	if err != nil {
 		_ = cp.stop()

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -117,13 +119,58 @@ func (u cpuUse) has(name string) bool {
 	return false
 }
 
+// total is the CPU time of every process measured.
+func (u cpuUse) total() time.Duration {
+	var t time.Duration
+	for _, p := range u {
+		t += p.used
+	}
+	return t
+}
+
 // String prints the total CPU seconds, then each process's.
 func (u cpuUse) String() string {
-	var total time.Duration
 	parts := make([]string, 0, len(u))
 	for _, p := range u {
-		total += p.used
 		parts = append(parts, fmt.Sprintf("%s %.2f", p.name, p.used.Seconds()))
 	}
-	return fmt.Sprintf("%.2f s (%s)", total.Seconds(), strings.Join(parts, ", "))
+	return fmt.Sprintf("%.2f s (%s)", u.total().Seconds(), strings.Join(parts, ", "))
+}
+
+// controlPlaneCPUs and clientCPUs are the halves of the machine's CPUs a
+// split run (BENCH_CPUS=split) gives the control plane and the clients,
+// as taskset lists them.
+func controlPlaneCPUs() string { return cpuRange(0, max(runtime.NumCPU()/2, 1)) }
+func clientCPUs() string {
+	n := runtime.NumCPU()
+	return cpuRange(min(n/2, n-1), n)
+}
+
+func cpuRange(from, to int) string {
+	if to-from <= 1 {
+		return strconv.Itoa(from)
+	}
+	return fmt.Sprintf("%d-%d", from, to-1)
+}
+
+// splitCPUs pins kube-apiserver and etcd, every thread, to
+// controlPlaneCPUs, and the harness to clientCPUs; the processes the
+// harness starts after (the manager) inherit its CPUs.
+func splitCPUs() error {
+	pin := func(cpus string, pid int) error {
+		if pid == 0 {
+			return fmt.Errorf("splitting CPUs: process not found")
+		}
+		out, err := exec.Command("taskset", "--all-tasks", "--cpu-list", "--pid", cpus, strconv.Itoa(pid)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("taskset %s %d: %v: %s", cpus, pid, err, out)
+		}
+		return nil
+	}
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if err := pin(controlPlaneCPUs(), childOf(name)); err != nil {
+			return err
+		}
+	}
+	return pin(clientCPUs(), os.Getpid())
 }

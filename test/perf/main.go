@@ -53,6 +53,7 @@ type config struct {
 	scenarios   []string // teardown, idle
 	cases       []string // one, twenty
 	contenders  []string
+	rounds      int // teardowns of each contender, in turns (BENCH_ROUNDS)
 	clusters    int // idle fleet
 	worksPer    int
 	quiet, idle time.Duration
@@ -96,6 +97,9 @@ func readConfig() (config, error) {
 		keep:       os.Getenv("BENCH_KEEP") == "true",
 	}
 	var err error
+	if c.rounds, err = envInt("BENCH_ROUNDS", 1); err != nil {
+		return c, err
+	}
 	if c.clusters, err = envInt("BENCH_CLUSTERS", 300); err != nil {
 		return c, err
 	}
@@ -238,16 +242,27 @@ type teardownResult struct {
 
 func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, out io.Writer) ([]teardownResult, error) {
 	fmt.Fprintf(out, "\n## teardown: %s (%s)\n\n", tc.name, tc.fleet)
-	var results []teardownResult
-	for _, key := range cfg.contenders {
-		c := contenders[key]
-		res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, key), tc, c)
-		if err != nil {
-			return nil, fmt.Errorf("%s, %s: %w", tc.name, c.name, err)
+	// runs[i] are contender i's runs, one a round; the contenders take
+	// turns, so that a slower minute of the machine falls on all of them.
+	runs := make([][]teardownResult, len(cfg.contenders))
+	for round := 1; round <= cfg.rounds; round++ {
+		for i, key := range cfg.contenders {
+			c := contenders[key]
+			res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, key), tc, c)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %s: %w", tc.name, c.name, err)
+			}
+			fmt.Fprintf(out, "- %s%s: %.2f s, %d writes, peak RSS %s%s, CPU %s (load %s)\n", c.name, roundOf(round, cfg.rounds), res.took.Seconds(),
+				res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.cpu, res.load)
+			runs[i] = append(runs[i], res)
 		}
-		fmt.Fprintf(out, "- %s: %.2f s, %d writes, peak RSS %s%s, CPU %s (load %s)\n", c.name, res.took.Seconds(),
-			res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.cpu, res.load)
-		results = append(results, res)
+	}
+	results := make([]teardownResult, len(runs))
+	for i := range runs {
+		results[i] = medianRun(runs[i])
+	}
+	if cfg.rounds > 1 {
+		printRounds(out, runs)
 	}
 	fmt.Fprintf(out, "\n| contender | teardown | writes | peak RSS | CPU | writes by verb and resource |\n|---|---|---|---|---|---|\n")
 	for _, r := range results {
@@ -329,6 +344,15 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 		// The peak covers the teardown only, not the harness's setup.
 		_ = resetPeak(inst.pid)
 	}
+	if cfg.knobs.profileDir != "" {
+		if err := os.MkdirAll(cfg.knobs.profileDir, 0o755); err != nil {
+			return res, err
+		}
+	}
+	prof, err := startProfiles(rctx, cfg.knobs, cp.admin, filepath.Base(filepath.Dir(dir))+"-"+filepath.Base(dir), !inst.inProcess)
+	if err != nil {
+		return res, err
+	}
 	res.cpu = startCPU(inst.pid, inst.inProcess)
 	start := time.Now()
 	if err := deleteClusters(rctx, admin, tc.fleet); err != nil {
@@ -339,6 +363,9 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 	}
 	end := time.Now()
 	res.cpu.stop()
+	if err := prof.wait(); err != nil {
+		return res, err
+	}
 	res.took = end.Sub(start)
 	res.load = loadAverage()
 	if res.mem, err = readMemory(inst.pid); err != nil {
