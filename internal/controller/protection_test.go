@@ -108,9 +108,11 @@ var _ = Describe("Deletion protection", func() {
 		Expect(getClusterNow("prot-prod").GetDeletionTimestamp()).To(BeNil())
 
 		// Changing the expression re-marks the fleet.
+		// A merge patch: the operator writes the policy's status meanwhile.
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+		before := policy.DeepCopy()
 		policy.Spec.DeletionProtection = "variables.env == 'dev'"
-		Expect(k8s.Update(ctx, policy)).To(Succeed())
+		Expect(k8s.Patch(ctx, policy, client.MergeFrom(before))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(protected(g, "prot-dev")).To(BeTrue())
 			g.Expect(protected(g, "prot-prod")).To(BeFalse())
@@ -118,8 +120,9 @@ var _ = Describe("Deletion protection", func() {
 
 		// A run-time error protects, and says so.
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+		before = policy.DeepCopy()
 		policy.Spec.DeletionProtection = "cluster.metadata.labels['tier'] == 'gold'"
-		Expect(k8s.Update(ctx, policy)).To(Succeed())
+		Expect(k8s.Patch(ctx, policy, client.MergeFrom(before))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(protected(g, "prot-dev")).To(BeTrue())
 			g.Expect(protected(g, "prot-prod")).To(BeTrue())

@@ -172,8 +172,9 @@ var _ = Describe("Teardown record", func() {
 		// The hold ends when the policy no longer names the resource.
 		p := &v1alpha1.CleanupPolicy{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-hold"}, p)).To(Succeed())
+		before := p.DeepCopy() // a merge patch: the operator writes the policy's status meanwhile
 		p.Spec.MonitoredResources = nil
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
 		clusterGone("rec-hold")
 		r := endedRecord("rec-hold")
 		Expect(r.Holds).To(HaveLen(1))
