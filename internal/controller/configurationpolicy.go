@@ -60,6 +60,9 @@ func (a *ConfigurationPolicyAdapter) ClusterName(cp *unstructured.Unstructured) 
 	return cp.GetNamespace()
 }
 
+// Forget implements ForgetAdapter.
+func (a *ConfigurationPolicyAdapter) Forget(cp client.Object) { a.forget(cp, "ConfigurationPolicy") }
+
 // Standalone implements StandaloneAdapter: a ConfigurationPolicy whose
 // namespace names no ManagedCluster (one of the standalone policy
 // controller) is governed by the highest-priority policy with no

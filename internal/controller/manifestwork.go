@@ -41,6 +41,9 @@ var _ Adapter[*workv1.ManifestWork] = &ManifestWorkAdapter{}
 // Name implements Adapter.
 func (a *ManifestWorkAdapter) Name() string { return "manifestwork" }
 
+// Forget implements ForgetAdapter.
+func (a *ManifestWorkAdapter) Forget(w client.Object) { a.forget(w, "ManifestWork") }
+
 // New implements Adapter.
 func (a *ManifestWorkAdapter) New() *workv1.ManifestWork { return &workv1.ManifestWork{} }
 

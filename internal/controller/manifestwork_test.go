@@ -290,7 +290,7 @@ spec:
 		Expect(objectGone("ManifestWork", "orph-10", "gone")()).To(BeTrue())
 	})
 
-	It("reports the decision in dry run and writes nothing", func() {
+	It("reports the decision in dry run and writes nothing, and stops counting a work once it is deleted", func() {
 		fleetCluster("orph-9", nil, true)
 		Expect(k8s.Create(ctx, cleanupPolicy("dry", v1alpha1.CleanupPolicySpec{
 			DryRun:    true,
@@ -301,6 +301,13 @@ spec:
 		Expect(deleteOption(Default, "orph-9", "work")).To(BeNil())
 		Eventually(func(g Gomega) {
 			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+
+		// A deleted work no longer counts: its delete event forgets it.
+		Expect(k8s.Delete(ctx, getWork(Default, "orph-9", "work"))).To(Succeed())
+		Eventually(objectGone("ManifestWork", "orph-9", "work")).Should(BeTrue())
+		Eventually(func(g Gomega) {
+			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(0))
 		}).Should(Succeed())
 	})
 })

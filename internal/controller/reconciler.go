@@ -8,8 +8,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
@@ -43,6 +45,13 @@ type StandaloneAdapter interface {
 // that it drops what it keeps in memory of it.
 type GoneAdapter interface {
 	Gone(key types.NamespacedName)
+}
+
+// ForgetAdapter is an Adapter that keeps something of the objects it
+// reconciled but needs no reconcile when one is gone: it forgets the
+// object on its delete event, which then costs no reconcile.
+type ForgetAdapter interface {
+	Forget(obj client.Object)
 }
 
 // RuntimeWatcher is an Adapter that adds watches at run time: it is handed
@@ -96,9 +105,28 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return r.Adapter.Reconcile(ctx, obj, g)
 }
 
+// ownEvents filters the events of the adapter's own kind. An adapter not
+// told of gone objects through a reconcile (GoneAdapter) gets no reconcile
+// for a delete event: it would read nothing and do nothing, and a
+// cluster's teardown deletes its works by the hundred. A ForgetAdapter
+// forgets the object there instead, tombstones of a missed delete
+// included.
+func ownEvents[T client.Object](adapter Adapter[T]) predicate.Predicate {
+	if _, ok := adapter.(GoneAdapter); ok {
+		return predicate.Funcs{}
+	}
+	forget, _ := adapter.(ForgetAdapter)
+	return predicate.Funcs{DeleteFunc: func(e event.DeleteEvent) bool {
+		if forget != nil && e.Object != nil {
+			forget.Forget(e.Object)
+		}
+		return false
+	}}
+}
+
 // SetupWithManager registers the controller, For the adapter's kind.
 func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
-	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).For(r.Adapter.New()).
+	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).For(r.Adapter.New(), builder.WithPredicates(ownEvents(r.Adapter))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)})
 	c, err := r.Adapter.Watches(b).Build(r)
 	if err != nil {

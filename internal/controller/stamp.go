@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -79,7 +80,7 @@ func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *deci
 	log := logf.FromContext(ctx).WithValues("kind", kind, "name", obj.GetName(), "namespace", obj.GetNamespace())
 	switch {
 	case obj.GetDeletionTimestamp() != nil:
-		s.guard.forget(obj.GetUID())
+		s.forget(obj, kind)
 		return false, nil
 	case skip:
 		return false, nil
@@ -103,6 +104,16 @@ func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *deci
 		}
 	}
 	return s.settle(ctx, obj, policy, d.stamp, obj.GetAnnotations()[d.stamp.annotation] != "", d.current)
+}
+
+// forget drops what the stamper keeps of an object going away: its apply
+// count, and its marks in the tally, which the policy's status would
+// otherwise go on counting (the policies whose marks change are woken).
+func (s *stamper) forget(obj client.Object, kind string) {
+	s.guard.forget(obj.GetUID())
+	key := tallyKey(kind, obj)
+	s.Tally.record("", key, false, false)
+	s.Tally.set(dryRunMark, "", key, false)
 }
 
 // settle writes the decision unless the object carries it already: stamped
@@ -181,14 +192,30 @@ func stampPatch(obj client.Object, st stamp) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: patch}
 }
 
+// stampEvents is the stamped kinds' controller-wide event filter: changes
+// of spec (the API server counts the mark of a deletion as one), labels or
+// annotations, a re-creation under the same name, and every event of the
+// policies and clusters watched.
+var stampEvents = predicate.Or[client.Object](
+	predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+	recreated{}, policyOrClusterEvents{})
+
+// recreated lets through an update from one object to another of the same
+// name: after a gap in the watch the informer hands a deletion and
+// re-creation on that way, and the new object may have the old one's
+// generation, labels and annotations, but not its decision.
+type recreated struct{ predicate.Funcs }
+
+func (recreated) Update(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetUID() != e.ObjectNew.GetUID()
+}
+
 // stampWatches reconciles a stamped kind when its spec, labels or
 // annotations change (not its status), when its cluster's labels or
 // governing policy change, and when a policy changes.
 func stampWatches(b *builder.Builder, ofCluster, ofPolicy handler.MapFunc) *builder.Builder {
 	return b.
-		WithEventFilter(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
-			policyOrClusterEvents{})).
+		WithEventFilter(stampEvents).
 		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(ofCluster),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(ofPolicy),
