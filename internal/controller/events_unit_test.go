@@ -11,11 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
-// TestOwnEvents: a stamped kind's delete event costs no reconcile (it
-// would read nothing and do nothing) but forgets the object's marks in the
-// tally (controller-runtime hands a missed delete's tombstone on as its
-// object, so that is the same event); the update that marks an object
-// deleting still reaches its reconcile; the cluster adapter, told of gone
+// TestOwnEvents: a stamped kind's delete event, and the update that marks
+// an object deleting, cost no reconcile (it would do nothing but forget
+// the object) and forget the object's marks in the tally (controller-runtime
+// hands a missed delete's tombstone on as its object, so that is the same
+// event); spec changes and creates reach the reconcile; the cluster adapter, told of gone
 // clusters by a reconcile, keeps its delete events. A re-creation under the
 // same name reaches the reconcile even when it comes as an update.
 func TestOwnEvents(t *testing.T) {
@@ -45,12 +45,24 @@ func TestOwnEvents(t *testing.T) {
 		if tally.count(dryRunMark, "dry") != 0 || tally.count(conflictMark, "p") != 0 {
 			t.Errorf("%s: the tally still counts a deleted object", tc.name)
 		}
+		// The mark of a deletion (the API server counts it as a
+		// generation) forgets the object too, and costs no reconcile.
+		tally.set(dryRunMark, "dry", key, true)
 		marked := tc.obj.DeepCopyObject().(client.Object)
 		now := metav1.Now()
 		marked.SetDeletionTimestamp(&now)
-		marked.SetGeneration(2) // the API server counts the mark of a deletion as a generation
-		if !keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: marked}) || !keep.Create(event.CreateEvent{Object: tc.obj}) {
-			t.Errorf("%s: the mark of a deletion, or a create, does not reach the reconcile", tc.name)
+		marked.SetGeneration(2)
+		if keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: marked}) {
+			t.Errorf("%s: the mark of a deletion reaches the reconcile", tc.name)
+		}
+		if tally.count(dryRunMark, "dry") != 0 {
+			t.Errorf("%s: the tally still counts an object being deleted", tc.name)
+		}
+		// A spec change and a create reach it.
+		changed := tc.obj.DeepCopyObject().(client.Object)
+		changed.SetGeneration(2)
+		if !keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: changed}) || !keep.Create(event.CreateEvent{Object: tc.obj}) {
+			t.Errorf("%s: a spec change, or a create, does not reach the reconcile", tc.name)
 		}
 		// A deletion and re-creation the informer saw only as an update
 		// (a gap in the watch): the same generation, labels and

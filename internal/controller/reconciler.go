@@ -47,9 +47,10 @@ type GoneAdapter interface {
 	Gone(key types.NamespacedName)
 }
 
-// ForgetAdapter is an Adapter that keeps something of the objects it
-// reconciled but needs no reconcile when one is gone: it forgets the
-// object on its delete event, which then costs no reconcile.
+// ForgetAdapter is an Adapter that has nothing to do for an object being
+// deleted, or gone, but forget what it keeps of it: it forgets the object
+// on the event that marks it deleting and on its delete event, which then
+// cost no reconcile.
 type ForgetAdapter interface {
 	Forget(obj client.Object)
 }
@@ -109,19 +110,29 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 // told of gone objects through a reconcile (GoneAdapter) gets no reconcile
 // for a delete event: it would read nothing and do nothing, and a
 // cluster's teardown deletes its works by the hundred. A ForgetAdapter
-// forgets the object there instead, tombstones of a missed delete
-// included.
+// forgets the object there instead (tombstones of a missed delete
+// included), and on an update of an object being deleted, which costs no
+// reconcile either.
 func ownEvents[T client.Object](adapter Adapter[T]) predicate.Predicate {
 	if _, ok := adapter.(GoneAdapter); ok {
 		return predicate.Funcs{}
 	}
 	forget, _ := adapter.(ForgetAdapter)
-	return predicate.Funcs{DeleteFunc: func(e event.DeleteEvent) bool {
-		if forget != nil && e.Object != nil {
-			forget.Forget(e.Object)
-		}
-		return false
-	}}
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if forget == nil || e.ObjectNew == nil || e.ObjectNew.GetDeletionTimestamp() == nil {
+				return true
+			}
+			forget.Forget(e.ObjectNew)
+			return false
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			if forget != nil && e.Object != nil {
+				forget.Forget(e.Object)
+			}
+			return false
+		},
+	}
 }
 
 // SetupWithManager registers the controller, For the adapter's kind.
