@@ -1,12 +1,16 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
@@ -67,10 +71,15 @@ func TestOwnEvents(t *testing.T) {
 		// A deletion and re-creation the informer saw only as an update
 		// (a gap in the watch): the same generation, labels and
 		// annotations, another UID.
+		// The old object is forgotten.
 		again := tc.obj.DeepCopyObject().(client.Object)
 		again.SetUID("another")
+		tally.record("p", key, true, false)
 		if !keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: again}) {
 			t.Errorf("%s: a re-creation seen as an update does not reach the reconcile", tc.name)
+		}
+		if tally.count(conflictMark, "p") != 0 {
+			t.Errorf("%s: the tally still counts the object a re-creation replaced", tc.name)
 		}
 		if keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: tc.obj.DeepCopyObject().(client.Object)}) {
 			t.Errorf("%s: an update that changes nothing watched reaches the reconcile", tc.name)
@@ -78,5 +87,45 @@ func TestOwnEvents(t *testing.T) {
 	}
 	if !ownEvents[*unstructured.Unstructured](&ManagedClusterAdapter{}).Delete(event.DeleteEvent{Object: cp}) {
 		t.Error("managedcluster: a delete event dropped; the adapter is told of gone clusters by a reconcile")
+	}
+}
+
+// TestRecheck: a reconcile that marked an object that went away meanwhile
+// (deleted, or marked deleting) forgets it again; a re-created object of the
+// same name keeps its marks, only the old one's apply count goes; an object
+// still there keeps both.
+func TestRecheck(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := workv1.Install(scheme); err != nil {
+		t.Fatal(err)
+	}
+	reconciled := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: "one"}}
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name          string
+		cached        *workv1.ManifestWork // nil: gone
+		marks, counts bool                 // what is left
+	}{
+		{"gone", nil, false, false},
+		{"being deleted", &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: "one",
+			DeletionTimestamp: &now, Finalizers: []string{"agent"}}}, false, false},
+		{"re-created", &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: "two"}}, true, false},
+		{"still there", reconciled.DeepCopy(), true, true},
+	} {
+		b := fake.NewClientBuilder().WithScheme(scheme)
+		if tc.cached != nil {
+			b = b.WithObjects(tc.cached)
+		}
+		s := &stamper{Client: b.Build(), Tally: NewTally(), Recorder: events.NewFakeRecorder(10)}
+		key := tallyKey("ManifestWork", reconciled)
+		s.Tally.record("p", key, true, false)
+		s.guard.mayApply(reconciled, "Orphan", s.Recorder, "Orphaning", "spec.deleteOption")
+		s.recheck(context.Background(), reconciled, "ManifestWork")
+		if got := s.Tally.marked(key); got != tc.marks {
+			t.Errorf("%s: marked %v, want %v", tc.name, got, tc.marks)
+		}
+		if got := s.guard.has(reconciled.UID); got != tc.counts {
+			t.Errorf("%s: apply counted %v, want %v", tc.name, got, tc.counts)
+		}
 	}
 }

@@ -66,6 +66,14 @@ func (g *applyGuard) mayApply(obj client.Object, decision string, recorder event
 	return r.count <= maxReapplies+1
 }
 
+// has says whether an apply to the object is counted.
+func (g *applyGuard) has(uid types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.applied[uid]
+	return ok
+}
+
 // forget drops what was counted for an object that is going away.
 func (g *applyGuard) forget(uid types.UID) {
 	g.mu.Lock()

@@ -290,24 +290,36 @@ spec:
 		Expect(objectGone("ManifestWork", "orph-10", "gone")()).To(BeTrue())
 	})
 
-	It("reports the decision in dry run and writes nothing, and stops counting a work once it is deleted", func() {
+	It("reports the decision in dry run and writes nothing, and stops counting a work once it is being deleted", func() {
 		fleetCluster("orph-9", nil, true)
 		Expect(k8s.Create(ctx, cleanupPolicy("dry", v1alpha1.CleanupPolicySpec{
 			DryRun:    true,
 			Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-all", When: "true"}},
 		}))).To(Succeed())
 		manifestWork("orph-9", "work", "gitops", manifest("v1", "ConfigMap", "default", "cm1"))
+		work("orph-9", "held", nil) // with the agent's finalizer
 		Eventually(func() string { return strings.Join(events("work"), "\n") }).Should(ContainSubstring("dry run: would set spec.deleteOption Orphan"))
 		Expect(deleteOption(Default, "orph-9", "work")).To(BeNil())
 		Eventually(func(g Gomega) {
-			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(1))
+			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(2))
 		}).Should(Succeed())
 
-		// A deleted work no longer counts: its delete event forgets it.
+		// A work being deleted no longer counts, though its agent holds it:
+		// the update that marks its deletion forgets it.
+		agent.setStuck("orph-9", "held", true)
+		Expect(k8s.Delete(ctx, getWork(Default, "orph-9", "held"))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+		Expect(getWork(Default, "orph-9", "held").GetDeletionTimestamp()).NotTo(BeNil())
+
+		// Nor does a deleted one: its delete event forgets it.
 		Expect(k8s.Delete(ctx, getWork(Default, "orph-9", "work"))).To(Succeed())
 		Eventually(objectGone("ManifestWork", "orph-9", "work")).Should(BeTrue())
 		Eventually(func(g Gomega) {
 			g.Expect(status("dry")(g).Status.DryRunPending).To(BeEquivalentTo(0))
 		}).Should(Succeed())
+		agent.setStuck("orph-9", "held", false)
+		Eventually(objectGone("ManifestWork", "orph-9", "held")).Should(BeTrue())
 	})
 })

@@ -112,7 +112,8 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 // cluster's teardown deletes its works by the hundred. A ForgetAdapter
 // forgets the object there instead (tombstones of a missed delete
 // included), and on an update of an object being deleted, which costs no
-// reconcile either.
+// reconcile either; an update to another object of the same name (a
+// deletion and re-creation the watch missed) forgets the old one.
 func ownEvents[T client.Object](adapter Adapter[T]) predicate.Predicate {
 	if _, ok := adapter.(GoneAdapter); ok {
 		return predicate.Funcs{}
@@ -120,11 +121,19 @@ func ownEvents[T client.Object](adapter Adapter[T]) predicate.Predicate {
 	forget, _ := adapter.(ForgetAdapter)
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			if forget == nil || e.ObjectNew == nil || e.ObjectNew.GetDeletionTimestamp() == nil {
+			switch {
+			case forget == nil || e.ObjectOld == nil || e.ObjectNew == nil:
 				return true
+			case e.ObjectOld.GetUID() != e.ObjectNew.GetUID():
+				// Deleted and re-created, seen as an update: the old one
+				// is gone, the new one is reconciled.
+				forget.Forget(e.ObjectOld)
+				return true
+			case e.ObjectNew.GetDeletionTimestamp() != nil:
+				forget.Forget(e.ObjectNew)
+				return false
 			}
-			forget.Forget(e.ObjectNew)
-			return false
+			return true
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
 			if forget != nil && e.Object != nil {

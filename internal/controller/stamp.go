@@ -95,6 +95,7 @@ func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *deci
 		log.Info("decision failed; not stamped", "error", err.Error())
 		return false, nil
 	}
+	defer s.recheck(ctx, obj, kind)
 	policy := ""
 	if g.Policy != nil {
 		policy = g.Policy.Name
@@ -104,6 +105,27 @@ func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *deci
 		}
 	}
 	return s.settle(ctx, obj, policy, d.stamp, obj.GetAnnotations()[d.stamp.annotation] != "", d.current)
+}
+
+// recheck forgets the object again if it went away while the reconcile
+// that just marked it ran: the event that forgets it (the mark of its
+// deletion, or its delete) may have come before the marks were written.
+// The cache holds a change before its event is handed out, so either this
+// read sees the change or that event's forget comes after the marks. An
+// object re-created under the name keeps the marks its own reconcile sets;
+// only the old one's apply count goes.
+func (s *stamper) recheck(ctx context.Context, obj client.Object, kind string) {
+	if !s.Tally.marked(tallyKey(kind, obj)) && !s.guard.has(obj.GetUID()) {
+		return
+	}
+	now := obj.DeepCopyObject().(client.Object)
+	err := s.Client.Get(ctx, client.ObjectKeyFromObject(obj), now)
+	switch {
+	case apierrors.IsNotFound(err), err == nil && now.GetUID() == obj.GetUID() && now.GetDeletionTimestamp() != nil:
+		s.forget(obj, kind)
+	case err == nil && now.GetUID() != obj.GetUID():
+		s.guard.forget(obj.GetUID())
+	}
 }
 
 // forget drops what the stamper keeps of an object going away: its apply

@@ -111,6 +111,21 @@ func (t *Tally) retain(c tallyCategory, prefix string, keep sets.Set[string]) {
 	}
 }
 
+// marked says whether the object carries a conflict, contested or dry-run
+// mark under any policy.
+func (t *Tally) marked(key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range []tallyCategory{conflictMark, contestedMark, dryRunMark} {
+		for _, keys := range t.marks[c] {
+			if keys.Has(key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // count returns how many objects carry a mark under the policy.
 func (t *Tally) count(c tallyCategory, policy string) int32 {
 	t.mu.Lock()
