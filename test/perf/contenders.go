@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -64,6 +65,12 @@ var contenders = map[string]contender{
 	"bare16": {name: "bare loop, 16 deletes in flight", user: userBare,
 		about: "as bare, with up to 16 deletes in flight per cluster",
 		start: bareLoop(16)},
+	"bare16-watch": {name: "bare, 16 in flight, watching works", user: userBare,
+		about: "as bare16, with a watch of every ManifestWork (whole objects, as the operator's cache watches them) read through the teardown: what a watcher costs the API server",
+		start: withWorkWatch(false, bareLoop(16))},
+	"bare16-watch-meta": {name: "bare, 16 in flight, watching works' metadata", user: userBare,
+		about: "as bare16-watch, the watch asking for metadata only (PartialObjectMetadata, protobuf)",
+		start: withWorkWatch(true, bareLoop(16))},
 	"bare16-admission": {name: "bare, 16 in flight, operator's admission policies", user: userBare,
 		about: "as bare16, with the operator's admission policies (config/admission) in force for " + admissionSettle.String() + " and no operator: what they cost the API server",
 		start: withAdmission(bareLoop(16))},
@@ -82,7 +89,7 @@ var contenders = map[string]contender{
 }
 
 // contenderOrder is the order of the table's columns.
-var contenderOrder = []string{"bare", "bare16", "bare16-admission", "ocm", "operator", "operator-cold", "operator-fast"}
+var contenderOrder = []string{"bare", "bare16", "bare16-watch", "bare16-watch-meta", "bare16-admission", "ocm", "operator", "operator-cold", "operator-fast"}
 
 // createPolicy creates a CleanupPolicy that governs every cluster, with
 // the default stages (add-ons, then works) and the Required strategy.
@@ -503,5 +510,50 @@ func withAdmission(start func(ctx context.Context, r *run) (*instance, error)) f
 		case <-time.After(admissionSettle):
 		}
 		return start(ctx, r)
+	}
+}
+
+// withWorkWatch starts a watch of every ManifestWork as the bare loop's
+// user, whole objects or (metadataOnly) their metadata, and reads its
+// events until the contender stops: the API server encodes and sends each
+// event, as it does for the operator's cache.
+func withWorkWatch(metadataOnly bool, start func(ctx context.Context, r *run) (*instance, error)) func(ctx context.Context, r *run) (*instance, error) {
+	return func(ctx context.Context, r *run) (*instance, error) {
+		cfg, err := r.cp.user(userBare, "system:masters")
+		if err != nil {
+			return nil, err
+		}
+		var w watch.Interface
+		if metadataOnly {
+			mc, err := metadata.NewForConfig(cfg)
+			if err != nil {
+				return nil, err
+			}
+			w, err = mc.Resource(workGVR).Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			dc, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return nil, err
+			}
+			w, err = dc.Resource(workGVR).Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+		}
+		go func() {
+			for range w.ResultChan() {
+			}
+		}()
+		inst, err := start(ctx, r)
+		if err != nil {
+			w.Stop()
+			return nil, err
+		}
+		stop := inst.stop
+		inst.stop = func() { w.Stop(); stop() }
+		return inst, nil
 	}
 }

@@ -66,7 +66,7 @@ func TestSmoke(t *testing.T) {
 	t.Run("bare16, waiting by watch", func(t *testing.T) {
 		byWatch := p
 		byWatch.bareWaitsByWatch = true
-		res, err := teardownOnce(ctx, cfg, byWatch, mgrBin, filepath.Join(dir, "bare16-watch"), tc, contenders["bare16"])
+		res, err := teardownOnce(ctx, cfg, byWatch, mgrBin, filepath.Join(dir, "bare16-waiting-by-watch"), tc, contenders["bare16"])
 		if err != nil {
 			t.Fatal(err)
 		}
