@@ -523,25 +523,25 @@ func withWorkWatch(metadataOnly bool, start func(ctx context.Context, r *run) (*
 		if err != nil {
 			return nil, err
 		}
-		var w watch.Interface
+		var works interface {
+			Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+		}
 		if metadataOnly {
 			mc, err := metadata.NewForConfig(cfg)
 			if err != nil {
 				return nil, err
 			}
-			w, err = mc.Resource(workGVR).Watch(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
+			works = mc.Resource(workGVR)
 		} else {
 			dc, err := dynamic.NewForConfig(cfg)
 			if err != nil {
 				return nil, err
 			}
-			w, err = dc.Resource(workGVR).Watch(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
+			works = dc.Resource(workGVR)
+		}
+		w, err := works.Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
 		}
 		go func() {
 			for range w.ResultChan() {
