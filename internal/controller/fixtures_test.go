@@ -238,3 +238,8 @@ func (a *workAgent) apply(ctx context.Context, w *unstructured.Unstructured) {
 	_ = unstructured.SetNestedSlice(w.Object, applied, "status", "conditions")
 	_ = k8s.Status().Update(ctx, w)
 }
+
+// monitors is a policy's monitoredResources: every object of one resource.
+func monitors(group, version, resource string) []v1alpha1.MonitoredResource {
+	return []v1alpha1.MonitoredResource{{GroupVersionResource: v1alpha1.GroupVersionResource{Group: group, Version: version, Resource: resource}}}
+}

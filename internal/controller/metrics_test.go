@@ -123,7 +123,7 @@ var _ = Describe("Metrics", func() {
 	It("exports a policy's conditions and counts, follows them, and drops them when the policy is gone", func() {
 		fleetCluster("met-2", nil, true)
 		Expect(k8s.Create(ctx, cleanupPolicy("met-unserved", v1alpha1.CleanupPolicySpec{
-			MonitoredResources: []v1alpha1.MonitoredResource{{GroupVersionResource: v1alpha1.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}}},
+			MonitoredResources: monitors("example.com", "v1", "widgets"),
 		}))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(ofPolicy(series(op.Metrics.PolicyCondition), "met-unserved")).To(Equal(map[string]float64{

@@ -27,9 +27,7 @@ var _ = Describe("Permissions", func() {
 		fleetCluster("rbac-1", nil, true)
 		addon("rbac-1", "search")
 		Expect(k8s.Create(ctx, cleanupPolicy("jobs-gate", v1alpha1.CleanupPolicySpec{
-			MonitoredResources: []v1alpha1.MonitoredResource{{
-				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"},
-			}},
+			MonitoredResources: monitors("batch", "v1", "jobs"),
 		}))).To(Succeed())
 		governedBy("rbac-1", "jobs-gate")
 
@@ -60,9 +58,7 @@ var _ = Describe("Permissions", func() {
 		fleetCluster("rbac-2", nil, true)
 		addon("rbac-2", "search")
 		Expect(k8s.Create(ctx, cleanupPolicy("cronjobs-gate", v1alpha1.CleanupPolicySpec{
-			MonitoredResources: []v1alpha1.MonitoredResource{{
-				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"},
-			}},
+			MonitoredResources: monitors("batch", "v1", "cronjobs"),
 		}))).To(Succeed())
 		governedBy("rbac-2", "cronjobs-gate")
 

@@ -153,9 +153,7 @@ var _ = Describe("Teardown record", func() {
 		fleetCluster("rec-hold", nil, true)
 		work("rec-hold", "app", nil)
 		Expect(k8s.Create(ctx, cleanupPolicy("rec-hold", v1alpha1.CleanupPolicySpec{
-			MonitoredResources: []v1alpha1.MonitoredResource{{
-				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
-			}},
+			MonitoredResources: monitors("example.com", "v1", "widgets"),
 		}))).To(Succeed())
 		governedBy("rec-hold", "rec-hold")
 

@@ -28,10 +28,8 @@ var _ = Describe("Watching what teardowns list", func() {
 
 		fleetCluster("watch-1", map[string]string{"env": "watch-1"}, true)
 		Expect(k8s.Create(ctx, cleanupPolicy("watch-1", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'watch-1'",
-			MonitoredResources: []v1alpha1.MonitoredResource{{
-				GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "podtemplates"},
-			}},
+			ClusterSelector:    "cluster.metadata.labels[?'env'].orValue('') == 'watch-1'",
+			MonitoredResources: monitors("", "v1", "podtemplates"),
 		}))).To(Succeed())
 		governedBy("watch-1", "watch-1")
 
