@@ -344,11 +344,6 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 		// The peak covers the teardown only, not the harness's setup.
 		_ = resetPeak(inst.pid)
 	}
-	if cfg.knobs.profileDir != "" {
-		if err := os.MkdirAll(cfg.knobs.profileDir, 0o755); err != nil {
-			return res, err
-		}
-	}
 	prof, err := startProfiles(rctx, cfg.knobs, cp.admin, filepath.Base(filepath.Dir(dir))+"-"+filepath.Base(dir), !inst.inProcess)
 	if err != nil {
 		return res, err

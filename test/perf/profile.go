@@ -36,6 +36,9 @@ func startProfiles(ctx context.Context, k knobs, admin *rest.Config, name string
 	if k.profileDir == "" {
 		return p, nil
 	}
+	if err := os.MkdirAll(k.profileDir, 0o755); err != nil {
+		return nil, err
+	}
 	hc, err := rest.HTTPClientFor(admin)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -24,9 +25,9 @@ func medianRun(runs []teardownResult) teardownResult {
 	return sorted[(len(sorted)-1)/2]
 }
 
-// median is the median of durations (of an even number, the lower middle).
-func median(ds []time.Duration) time.Duration {
-	sorted := slices.Clone(ds)
+// median is the median of values (of an even number, the lower middle).
+func median[T cmp.Ordered](values []T) T {
+	sorted := slices.Clone(values)
 	slices.Sort(sorted)
 	return sorted[(len(sorted)-1)/2]
 }
@@ -49,9 +50,8 @@ func printRounds(out io.Writer, runs [][]teardownResult) {
 			ratio = append(ratio, x)
 			ratios = append(ratios, fmt.Sprintf("%.2f", x))
 		}
-		slices.Sort(ratio)
 		fmt.Fprintf(out, "| %s | %s | %.2f s | %.2f s | %s | %.2f |\n", rs[0].c.name, strings.Join(times, ", "),
-			median(took).Seconds(), median(cpu).Seconds(), strings.Join(ratios, ", "), ratio[(len(ratio)-1)/2])
+			median(took).Seconds(), median(cpu).Seconds(), strings.Join(ratios, ", "), median(ratio))
 	}
 	fmt.Fprintln(out, "\nThe tables below show each contender's run of median time.")
 }
