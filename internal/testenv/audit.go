@@ -3,6 +3,8 @@ package testenv
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -47,7 +49,8 @@ type AuditEvent struct {
 	ResponseObject json.RawMessage `json:"responseObject"`
 }
 
-// ReadAuditLog reads an audit log that Options.AuditLog named.
+// ReadAuditLog reads an audit log that Options.AuditLog named. A last line
+// the API server is still writing is left out.
 func ReadAuditLog(file string) ([]AuditEvent, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -55,16 +58,21 @@ func ReadAuditLog(file string) ([]AuditEvent, error) {
 	}
 	defer f.Close()
 	var events []AuditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		var ev AuditEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			return events, nil
+		}
+		if err != nil {
 			return nil, err
+		}
+		var ev AuditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		events = append(events, ev)
 	}
-	return events, sc.Err()
 }
 
 // writeAuditPolicy writes the policy given, or auditPolicy, next to the

@@ -279,19 +279,25 @@ func (a auditLog) size() (int64, error) {
 	return fi.Size(), nil
 }
 
-// since reads the complete events written after the mark.
+// since reads the complete events written after the mark. The API server
+// may be half-way through a line when the mark is taken; that line was
+// begun before the mark and is left out with it.
 func (a auditLog) since(mark int64) ([]auditEvent, error) {
 	f, err := os.Open(a.path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if _, err := f.Seek(mark, io.SeekStart); err != nil {
+	from := max(mark-1, 0) // the byte before the mark says whether a line begins there
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
 		return nil, err
 	}
 	raw, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
+	}
+	if mark > 0 {
+		raw = raw[bytes.IndexByte(raw, '\n')+1:]
 	}
 	return parseAudit(raw)
 }
