@@ -61,19 +61,22 @@ type contender struct {
 var contenders = map[string]contender{
 	"bare": {name: "bare loop, sequential", user: userBare,
 		about: "per cluster in parallel: delete each object, one at a time, wait until the group is gone, next group, then the namespace",
-		start: bareLoop(1)},
+		start: bareLoop(1, eachOne)},
 	"bare16": {name: "bare loop, 16 deletes in flight", user: userBare,
 		about: "as bare, with up to 16 deletes in flight per cluster",
-		start: bareLoop(16)},
+		start: bareLoop(16, eachOne)},
 	"bare16-watch": {name: "bare, 16 in flight, watching works", user: userBare,
 		about: "as bare16, with a watch of every ManifestWork (whole objects, as the operator's cache watches them) read through the teardown: what a watcher costs the API server",
-		start: withWorkWatch(false, bareLoop(16))},
+		start: withWorkWatch(false, bareLoop(16, eachOne))},
 	"bare16-watch-meta": {name: "bare, 16 in flight, watching works' metadata", user: userBare,
 		about: "as bare16-watch, the watch asking for metadata only (PartialObjectMetadata, protobuf)",
-		start: withWorkWatch(true, bareLoop(16))},
+		start: withWorkWatch(true, bareLoop(16, eachOne))},
 	"bare16-admission": {name: "bare, 16 in flight, operator's admission policies", user: userBare,
 		about: "as bare16, with the operator's admission policies (config/admission) in force for " + admissionSettle.String() + " and no operator: what they cost the API server",
-		start: withAdmission(bareLoop(16))},
+		start: withAdmission(bareLoop(16, eachOne))},
+	"bare16-collection": {name: "bare, 16 in flight, last group in one request", user: userBare,
+		about: "as bare16, the last group of each resource (all that remains of it in the namespace) in one deletecollection, as the operator sends it: the request pattern's own time",
+		start: bareLoop(16, lastGroupInOne)},
 	"ocm": {name: "OCM gc controller", user: userOCM,
 		about: "open-cluster-management.io/ocm v1.0.0 registration hub gc controller, in the harness process, with OCM's default client limits (50/100 and 100/200 QPS/burst for deletes)",
 		start: startOCMGC},
@@ -89,7 +92,7 @@ var contenders = map[string]contender{
 }
 
 // contenderOrder is the order of the table's columns.
-var contenderOrder = []string{"bare", "bare16", "bare16-watch", "bare16-watch-meta", "bare16-admission", "ocm", "operator", "operator-cold", "operator-fast"}
+var contenderOrder = []string{"bare", "bare16", "bare16-watch", "bare16-watch-meta", "bare16-admission", "bare16-collection", "ocm", "operator", "operator-cold", "operator-fast"}
 
 // createPolicy creates a CleanupPolicy that governs every cluster, with
 // the default stages (add-ons, then works) and the Required strategy.
@@ -338,7 +341,7 @@ func startOCMGC(ctx context.Context, r *run) (*instance, error) {
 // else: per cluster (all at once), each group (the add-ons, then the works
 // of each cleanup priority, lowest first), waiting until the group is gone,
 // then the namespace. inFlight bounds the deletes in flight per cluster.
-func bareLoop(inFlight int) func(ctx context.Context, r *run) (*instance, error) {
+func bareLoop(inFlight int, groups bareGroups) func(ctx context.Context, r *run) (*instance, error) {
 	return func(ctx context.Context, r *run) (*instance, error) {
 		cfg, err := r.cp.user(userBare, "system:masters")
 		if err != nil {
@@ -359,7 +362,7 @@ func bareLoop(inFlight int) func(ctx context.Context, r *run) (*instance, error)
 				errs := make(chan error, r.fleet.clusters)
 				for i := range r.fleet.clusters {
 					ns := clusterName(i)
-					go func() { errs <- bareCluster(ctx, bare, kube, ns, inFlight, r.p.bareWaitsByWatch) }()
+					go func() { errs <- bareCluster(ctx, bare, kube, ns, inFlight, groups, r.p.bareWaitsByWatch) }()
 				}
 				var first error
 				for range r.fleet.clusters {
@@ -372,7 +375,18 @@ func bareLoop(inFlight int) func(ctx context.Context, r *run) (*instance, error)
 	}
 }
 
-func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.Interface, ns string, inFlight int, byWatch bool) error {
+// bareGroups says how the bare loop sends a group.
+type bareGroups int
+
+const (
+	eachOne        bareGroups = iota // every object in a delete of its own
+	lastGroupInOne                   // the last group of a resource in one deletecollection
+)
+
+// priorities are the fleet's cleanup priorities, lowest first (absent: "").
+var priorities = []string{"", "10", "20"}
+
+func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.Interface, ns string, inFlight int, style bareGroups, byWatch bool) error {
 	for _, gvr := range []string{"addons", "works"} {
 		res := bare.Resource(addonGVR).Namespace(ns)
 		if gvr == "works" {
@@ -388,9 +402,24 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 			prio := item.Annotations[cleanupPriority]
 			groups[prio] = append(groups[prio], item.Name)
 		}
-		for _, prio := range []string{"", "10", "20"} {
+		last := ""
+		for _, prio := range priorities {
+			if len(groups[prio]) > 0 {
+				last = prio
+			}
+		}
+		for _, prio := range priorities {
 			names := groups[prio]
 			if len(names) == 0 {
+				continue
+			}
+			if style == lastGroupInOne && prio == last {
+				if err := res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+					return err
+				}
+				if err := waitGone(ctx, res, prio, byWatch); err != nil {
+					return err
+				}
 				continue
 			}
 			sem := make(chan struct{}, inFlight)
