@@ -9,11 +9,11 @@ import (
 )
 
 // DefaultGOGC is the manager's garbage-collection target when GOGC is not
-// set: the heap grows to 1.5 times what is live between collections,
+// set: the heap grows to 1.3 times what is live between collections,
 // rather than Go's default of twice. Most of the manager's heap is its
 // cache, live for good, so the default doubles a fleet's memory at start;
 // docs/configuration.md says what it costs.
-const DefaultGOGC = 50
+const DefaultGOGC = 30
 
 // memoryLimitShare is the share of the container's memory limit the Go
 // runtime's soft limit is set to when GOMEMLIMIT is not set: the rest is
