@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,7 +66,10 @@ func ReadAuditLog(file string) ([]AuditEvent, error) {
 			return events, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
 		}
 		var ev AuditEvent
 		if err := json.Unmarshal(line, &ev); err != nil {

@@ -3,24 +3,49 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
-// TestReadAuditLogPartialLine: the line the API server is still writing is
-// left out, the complete ones before it are read.
-func TestReadAuditLogPartialLine(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "audit.log")
-	log := `{"stage":"ResponseComplete","verb":"delete","objectRef":{"name":"a"}}` + "\n" +
-		`{"stage":"ResponseComplete","verb":"delete","objectRef":{"name":"b"}}` + "\n" +
-		`{"stage":"ResponseComplete","verb":"del`
-	if err := os.WriteFile(file, []byte(log), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	events, err := ReadAuditLog(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(events) != 2 || events[0].ObjectRef.Name != "a" || events[1].ObjectRef.Name != "b" {
-		t.Fatalf("read %+v, want the events of a and b", events)
+// TestReadAuditLog: the complete lines are read, a blank one skipped, the
+// line the API server is still writing left out; a malformed complete line
+// is an error.
+func TestReadAuditLog(t *testing.T) {
+	a := `{"stage":"ResponseComplete","verb":"delete","objectRef":{"name":"a"}}` + "\n"
+	b := `{"stage":"ResponseComplete","verb":"delete","objectRef":{"name":"b"}}` + "\n"
+	for _, c := range []struct {
+		name, log string
+		want      []string
+		fails     bool
+	}{
+		{name: "empty"},
+		{name: "complete", log: a + b, want: []string{"a", "b"}},
+		{name: "a line being written", log: a + b + `{"stage":"ResponseComplete","verb":"del`, want: []string{"a", "b"}},
+		{name: "a blank line", log: a + "\n" + b, want: []string{"a", "b"}},
+		{name: "a malformed line", log: a + "{\n" + b, fails: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "audit.log")
+			if err := os.WriteFile(file, []byte(c.log), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			events, err := ReadAuditLog(file)
+			if c.fails {
+				if err == nil {
+					t.Fatalf("read %+v, want an error", events)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range events {
+				got = append(got, e.ObjectRef.Name)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("read %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -333,6 +333,9 @@ func TestAuditSinceMidLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	atLineStart := int64(len(before))
+	if events, err := log.since(midLine); err != nil || len(events) != 0 {
+		t.Fatalf("since a mark in a line not yet complete: %v, %v; want nothing", events, err)
+	}
 	f, err := os.OpenFile(log.path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -343,13 +346,19 @@ func TestAuditSinceMidLine(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	end, err := log.size()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		mark int64
 		want []string
 	}{
 		{0, []string{"before", "during", "after"}},
+		{atLineStart - 1, []string{"during", "after"}}, // on the newline that ends "before"
 		{atLineStart, []string{"during", "after"}},
 		{midLine, []string{"after"}},
+		{end, nil},
 	} {
 		events, err := log.since(c.mark)
 		if err != nil {
