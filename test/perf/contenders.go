@@ -75,7 +75,7 @@ var contenders = map[string]contender{
 		about: "as bare16, with the operator's admission policies (config/admission) in force for " + admissionSettle.String() + " and no operator: what they cost the API server",
 		start: withAdmission(bareLoop(16, eachOne))},
 	"bare16-collection": {name: "bare, 16 in flight, last group in one request", user: userBare,
-		about: "as bare16, the last group of each resource (all that remains of it in the namespace) in one deletecollection, as the operator sends it: the request pattern's own time",
+		about: "as bare16, the last group of each resource (all that remains of it in the namespace) in one deletecollection when it holds two objects or more, as the operator sends it: the request pattern's own time",
 		start: bareLoop(16, lastGroupInOne)},
 	"ocm": {name: "OCM gc controller", user: userOCM,
 		about: "open-cluster-management.io/ocm v1.0.0 registration hub gc controller, in the harness process, with OCM's default client limits (50/100 and 100/200 QPS/burst for deletes)",
@@ -380,8 +380,13 @@ type bareGroups int
 
 const (
 	eachOne        bareGroups = iota // every object in a delete of its own
-	lastGroupInOne                   // the last group of a resource in one deletecollection
+	lastGroupInOne                   // the last group of a resource in one deletecollection (of minCollection or more)
 )
+
+// minCollection is the fewest objects the operator deletes in one
+// deletecollection (decision.MinCollection): a smaller last group goes one
+// by one.
+const minCollection = 2
 
 // priorities are the fleet's cleanup priorities, lowest first (absent: "").
 var priorities = []string{"", "10", "20"}
@@ -413,7 +418,7 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 			if len(names) == 0 {
 				continue
 			}
-			if style == lastGroupInOne && prio == last {
+			if style == lastGroupInOne && prio == last && len(names) >= minCollection {
 				if err := res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 					return err
 				}

@@ -42,8 +42,8 @@ var teardownCases = map[string]teardownCase{
 	"one": {name: "1 cluster, 10 addons + 500 works, agent 300 ms",
 		fleet: fleet{clusters: 1, addons: 10, works: 500, prioritised: true}, agentDelay: 300 * time.Millisecond},
 	// tiny is for the smoke test.
-	"tiny": {name: "1 cluster, 1 addon + 3 works, agent 300 ms",
-		fleet: fleet{clusters: 1, addons: 1, works: 3, prioritised: true}, agentDelay: 300 * time.Millisecond},
+	"tiny": {name: "1 cluster, 2 addons + 4 works, agent 300 ms",
+		fleet: fleet{clusters: 1, addons: 2, works: 4, prioritised: true}, agentDelay: 300 * time.Millisecond},
 	"twenty": {name: "20 clusters at once, 2 addons + 100 works each, agent 300 ms",
 		fleet: fleet{clusters: 20, addons: 2, works: 100}, agentDelay: 300 * time.Millisecond},
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// TestSmoke runs every contender on a tiny teardown (1 cluster, 1 add-on,
-// 3 works) and the idle fleet at 1 cluster of 3 works: it checks that the
+// TestSmoke runs every contender on a tiny teardown (1 cluster, 2 add-ons,
+// 4 works) and the idle fleet at 1 cluster of 3 works: it checks that the
 // harness measures what it says, not how fast anything is. `make
 // bench-smoke`; each contender starts a control plane of its own, so this
 // takes a minute or two.
@@ -48,7 +48,7 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("the audit log does not show the deletes: %s", res.writes)
 			}
 			if strings.HasPrefix(key, "bare") {
-				want := writes{"delete manifestworks": 3, "delete managedclusteraddons": 1, "delete namespaces": 1}
+				want := writes{"delete manifestworks": 4, "delete managedclusteraddons": 2, "delete namespaces": 1}
 				if key == "bare16-collection" {
 					// the works of priority 10 one by one, then the last
 					// group of each resource in one request
@@ -68,8 +68,8 @@ func TestSmoke(t *testing.T) {
 					t.Errorf("no CPU time measured for %s: %s", name, res.cpu)
 				}
 			}
-			if res.agent != 3 {
-				t.Errorf("the simulated agent wrote %d times, want 3 (one finalizer removal per work)", res.agent)
+			if res.agent != 4 {
+				t.Errorf("the simulated agent wrote %d times, want 4 (one finalizer removal per work)", res.agent)
 			}
 		})
 	}
@@ -80,7 +80,7 @@ func TestSmoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := writes{"delete manifestworks": 3, "delete managedclusteraddons": 1, "delete namespaces": 1}
+		want := writes{"delete manifestworks": 4, "delete managedclusteraddons": 2, "delete namespaces": 1}
 		if res.writes.String() != want.String() {
 			t.Errorf("bare loop writes: got %s, want %s", res.writes, want)
 		}
