@@ -340,8 +340,9 @@ func startOCMGC(ctx context.Context, r *run) (*instance, error) {
 // bareLoop deletes what the others delete, in the same order, with nothing
 // else: per cluster (all at once), each group (the add-ons, then the works
 // of each cleanup priority, lowest first), waiting until the group is gone,
-// then the namespace. inFlight bounds the deletes in flight per cluster.
-func bareLoop(inFlight int, groups bareGroups) func(ctx context.Context, r *run) (*instance, error) {
+// then the namespace. inFlight bounds the deletes in flight per cluster;
+// style says whether a last group goes in one deletecollection.
+func bareLoop(inFlight int, style bareGroups) func(ctx context.Context, r *run) (*instance, error) {
 	return func(ctx context.Context, r *run) (*instance, error) {
 		cfg, err := r.cp.user(userBare, "system:masters")
 		if err != nil {
@@ -362,7 +363,7 @@ func bareLoop(inFlight int, groups bareGroups) func(ctx context.Context, r *run)
 				errs := make(chan error, r.fleet.clusters)
 				for i := range r.fleet.clusters {
 					ns := clusterName(i)
-					go func() { errs <- bareCluster(ctx, bare, kube, ns, inFlight, groups, r.p.bareWaitsByWatch) }()
+					go func() { errs <- bareCluster(ctx, bare, kube, ns, inFlight, style, r.p.bareWaitsByWatch) }()
 				}
 				var first error
 				for range r.fleet.clusters {
