@@ -419,32 +419,13 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 			if len(names) == 0 {
 				continue
 			}
+			var err error
 			if style == lastGroupInOne && prio == last && len(names) >= minCollection {
-				if err := res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-					return err
-				}
-				if err := waitGone(ctx, res, prio, byWatch); err != nil {
-					return err
-				}
-				continue
+				err = res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			} else {
+				err = deleteEach(ctx, res, names, inFlight)
 			}
-			sem := make(chan struct{}, inFlight)
-			errs := make(chan error, len(names))
-			for _, name := range names {
-				sem <- struct{}{}
-				go func() {
-					defer func() { <-sem }()
-					err := res.Delete(ctx, name, metav1.DeleteOptions{})
-					if err != nil && !apierrors.IsNotFound(err) {
-						errs <- err
-					}
-				}()
-			}
-			for range inFlight {
-				sem <- struct{}{}
-			}
-			close(errs)
-			if err := <-errs; err != nil {
+			if err != nil {
 				return err
 			}
 			if err := waitGone(ctx, res, prio, byWatch); err != nil {
@@ -453,6 +434,28 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 		}
 	}
 	return kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+}
+
+// deleteEach deletes the named objects, up to inFlight at a time, and
+// returns the first error (an object already gone is none).
+func deleteEach(ctx context.Context, res metadata.ResourceInterface, names []string, inFlight int) error {
+	sem := make(chan struct{}, inFlight)
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			err := res.Delete(ctx, name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs <- err
+			}
+		}()
+	}
+	for range inFlight {
+		sem <- struct{}{}
+	}
+	close(errs)
+	return <-errs
 }
 
 // waitGone waits until no object of the cleanup priority prio remains:
