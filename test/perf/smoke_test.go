@@ -48,7 +48,7 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("the audit log does not show the deletes: %s", res.writes)
 			}
 			if strings.HasPrefix(key, "bare") {
-				want := writes{"delete manifestworks": 4, "delete managedclusteraddons": 2, "delete namespaces": 1}
+				want := bareWrites()
 				if key == "bare16-collection" {
 					// the works of priority 10 one by one, then the last
 					// group of each resource in one request
@@ -80,7 +80,7 @@ func TestSmoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := writes{"delete manifestworks": 4, "delete managedclusteraddons": 2, "delete namespaces": 1}
+		want := bareWrites()
 		if res.writes.String() != want.String() {
 			t.Errorf("bare loop writes: got %s, want %s", res.writes, want)
 		}
@@ -103,3 +103,9 @@ func TestSmoke(t *testing.T) {
 type testWriter struct{}
 
 func (testWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// bareWrites are the writes of a bare loop deleting the tiny fleet one by
+// one: each work and add-on once, then the namespace.
+func bareWrites() writes {
+	return writes{"delete manifestworks": 4, "delete managedclusteraddons": 2, "delete namespaces": 1}
+}
