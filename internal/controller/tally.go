@@ -7,13 +7,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
 // Tally collects, per CleanupPolicy, the objects whose decision needs a
@@ -22,9 +19,12 @@ import (
 // dry run holds back. The policy's status counts them; a change wakes the
 // policy's reconciler.
 type Tally struct {
-	mu      sync.Mutex
-	marks   map[tallyCategory]map[string]sets.Set[string]
-	changed chan event.TypedGenericEvent[client.Object]
+	mu    sync.Mutex
+	marks map[tallyCategory]map[string]sets.Set[string]
+	// due holds the policies to wake, each once however often it was
+	// touched; wake says it is not empty.
+	due  sets.Set[string]
+	wake chan struct{}
 }
 
 type tallyCategory int
@@ -40,8 +40,9 @@ const (
 // NewTally returns an empty tally.
 func NewTally() *Tally {
 	return &Tally{
-		marks:   map[tallyCategory]map[string]sets.Set[string]{},
-		changed: make(chan event.TypedGenericEvent[client.Object], 1024),
+		marks: map[tallyCategory]map[string]sets.Set[string]{},
+		due:   sets.New[string](),
+		wake:  make(chan struct{}, 1),
 	}
 }
 
@@ -133,22 +134,46 @@ func (t *Tally) count(c tallyCategory, policy string) int32 {
 	return int32(t.marks[c][policy].Len())
 }
 
-// touch wakes the policy's reconciler: what it counts has changed.
+// touch wakes the policy's reconciler: what it counts has changed. A
+// policy touched again before its reconcile is queued is woken once; none
+// is dropped however many are due.
 func (t *Tally) touch(policy string) {
 	if policy == "" {
 		return
 	}
-	p := &v1alpha1.CleanupPolicy{}
-	p.Name = policy
+	t.mu.Lock()
+	t.due.Insert(policy)
+	t.mu.Unlock()
 	select {
-	case t.changed <- event.TypedGenericEvent[client.Object]{Object: p}:
-	default: // reconciles are already due
+	case t.wake <- struct{}{}:
+	default: // a wake is pending: it takes this policy too
 	}
+}
+
+// takeDue returns the policies due and forgets them.
+func (t *Tally) takeDue() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	due := t.due.UnsortedList()
+	t.due.Clear()
+	return due
 }
 
 // source wakes the policy reconciler when a policy's tally changes.
 func (t *Tally) source() source.Source {
-	return source.Channel(t.changed, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-	}))
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.wake:
+				}
+				for _, p := range t.takeDue() {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: p}})
+				}
+			}
+		}()
+		return nil
+	})
 }
