@@ -207,6 +207,6 @@ test-e2e: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the o
 RUN_LOCAL_FLAGS ?=
 
 .PHONY: run-local
-run-local: manifests generate envtest-bins crds plugin ## Run the operator on a local control plane with the samples and a sample fleet.
+run-local: manifests generate envtest-bins crds plugin ## Run the operator on a local control plane with example policies and a sample fleet.
 	go build -o $(LOCALBIN)/run-local ./hack/run-local
 	$(LOCALBIN)/run-local $(RUN_LOCAL_FLAGS)
