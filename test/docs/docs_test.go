@@ -71,6 +71,12 @@ func parseMarkdown(t *testing.T, file string) markdown {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseMarkdownText(t, file, raw)
+}
+
+// parseMarkdownText splits the Markdown raw, named file in errors.
+func parseMarkdownText(t *testing.T, file string, raw []byte) markdown {
+	t.Helper()
 	md := markdown{prose: map[int]string{}}
 	var (
 		open   *block
