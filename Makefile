@@ -25,7 +25,7 @@ export CLEANUP_CRDS_DIR := $(CRDS)
 
 GO_TEST_FLAGS ?= -count=1
 
-# The operator's version and image, and its OLM bundle (make bundle, docs/olm.md).
+# The operator's version and image, and its OLM bundle (make bundle, docs/install/olm.md).
 VERSION ?= 0.1.0
 IMG ?= ghcr.io/fleetops-dev/cleanup-operator:v$(VERSION)
 BUNDLE_IMG ?= ghcr.io/fleetops-dev/cleanup-operator-bundle:v$(VERSION)
@@ -88,7 +88,7 @@ bench: envtest-bins crds ## Run the benchmarks: test/bench, then the manager as 
 	go test -run '^$$' -bench . -benchmem ./...
 	cd test/perf && go run .
 
-# BENCH_* variables choose what test/perf runs (docs/performance.md), e.g.
+# BENCH_* variables choose what test/perf runs (docs/developer/performance.md), e.g.
 # BENCH_SCENARIOS=idle BENCH_CLUSTERS=3000 BENCH_WORKS_PER_CLUSTER=10.
 .PHONY: bench-shipped
 bench-shipped: envtest-bins crds ## Run only test/perf: teardown and idle-fleet memory of the manager binary as shipped.
@@ -207,6 +207,6 @@ test-e2e: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the o
 RUN_LOCAL_FLAGS ?=
 
 .PHONY: run-local
-run-local: manifests generate envtest-bins crds plugin ## Run the operator on a local control plane with the samples and a sample fleet.
+run-local: manifests generate envtest-bins crds plugin ## Run the operator on a local control plane with example policies and a sample fleet.
 	go build -o $(LOCALBIN)/run-local ./hack/run-local
 	$(LOCALBIN)/run-local $(RUN_LOCAL_FLAGS)

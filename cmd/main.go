@@ -112,7 +112,7 @@ func (f *flags) bind(fs *flag.FlagSet) {
 
 // The client-side rate limit by default: above what an API server serves a
 // single client, so that it does not bind a teardown on a fleet hub;
-// docs/configuration.md says why.
+// docs/operations/configuration.md says why.
 const (
 	DefaultKubeAPIQPS   = 1000
 	DefaultKubeAPIBurst = 2000

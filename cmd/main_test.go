@@ -15,11 +15,11 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// documentedFlags reads the flags table of docs/configuration.md: the rows
+// documentedFlags reads the flags table of docs/operations/configuration.md: the rows
 // whose first cell is a `--flag`, by flag name, with their default.
 func documentedFlags(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "docs", "configuration.md"))
+	f, err := os.Open(filepath.Join("..", "docs", "operations", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func documentedFlags(t *testing.T) map[string]string {
 	return out
 }
 
-// The manager's flags and their defaults are the ones docs/configuration.md
+// The manager's flags and their defaults are the ones docs/operations/configuration.md
 // documents, no more and no fewer.
 func TestDefaultFlagsAreDocumented(t *testing.T) {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
@@ -58,14 +58,14 @@ func TestDefaultFlagsAreDocumented(t *testing.T) {
 		def, ok := documented[fl.Name]
 		switch {
 		case !ok:
-			t.Errorf("--%s (default %q) is not documented in docs/configuration.md", fl.Name, fl.DefValue)
+			t.Errorf("--%s (default %q) is not documented in docs/operations/configuration.md", fl.Name, fl.DefValue)
 		case def != fl.DefValue:
-			t.Errorf("--%s: docs/configuration.md says the default is %q, the manager's is %q", fl.Name, def, fl.DefValue)
+			t.Errorf("--%s: docs/operations/configuration.md says the default is %q, the manager's is %q", fl.Name, def, fl.DefValue)
 		}
 		delete(documented, fl.Name)
 	})
 	for name := range documented {
-		t.Errorf("docs/configuration.md documents --%s, which the manager does not have", name)
+		t.Errorf("docs/operations/configuration.md documents --%s, which the manager does not have", name)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // set: the heap grows to 1.3 times what is live between collections,
 // rather than Go's default of twice. Most of the manager's heap is its
 // cache, live for good, so the default doubles a fleet's memory at start;
-// docs/configuration.md says what it costs.
+// docs/operations/configuration.md says what it costs.
 const DefaultGOGC = 30
 
 // memoryLimitShare is the share of the container's memory limit the Go

@@ -440,7 +440,7 @@ type PolicyOverlap struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=cpol
+// +kubebuilder:resource:scope=Cluster,shortName=fcpol
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedClusters`
 // +kubebuilder:printcolumn:name="Governed",type=integer,JSONPath=`.status.governedClusters`,priority=1

@@ -165,8 +165,9 @@ as it would without the operator:
   - the label cleanup.fleetops.dev/cluster-deleting from namespaces;
   - the annotations cleanup.fleetops.dev/orphaning from ManifestWorks and
     cleanup.fleetops.dev/prune from ConfigurationPolicies;
-  - the ValidatingAdmissionPolicies cleanup-operator-deleting-cluster and
-    cleanup-operator-deleting-work, and their bindings;
+  - the four ValidatingAdmissionPolicies cleanup-operator-deleting-cluster,
+    cleanup-operator-deleting-work, cleanup-operator-deletion-protection and
+    cleanup-operator-delete-confirmation, and their bindings;
   - the deletion-signal ManifestWorks, without signalling a deletion: each
     gets deleteOption Orphan and is deleted once the work agent applied it
     (--signal-works=keep leaves them as they are).

@@ -27,7 +27,7 @@ import (
 // a deleted cluster whose teardown may have started holds uninstall; one
 // under a dry-run policy does not; a webhook configuration that outlived
 // the operator is named as the reason a policy cannot be released; a user
-// with only the permissions docs/uninstall.md lists can run it.
+// with only the permissions docs/install/uninstall.md lists can run it.
 func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -117,7 +117,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("CleanupPolicy held: "))
 	g.Expect(out).To(ContainSubstring("its ValidatingWebhookConfiguration outlived it; delete that"))
 
-	// A user with the permissions docs/uninstall.md lists, without those to
+	// A user with the permissions docs/install/uninstall.md lists, without those to
 	// read Deployments and Leases: uninstall warns that it cannot tell
 	// whether the operator runs, and does its work.
 	deleteWebhookConfigurations(ctx, g, c)

@@ -1,9 +1,9 @@
 // Command run-local runs the operator on a local control plane: a
 // kube-apiserver, etcd and kube-controller-manager (namespace and garbage
 // collector controllers) built from Go modules, with the CleanupPolicy, OCM
-// and policy CRDs installed, the admission policies, the samples and a
-// sample fleet applied. It prints how to point kubectl at it, and stops
-// everything on Ctrl-C.
+// and policy CRDs installed, the admission policies, the ACM example policy
+// (config/samples/acm), a catch-all policy and a sample fleet applied. It
+// prints how to point kubectl at it, and stops everything on Ctrl-C.
 package main
 
 import (
@@ -154,22 +154,24 @@ func startControlPlane(ctx context.Context, out io.Writer, opts options) (env *t
 	return env, func() error { return errors.Join(kcm.Stop(), kcmLog.Close(), env.Stop()) }, nil
 }
 
-// seedFleet serves the APIs the sample policy monitors, creates the sample
-// policies and the local fleet, and waits until the policies are Ready.
+// seedFleet serves the APIs the ACM example policy monitors, creates that
+// policy, the local fleet's catch-all policy and the fleet, and waits until
+// the policies are Ready.
 func seedFleet(ctx context.Context, c client.Client) error {
-	samples, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "cleanup_*.yaml"))
-	if err != nil {
-		return err
-	}
-	// The sample policy monitors Hive's and the application lifecycle's
+	local := filepath.Join(testenv.RepoRoot(), "hack", "run-local")
+	// The ACM example monitors Hive's and the application lifecycle's
 	// resources: serve them first, as such a hub would.
-	if err := testenv.CreateFromFile(ctx, c, filepath.Join(testenv.RepoRoot(), "hack", "run-local", "apis.yaml")); err != nil {
+	if err := testenv.CreateFromFile(ctx, c, filepath.Join(local, "apis.yaml")); err != nil {
 		return err
 	}
 	if err := waitServed(ctx, c, "clusterdeployments.hive.openshift.io", "subscriptions.apps.open-cluster-management.io"); err != nil {
 		return err
 	}
-	for _, f := range append(samples, filepath.Join(testenv.RepoRoot(), "hack", "run-local", "fleet.yaml")) {
+	for _, f := range []string{
+		filepath.Join(testenv.RepoRoot(), "config", "samples", "acm", "production.yaml"),
+		filepath.Join(local, "policies.yaml"),
+		filepath.Join(local, "fleet.yaml"),
+	} {
 		if err := testenv.CreateFromFile(ctx, c, f); err != nil {
 			return err
 		}
@@ -187,7 +189,7 @@ with a simulated work agent that applies their ManifestWorks and lets deleted on
   export KUBECONFIG=%s
   export PATH=%s:$PATH     # kubectl and the kubectl-cleanup plugin
 
-  kubectl get cleanuppolicies                      # Ready, matched clusters
+  kubectl get fcpol                      # Ready, matched clusters
   kubectl cleanup plan prod-eu                     # what deleting prod-eu would do, step by step
   kubectl delete managedcluster prod-eu            # refused: prod-eu is protected from deletion
   kubectl cleanup confirm-delete prod-eu           # confirms it

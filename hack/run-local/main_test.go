@@ -13,7 +13,7 @@ import (
 
 // TestRunLocal runs what `make run-local` runs, up to the point where it
 // waits for Ctrl-C, then what its instructions suggest: the control plane
-// (with kube-controller-manager) starts, the samples and the fleet apply,
+// (with kube-controller-manager) starts, the example policies and the fleet apply,
 // the policies become Ready with the operator running under the permissions
 // of config/rbac, and a deleted sample cluster is cleaned up step by step
 // until it and its namespace are gone. On the way, the operator writes each

@@ -185,7 +185,7 @@ func (a *ManagedClusterAdapter) notDeletedYet(ctx context.Context, mc *unstructu
 //     under a name of the snapshot (another UID) before the server deletes
 //     that name.
 //
-// What remains (docs/performance.md): an object of the snapshot changed,
+// What remains (docs/developer/performance.md): an object of the snapshot changed,
 // not re-created, between the check and the server's delete of its name is
 // deleted as the plan decided, with its then-current spec (a work's
 // deleteOption); the plan marks a collection only where no such change can
@@ -282,7 +282,7 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 // one request: each API server loads them from a watch, so one written
 // moments ago may not be enforced everywhere yet.
 //
-// It is a margin over the delay of a watch, not a proof: docs/performance.md.
+// It is a margin over the delay of a watch, not a proof: docs/developer/performance.md.
 const AdmissionSettle = 5 * time.Second
 
 // admissionInForce says why the admission policy that refuses new

@@ -206,7 +206,7 @@ const MinCollection = 2
 // changes the order of that object's delete, never whether the stage
 // deletes it. The executor still deletes only the objects of the plan: it
 // checks the namespace holds exactly them, and deletes the snapshot it
-// checked (docs/performance.md).
+// checked (docs/developer/performance.md).
 func (t *teardown) collectable(s Stage, actions []Action) bool {
 	if len(actions) < MinCollection || s.When != nil || !AdmissionGuarded(s.GVR) {
 		return false

@@ -11,7 +11,7 @@ import (
 // the name config/default gives them too.
 const Name = "cleanup-operator-manager"
 
-// The priority level's values; docs/configuration.md explains them.
+// The priority level's values; docs/operations/configuration.md explains them.
 const (
 	// NominalConcurrencyShares is the level's share of the server's
 	// concurrency: on a server with the default limits (600 seats) and

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,22 +27,22 @@ import (
 // error containing the text after the colon.
 var invalidMarker = regexp.MustCompile(`^#\s*invalid:\s*(.+?)\s*$`)
 
-// markdownFiles are the README and every page of docs/, relative to the
+// markdownFiles are the README and every page of docs/ and its folders, relative to the
 // repository's root.
 func markdownFiles(t *testing.T) []string {
 	t.Helper()
 	root := testenv.RepoRoot()
-	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".md") {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		files = append(files, rel)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	files := []string{"README.md"}
-	for _, p := range pages {
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, rel)
 	}
 	return files
 }
@@ -70,6 +71,12 @@ func parseMarkdown(t *testing.T, file string) markdown {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseMarkdownText(t, file, raw)
+}
+
+// parseMarkdownText splits the Markdown raw, named file in errors.
+func parseMarkdownText(t *testing.T, file string, raw []byte) markdown {
+	t.Helper()
 	md := markdown{prose: map[int]string{}}
 	var (
 		open   *block

@@ -37,7 +37,7 @@ var joined types.UID
 // startRegistrationHub runs OCM's registration hub controllers (cluster
 // acceptance, the cluster namespace and RBAC, the lease controller that marks
 // a silent cluster unavailable, add-on health) with the ResourceCleanup
-// feature gate off, as docs/cluster-deletion.md says to run next to the
+// feature gate off, as docs/policies/cluster-deletion.md says to run next to the
 // operator.
 func startRegistrationHub(cfg *rest.Config) *component {
 	Expect(features.HubMutableFeatureGate.Add(ocmfeature.DefaultHubRegistrationFeatureGates)).To(Succeed())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +27,13 @@ type documented struct {
 // documentedPolicies returns every CleanupPolicy in the ```yaml blocks of
 // the README and of docs/.
 func documentedPolicies() []documented {
-	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "docs", "*.md"))
-	Expect(err).NotTo(HaveOccurred())
-	files = append([]string{filepath.Join(testenv.RepoRoot(), "README.md")}, files...)
+	files := []string{filepath.Join(testenv.RepoRoot(), "README.md")}
+	Expect(filepath.WalkDir(filepath.Join(testenv.RepoRoot(), "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return err
+	})).To(Succeed())
 	var out []documented
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -91,7 +96,7 @@ func kubectlDryRun(obj map[string]any) (string, error) {
 var _ = Describe("the policies shown in the README and in docs/", func() {
 	It("pass kubectl apply --dry-run=server with the webhook serving", func() {
 		policies := documentedPolicies()
-		// The README's policy and the sync-wave example of docs/gitops.md at least.
+		// The README's policy and the sync-wave example of docs/policies/gitops.md at least.
 		Expect(len(policies)).To(BeNumerically(">=", 2))
 		for _, p := range policies {
 			GinkgoWriter.Printf("documented policy at %s\n", p.where)

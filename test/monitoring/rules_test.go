@@ -18,7 +18,7 @@ const root = "../.."
 const (
 	rulePath    = "config/prometheus/rule.yaml"
 	ruleTests   = "config/prometheus/tests"
-	runbookPage = "docs/troubleshooting.md"
+	runbookPage = "docs/operations/troubleshooting.md"
 	runbookBase = "https://github.com/fleetops-dev/cleanup-operator/blob/main/" + runbookPage
 )
 
@@ -96,7 +96,7 @@ func TestAlertQueries(t *testing.T) {
 }
 
 // TestAlertRunbooks checks that every alert has a severity, a summary, and
-// a runbook_url that links a section of docs/troubleshooting.md.
+// a runbook_url that links a section of docs/operations/troubleshooting.md.
 func TestAlertRunbooks(t *testing.T) {
 	anchors := markdownAnchors(t, filepath.Join(root, runbookPage))
 	for _, a := range alerts(t) {

@@ -3,7 +3,7 @@
 // with, against a real kube-apiserver and etcd that write every write
 // request to an audit log. It compares a cluster teardown with a bare client
 // loop and with OCM's own gc controller, and measures the operator's memory
-// on an idle fleet. docs/performance.md says how to run it and what it
+// on an idle fleet. docs/developer/performance.md says how to run it and what it
 // printed.
 //
 // It is a Go module of its own because OCM's controllers build with other
@@ -48,7 +48,7 @@ var teardownCases = map[string]teardownCase{
 		fleet: fleet{clusters: 20, addons: 2, works: 100}, agentDelay: 300 * time.Millisecond},
 }
 
-// config is what the environment chooses (see docs/performance.md).
+// config is what the environment chooses (see docs/developer/performance.md).
 type config struct {
 	scenarios   []string // teardown, idle
 	cases       []string // one, twenty

@@ -8,7 +8,7 @@ import (
 )
 
 // Plan is what the test reads of `kubectl cleanup plan CLUSTER -o json`:
-// the fields docs/design.md's Plan contract promises, nothing else.
+// the fields docs/developer/design.md's Plan contract promises, nothing else.
 type Plan struct {
 	Cluster          string `json:"cluster"`
 	Policy           string `json:"policy"`

@@ -121,7 +121,7 @@ func TestCommittedBundleIsValid(t *testing.T) {
 
 // acceptedWarnings are validator warnings the bundle is allowed to raise,
 // each with the reason. Any other warning fails the check, so a new one is
-// a decision. docs/olm.md lists them too.
+// a decision. docs/install/olm.md lists them too.
 var acceptedWarnings = []struct{ contains, why string }{{
 	contains: `channel(s) ["alpha"] are not following the recommended naming convention`,
 	why: "the API is v1alpha1 and the operator has not had a release: alpha says so; " +

@@ -1,7 +1,7 @@
 // Command bundle renders the operator's OLM bundle (bundle/ and
 // bundle.Dockerfile) from the kustomize build of config/manifests.
 //
-// It is what `make bundle` runs; docs/olm.md describes what goes into the
+// It is what `make bundle` runs; docs/install/olm.md describes what goes into the
 // bundle and what is left out.
 package main
 
