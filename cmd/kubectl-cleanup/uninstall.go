@@ -63,11 +63,6 @@ type uninstaller struct {
 	now         func() time.Time
 }
 
-// refusal is the error of a refusal; its message says why and what to do.
-type refusal struct{ msg string }
-
-func (r *refusal) Error() string { return r.msg }
-
 func (u *uninstaller) printf(format string, args ...any) {
 	fmt.Fprintf(u.out, format, args...)
 }
@@ -78,10 +73,10 @@ func (u *uninstaller) run(ctx context.Context) error {
 	switch u.signalWorks {
 	case signalWorksOrphan, signalWorksKeep:
 	default:
-		return fmt.Errorf("--signal-works: %q is not one of %s, %s", u.signalWorks, signalWorksOrphan, signalWorksKeep)
+		return usagef("--signal-works: %q is not one of %s, %s", u.signalWorks, signalWorksOrphan, signalWorksKeep)
 	}
 	if u.timeout <= 0 {
-		return fmt.Errorf("--timeout: %s is not a positive duration", u.timeout)
+		return usagef("--timeout: %s is not a positive duration", u.timeout)
 	}
 	if u.now == nil {
 		u.now = time.Now
@@ -187,7 +182,7 @@ teardowns have ended.`
 
 func newUninstallCommand(o *options) *cobra.Command {
 	u := &uninstaller{timeout: 30 * time.Minute, signalWorks: signalWorksOrphan}
-	cmd := &cobra.Command{
+	cmd := noNamespace(&cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove what the operator put on the hub, once the operator is gone",
 		Long:  uninstallLong,
@@ -197,20 +192,17 @@ func newUninstallCommand(o *options) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "" {
-				return fmt.Errorf("--output: uninstall prints text only")
+				return usagef("--output: uninstall prints text only")
 			}
-			cfg, err := o.kube.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: uninstallScheme()})
+			c, err := o.connect(uninstallScheme())
 			if err != nil {
 				return err
 			}
 			u.c, u.out = c, o.streams.Out
 			return u.run(cmd.Context())
 		},
-	}
+	}, "it looks for the operator, its teardowns and its marks in every namespace, so that an operator "+
+		"running in another namespace than the one expected still stops it")
 	cmd.Flags().BoolVar(&u.dryRun, "dry-run", false, "Print what would change, and what is in the way, and change nothing.")
 	cmd.Flags().BoolVar(&u.wait, "wait", false, "Wait for the teardowns in progress to end and for the operator to stop, instead of refusing.")
 	cmd.Flags().DurationVar(&u.timeout, "timeout", u.timeout, "How long to wait, for teardowns, the operator and the work agent together.")
