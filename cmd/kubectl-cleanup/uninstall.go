@@ -18,6 +18,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 )
 
 // Signal-work modes of --signal-works.
@@ -160,8 +161,10 @@ as it would without the operator:
   - the label cleanup.fleetops.dev/cluster-deleting from namespaces;
   - the annotations cleanup.fleetops.dev/orphaning from ManifestWorks and
     cleanup.fleetops.dev/prune from ConfigurationPolicies;
-  - the ValidatingAdmissionPolicies cleanup-operator-deleting-cluster and
-    cleanup-operator-deleting-work, and their bindings;
+  - the ValidatingAdmissionPolicies ` + admissionpolicy.DeletingClusterPolicy + `,
+    ` + admissionpolicy.DeletingWorkPolicy + `,
+    ` + admissionpolicy.DeletionProtectionPolicy + ` and
+    ` + admissionpolicy.DeleteConfirmationPolicy + `, and their bindings;
   - the deletion-signal ManifestWorks, without signalling a deletion: each
     gets deleteOption Orphan and is deleted once the work agent applied it
     (--signal-works=keep leaves them as they are).
