@@ -138,7 +138,8 @@ func TestExitCodesAndFlags(t *testing.T) {
 
 	// 2: usage errors, before anything is read.
 	for _, args := range [][]string{{"plan"}, {"bogus"}, {"status", "--bogus"}, {"status", "-o", "xml"},
-		{"uninstall", "--signal-works", "delete"}, {"history", "-n", "ops", "--operator-namespace", "other"}} {
+		{"uninstall", "--signal-works", "delete"}, {"history", "-n", "ops", "--operator-namespace", "other"},
+		{"version", "--client", "-o", "xml"}} {
 		r = plugin(args...)
 		g.Expect(r.code).To(Equal(exitUsage), "%v: %s", args, r.err)
 	}

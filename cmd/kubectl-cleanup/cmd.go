@@ -177,12 +177,19 @@ func newStatusCommand(o *options) *cobra.Command {
 // client connects to the API server the kubeconfig names, once --output
 // is known to be one the plugin prints.
 func (o *options) client() (client.Client, error) {
-	switch o.output {
-	case "", "json", "yaml":
-	default:
-		return nil, usagef("--output: %q is not one of json, yaml (or empty for text)", o.output)
+	if err := o.checkOutput(); err != nil {
+		return nil, err
 	}
 	return o.connect(scheme.New())
+}
+
+// checkOutput says whether --output is a format the plugin prints.
+func (o *options) checkOutput() error {
+	switch o.output {
+	case "", "json", "yaml":
+		return nil
+	}
+	return usagef("--output: %q is not one of json, yaml (or empty for text)", o.output)
 }
 
 // connect connects to the API server the kubeconfig names, with the

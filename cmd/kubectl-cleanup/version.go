@@ -174,6 +174,9 @@ connecting. The exit status is 3 when no operator is found.`,
   kubectl cleanup version -n cleanup-operator-system -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
 			v := &versions{Plugin: pluginVersion()}
 			var findErr error
 			if !clientOnly {
