@@ -209,6 +209,11 @@ func TestExitCodesAndFlags(t *testing.T) {
 	g.Expect(r.err).To(ContainSubstring("Warning: the operator runs version v0.2.0"))
 	g.Expect(r.out).To(HavePrefix("["))
 
+	// 1: refused: uninstall while the operator's Deployment has replicas.
+	r = plugin("uninstall")
+	g.Expect(r.code).To(Equal(exitRefused), r.err)
+	g.Expect(r.err).To(ContainSubstring("refusing: the operator still seems to run (Deployment ops/cleanup-operator-controller-manager"))
+
 	// The same version: no warning.
 	d.Spec.Template.Spec.Containers[0].Image = "registry.example/cleanup-operator:" + testVersion
 	g.Expect(c.Update(ctx, d)).To(Succeed())
