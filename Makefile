@@ -117,9 +117,29 @@ fuzz: crds ## Run each fuzz target for a number of executions (or FUZZTIME): pol
 build: manifests generate fmt vet ## Build the manager.
 	go build -o $(LOCALBIN)/manager ./cmd
 
+# The plugin's version (kubectl cleanup version), and the platforms its
+# release archives and krew manifest (plugins/krew/cleanup.yaml) cover.
+PLUGIN_LDFLAGS ?= -X main.version=v$(VERSION)
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
 .PHONY: plugin
-plugin: ## Build the kubectl plugin into bin/kubectl-cleanup.
-	go build -o $(LOCALBIN)/kubectl-cleanup ./cmd/kubectl-cleanup
+plugin: ## Build the kubectl plugin into bin/kubectl-cleanup, with its completion shim bin/kubectl_complete-cleanup.
+	go build -ldflags "$(PLUGIN_LDFLAGS)" -o $(LOCALBIN)/kubectl-cleanup ./cmd/kubectl-cleanup
+	cp cmd/kubectl-cleanup/kubectl_complete-cleanup $(LOCALBIN)/
+
+.PHONY: plugin-dist
+plugin-dist: ## Build the plugin's release archives into dist/ and their krew manifest, dist/krew/cleanup.yaml, with the archives' sha256.
+	@for p in $(PLUGIN_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; dir=dist/kubectl-cleanup_$${os}_$${arch}; mkdir -p $$dir; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -ldflags "$(PLUGIN_LDFLAGS)" -o $$dir/kubectl-cleanup ./cmd/kubectl-cleanup; \
+		cp cmd/kubectl-cleanup/kubectl_complete-cleanup LICENSE $$dir/; \
+		tar -czf dist/kubectl-cleanup_v$(VERSION)_$${os}_$${arch}.tar.gz -C $$dir kubectl-cleanup kubectl_complete-cleanup LICENSE; \
+	done
+	go run ./hack/krew -manifest plugins/krew/cleanup.yaml -dist dist -out dist/krew/cleanup.yaml
+
+.PHONY: docs-cli
+docs-cli: ## Regenerate docs/reference/cli from the plugin's help.
+	go test ./cmd/kubectl-cleanup -run TestCLIReference -update
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in KUBECONFIG.

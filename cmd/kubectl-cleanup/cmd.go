@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 )
 
@@ -20,12 +23,26 @@ type options struct {
 	kube    *genericclioptions.ConfigFlags
 	output  string
 	streams genericiooptions.IOStreams
+	// ran says the command line was parsed and a command started.
+	ran bool
+	// versionChecked says the operator's version was compared once.
+	versionChecked bool
 }
 
+// Annotations of the commands -n does not apply to: the value says why.
+const noNamespaceAnnotation = "cleanup.fleetops.dev/no-namespace"
+
 func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	root, _ := newRoot(streams)
+	return root
+}
+
+// newRoot builds the command tree; the options say, once it ran, whether
+// a command started (exitCode).
+func newRoot(streams genericiooptions.IOStreams) (*cobra.Command, *options) {
 	o := &options{kube: genericclioptions.NewConfigFlags(true), streams: streams}
 	root := &cobra.Command{
-		Use:   "kubectl-cleanup",
+		Use:   "cleanup",
 		Short: "Preview and follow the cleanups of deleted ManagedClusters",
 		Long: `kubectl cleanup shows what the cleanup operator would do with a ManagedCluster
 if it were deleted now, and where the cleanups in progress stand. It reads
@@ -34,22 +51,76 @@ and takes the operator's decisions with the operator's own code. plan and
 status change nothing; confirm-delete confirms the deletion of a cluster
 protected from deletion; uninstall removes what the operator put on the hub,
 once the operator is gone. history prints the teardown records the operator
-keeps, which outlive the clusters.`,
-		SilenceUsage: true,
+keeps, which outlive the clusters. version prints the plugin's and the
+operator's versions; the other commands warn when they differ, as the
+plugin's decisions are then those of another version.
+
+The kubectl flags (--kubeconfig, --context, --as, ...) choose the API server
+and the user. -n names the operator's namespace where one applies (history,
+version); ManagedClusters are cluster-scoped, and plan, status,
+confirm-delete and uninstall say so when given -n.
+
+` + exitCodesHelp(),
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cleanup"},
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			o.ran = true
+			if why, ok := cmd.Annotations[noNamespaceAnnotation]; ok && o.namespace() != "" {
+				fmt.Fprintf(o.streams.ErrOut, "Warning: -n/--namespace does not apply to %s: %s.\n", cmd.Name(), why)
+			}
+			return nil
+		},
 	}
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	o.kube.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().Lookup("namespace").Usage = "The operator's namespace, for history and version; the other commands take none."
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: empty for text, json or yaml.")
+	o.registerCompletions(root)
 
 	root.AddCommand(newPlanCommand(o), newStatusCommand(o), newHistoryCommand(o))
 	root.AddCommand(newUninstallCommand(o))
 	root.AddCommand(newConfirmDeleteCommand(o))
-	return root
+	root.AddCommand(newVersionCommand(o))
+	return root, o
+}
+
+// noNamespace marks a command -n does not apply to, and says so in its help.
+func noNamespace(cmd *cobra.Command, why string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[noNamespaceAnnotation] = why
+	cmd.Long = strings.TrimSpace(cmd.Long + "\n\n-n/--namespace does not apply: " + why + ".")
+	return cmd
+}
+
+// namespace is the namespace -n names, empty when not given: the
+// kubeconfig's namespace does not name the operator's.
+func (o *options) namespace() string {
+	if o.kube.Namespace == nil {
+		return ""
+	}
+	return *o.kube.Namespace
+}
+
+// operatorNamespace is the operator's namespace: -n, else the command's
+// --operator-namespace, else POD_NAMESPACE, else the default install's.
+func (o *options) operatorNamespace(flag string) (string, error) {
+	ns := o.namespace()
+	switch {
+	case ns != "" && flag != "" && ns != flag:
+		return "", usagef("-n %s and --operator-namespace %s name two namespaces: give one", ns, flag)
+	case ns != "":
+		return ns, nil
+	}
+	return record.Namespace(flag), nil
 }
 
 func newPlanCommand(o *options) *cobra.Command {
-	return &cobra.Command{
+	return noNamespace(&cobra.Command{
 		Use:   "plan CLUSTER",
 		Short: "Print what deleting the cluster would do, step by step",
 		Long: `plan prints the CleanupPolicy that governs the cluster, the remove strategy,
@@ -59,7 +130,8 @@ the orphaned manifests and prune behaviours, as the operator would decide
 them now.`,
 		Example: `  kubectl cleanup plan prod-eu
   kubectl cleanup plan prod-eu -o yaml`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := o.preview(cmd.Context())
 			if err != nil {
@@ -71,11 +143,14 @@ them now.`,
 			}
 			return o.print(plan, func(w io.Writer) { printPlan(w, plan) })
 		},
-	}
+	}, clusterScoped)
 }
 
+// clusterScoped says why -n does not apply to the commands on clusters.
+const clusterScoped = "ManagedClusters are cluster-scoped, and each cluster's objects live in the namespace of its name"
+
 func newStatusCommand(o *options) *cobra.Command {
-	return &cobra.Command{
+	return noNamespace(&cobra.Command{
 		Use:   "status",
 		Short: "List the clusters in cleanup, their step and what remains",
 		Example: `  kubectl cleanup status
@@ -96,22 +171,40 @@ func newStatusCommand(o *options) *cobra.Command {
 			}
 			return o.print(status, func(w io.Writer) { printStatus(w, status); printProtected(w, protected) })
 		},
-	}
+	}, clusterScoped)
 }
 
 // client connects to the API server the kubeconfig names, once --output
 // is known to be one the plugin prints.
 func (o *options) client() (client.Client, error) {
+	if err := o.checkOutput(); err != nil {
+		return nil, err
+	}
+	return o.connect(scheme.New())
+}
+
+// checkOutput says whether --output is a format the plugin prints.
+func (o *options) checkOutput() error {
 	switch o.output {
 	case "", "json", "yaml":
-	default:
-		return nil, fmt.Errorf("--output: %q is not one of json, yaml (or empty for text)", o.output)
+		return nil
 	}
+	return usagef("--output: %q is not one of json, yaml (or empty for text)", o.output)
+}
+
+// connect connects to the API server the kubeconfig names, with the
+// types of s, and warns once if the operator runs another version.
+func (o *options) connect(s *runtime.Scheme) (client.Client, error) {
 	cfg, err := o.kube.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(cfg, client.Options{Scheme: scheme.New()})
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, err
+	}
+	o.warnVersion(c)
+	return c, nil
 }
 
 // preview connects to the API server the kubeconfig names.

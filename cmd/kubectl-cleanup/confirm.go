@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 )
 
 // confirmFieldManager is the field manager of the confirmations the plugin writes.
@@ -36,7 +36,7 @@ type confirmation struct {
 
 func newConfirmDeleteCommand(o *options) *cobra.Command {
 	var wait time.Duration
-	cmd := &cobra.Command{
+	cmd := noNamespace(&cobra.Command{
 		Use:   "confirm-delete CLUSTER",
 		Short: "Confirm the deletion of a deletion-protected ManagedCluster",
 		Long: `confirm-delete confirms that a ManagedCluster protected from deletion (by the
@@ -45,18 +45,17 @@ It sets the annotations ` + v1alpha1.DeleteConfirmedAnnotation + `=CLUSTER and
 ` + v1alpha1.DeleteConfirmedAtAnnotation + ` (now, RFC 3339), then waits until the
 cleanup operator has accepted the confirmation. The confirmation counts for the
 operator's --delete-confirmation-max-age (1h by default) from then; delete the
-cluster with kubectl delete managedcluster CLUSTER within that time.`,
-		Example: `  kubectl cleanup confirm-delete prod-eu && kubectl delete managedcluster prod-eu`,
-		Args:    cobra.ExactArgs(1),
+cluster with kubectl delete managedcluster CLUSTER within that time.
+
+It exits 1 when there is nothing to confirm (the cluster is not protected
+from deletion) and when the operator has not accepted the confirmation
+within --wait, so that "confirm-delete CLUSTER && kubectl delete" deletes
+only a cluster whose deletion was confirmed.`,
+		Example:           `  kubectl cleanup confirm-delete prod-eu && kubectl delete managedcluster prod-eu`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.output != "" && o.output != "json" && o.output != "yaml" {
-				return fmt.Errorf("--output: %q is not one of json, yaml (or empty for text)", o.output)
-			}
-			cfg, err := o.kube.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+			c, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -68,7 +67,7 @@ cluster with kubectl delete managedcluster CLUSTER within that time.`,
 			}
 			return err
 		},
-	}
+	}, clusterScoped)
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second,
 		"How long to wait for the operator to accept the confirmation; 0 does not wait.")
 	return cmd
@@ -79,12 +78,15 @@ cluster with kubectl delete managedcluster CLUSTER within that time.`,
 func confirmDelete(ctx context.Context, c client.Client, name string, now time.Time, wait time.Duration) (*confirmation, error) {
 	mc := &unstructured.Unstructured{}
 	mc.SetGroupVersionKind(managedClusterGVK)
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+	switch err := c.Get(ctx, client.ObjectKey{Name: name}, mc); {
+	case apierrors.IsNotFound(err):
+		return nil, notFoundf("ManagedCluster %s not found", name)
+	case err != nil:
 		return nil, fmt.Errorf("reading ManagedCluster %s: %w", name, err)
 	}
 	res := &confirmation{Cluster: name, Protected: decision.IsProtected(mc)}
 	if !res.Protected {
-		return res, nil
+		return res, &refusal{msg: fmt.Sprintf("nothing confirmed: ManagedCluster %s is not protected from deletion", name)}
 	}
 	res.ConfirmedAt = now.UTC().Format(time.RFC3339)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
@@ -107,8 +109,8 @@ func confirmDelete(ctx context.Context, c client.Client, name string, now time.T
 			return res, nil
 		}
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("the cleanup operator has not accepted the confirmation of ManagedCluster %s within %s: "+
-				"is it running? Its Events on the cluster say why it refuses one (kubectl events --for managedcluster/%s)", name, wait, name)
+			return res, &refusal{msg: fmt.Sprintf("the cleanup operator has not accepted the confirmation of ManagedCluster %s within %s: "+
+				"is it running? Its Events on the cluster say why it refuses one (kubectl events --for managedcluster/%s)", name, wait, name)}
 		}
 		select {
 		case <-ctx.Done():

@@ -64,9 +64,10 @@ func TestConfirmDelete(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("confirm first with kubectl cleanup confirm-delete prod-1")))
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "not Forbidden: %v", err)
 
-	// An unprotected cluster needs no confirmation.
+	// An unprotected cluster needs no confirmation: nothing is confirmed,
+	// and the command says no (exit 1), so that a deletion chained to it waits.
 	out, err = kubectlCleanup(t, env.Kubeconfig, "confirm-delete", "dev-1")
-	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(exitCode(err, true)).To(Equal(exitRefused), out)
 	g.Expect(out).To(ContainSubstring("ManagedCluster dev-1 is not protected from deletion: nothing to confirm."))
 
 	out, err = kubectlCleanup(t, env.Kubeconfig, "confirm-delete", "prod-1")

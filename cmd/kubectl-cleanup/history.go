@@ -28,17 +28,24 @@ per cluster teardown, the newest first. With a cluster name it prints that
 cluster's latest record (with a record name, that record): every object the
 teardown acted on, with its step, its action and when, the deletion signal's
 outcome and the holds. Records outlive the cluster; dry runs' records say
-what would have happened.`,
+what would have happened.
+
+-n/--namespace names the operator's namespace (as --operator-namespace
+does); without either, POD_NAMESPACE, else ` + record.DefaultNamespace + `.`,
 		Example: `  kubectl cleanup history
   kubectl cleanup history prod-eu
   kubectl cleanup history teardown-prod-eu-1a2b3c4d -o json`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeRecords(&namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, err := o.operatorNamespace(namespace)
+			if err != nil {
+				return err
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			ns := record.Namespace(namespace)
 			if len(args) == 0 {
 				rs, err := record.List(cmd.Context(), c, ns, "")
 				if err != nil {
@@ -54,7 +61,7 @@ what would have happened.`,
 		},
 	}
 	cmd.Flags().StringVar(&namespace, "operator-namespace", "",
-		"The operator's namespace, where it keeps the records; empty: POD_NAMESPACE, else "+record.DefaultNamespace+".")
+		"The operator's namespace, where it keeps the records (as -n); empty: POD_NAMESPACE, else "+record.DefaultNamespace+".")
 	return cmd
 }
 
@@ -82,7 +89,7 @@ func findRecord(ctx context.Context, c client.Client, ns, name string) (*record.
 	if len(rs) > 0 {
 		return &rs[0], nil
 	}
-	return nil, fmt.Errorf("no teardown record of cluster %s, nor record of that name, in namespace %s", name, ns)
+	return nil, notFoundf("no teardown record of cluster %s, nor record of that name, in namespace %s", name, ns)
 }
 
 // summary is a record without its entries, for the list.

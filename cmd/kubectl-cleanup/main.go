@@ -13,8 +13,7 @@ import (
 )
 
 func main() {
-	cmd := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
+	cmd, o := newRoot(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	err := cmd.Execute()
+	os.Exit(exitCode(err, o.ran))
 }

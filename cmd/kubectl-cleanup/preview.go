@@ -54,7 +54,7 @@ func (p *preview) plan(ctx context.Context, name string) (*decision.Plan, error)
 		return nil, err
 	}
 	if g.Cluster == nil {
-		return nil, fmt.Errorf("ManagedCluster %s not found", name)
+		return nil, notFoundf("ManagedCluster %s not found", name)
 	}
 	s, err := p.reader.Read(ctx, g, decision.Memory{})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 )
 
 // Signal-work modes of --signal-works.
@@ -63,11 +64,6 @@ type uninstaller struct {
 	now         func() time.Time
 }
 
-// refusal is the error of a refusal; its message says why and what to do.
-type refusal struct{ msg string }
-
-func (r *refusal) Error() string { return r.msg }
-
 func (u *uninstaller) printf(format string, args ...any) {
 	fmt.Fprintf(u.out, format, args...)
 }
@@ -78,10 +74,10 @@ func (u *uninstaller) run(ctx context.Context) error {
 	switch u.signalWorks {
 	case signalWorksOrphan, signalWorksKeep:
 	default:
-		return fmt.Errorf("--signal-works: %q is not one of %s, %s", u.signalWorks, signalWorksOrphan, signalWorksKeep)
+		return usagef("--signal-works: %q is not one of %s, %s", u.signalWorks, signalWorksOrphan, signalWorksKeep)
 	}
 	if u.timeout <= 0 {
-		return fmt.Errorf("--timeout: %s is not a positive duration", u.timeout)
+		return usagef("--timeout: %s is not a positive duration", u.timeout)
 	}
 	if u.now == nil {
 		u.now = time.Now
@@ -165,9 +161,10 @@ as it would without the operator:
   - the label cleanup.fleetops.dev/cluster-deleting from namespaces;
   - the annotations cleanup.fleetops.dev/orphaning from ManifestWorks and
     cleanup.fleetops.dev/prune from ConfigurationPolicies;
-  - the four ValidatingAdmissionPolicies cleanup-operator-deleting-cluster,
-    cleanup-operator-deleting-work, cleanup-operator-deletion-protection and
-    cleanup-operator-delete-confirmation, and their bindings;
+  - the ValidatingAdmissionPolicies ` + admissionpolicy.DeletingClusterPolicy + `,
+    ` + admissionpolicy.DeletingWorkPolicy + `,
+    ` + admissionpolicy.DeletionProtectionPolicy + ` and
+    ` + admissionpolicy.DeleteConfirmationPolicy + `, and their bindings;
   - the deletion-signal ManifestWorks, without signalling a deletion: each
     gets deleteOption Orphan and is deleted once the work agent applied it
     (--signal-works=keep leaves them as they are).
@@ -188,7 +185,7 @@ teardowns have ended.`
 
 func newUninstallCommand(o *options) *cobra.Command {
 	u := &uninstaller{timeout: 30 * time.Minute, signalWorks: signalWorksOrphan}
-	cmd := &cobra.Command{
+	cmd := noNamespace(&cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove what the operator put on the hub, once the operator is gone",
 		Long:  uninstallLong,
@@ -198,20 +195,17 @@ func newUninstallCommand(o *options) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "" {
-				return fmt.Errorf("--output: uninstall prints text only")
+				return usagef("--output: uninstall prints text only")
 			}
-			cfg, err := o.kube.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: uninstallScheme()})
+			c, err := o.connect(uninstallScheme())
 			if err != nil {
 				return err
 			}
 			u.c, u.out = c, o.streams.Out
 			return u.run(cmd.Context())
 		},
-	}
+	}, "it looks for the operator, its teardowns and its marks in every namespace, so that an operator "+
+		"running in another namespace than the one expected still stops it")
 	cmd.Flags().BoolVar(&u.dryRun, "dry-run", false, "Print what would change, and what is in the way, and change nothing.")
 	cmd.Flags().BoolVar(&u.wait, "wait", false, "Wait for the teardowns in progress to end and for the operator to stop, instead of refusing.")
 	cmd.Flags().DurationVar(&u.timeout, "timeout", u.timeout, "How long to wait, for teardowns, the operator and the work agent together.")
