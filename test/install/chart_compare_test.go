@@ -72,10 +72,21 @@ func withoutCertificateObjects(t *testing.T, want, got render) {
 }
 
 func filterArgs(args any, flags ...string) []any {
-	return slices.DeleteFunc(args.([]any), func(a any) bool {
-		name, _, _ := strings.Cut(a.(string), "=")
-		return slices.Contains(flags, name)
-	})
+	var out []any
+	for _, a := range joinFlagValues(toStrings(args)) {
+		if name, _, _ := strings.Cut(a, "="); !slices.Contains(flags, name) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, s := range list(v) {
+		out = append(out, s.(string))
+	}
+	return out
 }
 
 // TestChartMonitoringMatchesConfig compares the chart's ServiceMonitor,
@@ -143,7 +154,8 @@ func compareRenders(t *testing.T, want, got render) {
 
 // normalize returns a copy of o without what may differ: its labels and
 // those of its pod template, once checked to be among the other's (when
-// other is given); the order of the manager's flags; the image pull policy
+// other is given); the order of the manager's flags, and whether a flag's
+// value is an argument of its own; the image pull policy
 // (the API server's default for a tagged image is the chart's).
 func normalize(t *testing.T, k key, o, other object) object {
 	t.Helper()
@@ -169,8 +181,9 @@ func normalize(t *testing.T, k key, o, other object) object {
 	for _, ctr := range c.field("spec", "template", "spec", "containers").([]any) {
 		ctr := ctr.(map[string]any)
 		delete(ctr, "imagePullPolicy")
-		args, _ := ctr["args"].([]any)
-		slices.SortFunc(args, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
+		args := joinFlagValues(toStrings(ctr["args"]))
+		slices.Sort(args)
+		ctr["args"] = args
 	}
 	return c
 }
@@ -198,4 +211,22 @@ func deepCopy(t *testing.T, o object) object {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestChartCertManagerMatchesConfig compares the chart with
+// certificates.source cert-manager and config/default with the component
+// config/components/certmanager, as its kustomization says to use it.
+func TestChartCertManagerMatchesConfig(t *testing.T) {
+	component := filepath.Join(repoRoot(t), "config", "components", "certmanager")
+	if _, err := os.Stat(component); err != nil {
+		t.Skipf("no kustomize component %s yet: %v", component, err)
+	}
+	dir := t.TempDir()
+	must(t, os.CopyFS(filepath.Join(dir, "config"), os.DirFS(filepath.Join(repoRoot(t), "config"))))
+	must(t, os.MkdirAll(filepath.Join(dir, "overlay"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "overlay", "kustomization.yaml"), []byte(
+		"resources:\n- ../config/default\ncomponents:\n- ../config/components/certmanager\n"), 0o644))
+	want := renderKustomize(t, filesys.MakeFsOnDisk(), filepath.Join(dir, "overlay"))
+	delete(want, key{"Namespace", "", releaseNamespace})
+	compareRenders(t, want, renderChart(t, valueSets["cert-manager"]))
 }

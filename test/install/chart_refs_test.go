@@ -226,9 +226,5 @@ func monitorErrors(r render) []error {
 }
 
 func stringArgs(d object) []string {
-	var out []string
-	for _, a := range list(d.field("spec", "template", "spec", "containers").([]any)[0].(map[string]any)["args"]) {
-		out = append(out, a.(string))
-	}
-	return out
+	return toStrings(list(d.field("spec", "template", "spec", "containers"))[0].(map[string]any)["args"])
 }

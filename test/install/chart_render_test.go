@@ -243,9 +243,11 @@ func containerArgs(t *testing.T, deploy object) []string {
 	return out
 }
 
-// argValue returns the value of a --flag=value argument and whether it is there.
+// argValue returns the value of a flag, given as --flag=value or as
+// --flag value (two arguments, as config/default gives names so that
+// kustomize renames them), and whether it is there.
 func argValue(args []string, flag string) (string, bool) {
-	for _, a := range args {
+	for _, a := range joinFlagValues(args) {
 		if v, ok := strings.CutPrefix(a, flag+"="); ok {
 			return v, true
 		}
@@ -254,4 +256,19 @@ func argValue(args []string, flag string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// joinFlagValues writes each "--flag value" pair of arguments as
+// "--flag=value".
+func joinFlagValues(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") && !strings.Contains(a, "=") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			a += "=" + args[i+1]
+			i++
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -54,9 +54,6 @@ control-plane: controller-manager
 {{- define "cleanup-operator.webhookConfigName" -}}
 {{ include "cleanup-operator.fullname" . }}-validating-webhook-configuration
 {{- end }}
-{{- define "cleanup-operator.certificateName" -}}
-{{ include "cleanup-operator.fullname" . }}-serving-cert
-{{- end }}
 
 {{/* Whether the manager rotates its own webhook certificate. */}}
 {{- define "cleanup-operator.selfCert" -}}
