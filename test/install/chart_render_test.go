@@ -1,4 +1,4 @@
-package install
+package install_test
 
 import (
 	"bytes"
@@ -272,3 +272,4 @@ func joinFlagValues(args []string) []string {
 	}
 	return out
 }
+
