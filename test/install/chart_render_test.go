@@ -272,4 +272,3 @@ func joinFlagValues(args []string) []string {
 	}
 	return out
 }
-
