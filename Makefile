@@ -49,6 +49,25 @@ help: ## Show the targets.
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./internal/...;./cmd/..." output:crd:artifacts:config=config/crd/bases
+	@$(MAKE) --no-print-directory chart
+
+# The Helm chart: what it embeds from config/ (the CRD, the manager's
+# generated role and webhooks, the alerts, the dashboard) is copied here, and
+# its appVersion is VERSION; test/install fails when they differ.
+CHART ?= charts/cleanup-operator
+
+.PHONY: chart
+chart: ## Copy into the Helm chart what it embeds from config/, and set its appVersion to VERSION.
+	cp config/crd/bases/cleanup.fleetops.dev_cleanuppolicies.yaml $(CHART)/crds/
+	cp config/rbac/role.yaml $(CHART)/files/manager-role.yaml
+	cp config/webhook/manifests.yaml $(CHART)/files/webhook-manifests.yaml
+	cp config/prometheus/rule.yaml $(CHART)/files/prometheus-rule.yaml
+	cp config/grafana/cleanup-operator.json $(CHART)/files/cleanup-operator.json
+	sed -e 's/^appVersion: .*/appVersion: "$(VERSION)"/' $(CHART)/Chart.yaml > $(CHART)/Chart.yaml.tmp && mv $(CHART)/Chart.yaml.tmp $(CHART)/Chart.yaml
+
+.PHONY: helm-lint
+helm-lint: ## Lint the Helm chart with Helm's library, for the default values and each tested value set.
+	cd test/install && go test $(GO_TEST_FLAGS) -run 'TestChartLints' ./...
 
 .PHONY: generate
 generate: controller-gen ## Generate the DeepCopy methods.
@@ -64,13 +83,14 @@ vet: ## Run go vet.
 
 .PHONY: verify
 verify: manifests generate ## Fail if generated files are not committed as generated.
-	@git diff --exit-code -- config/ api/ || (echo "generated files differ: run 'make manifests generate' and commit" && exit 1)
+	@git diff --exit-code -- config/ api/ charts/ || (echo "generated files differ: run 'make manifests generate' and commit" && exit 1)
 
 .PHONY: test
 test: manifests generate fmt vet envtest-bins crds ## Run every unit and envtest suite on a real API server.
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/tools/bundle && $(BUNDLE_ENV) go test $(GO_TEST_FLAGS) ./...
 	cd test/monitoring && go test $(GO_TEST_FLAGS) -timeout 30m ./...
+	cd test/install && go test $(GO_TEST_FLAGS) -timeout 20m ./...
 
 .PHONY: test-monitoring
 test-monitoring: ## Check the alerts and the dashboard: the rules' unit tests in promtool (built from hack/tools/promtool), and every query against the metrics the operator exports.
