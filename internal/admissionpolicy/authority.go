@@ -2,6 +2,7 @@ package admissionpolicy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -47,7 +48,7 @@ const maxNeeds = 3*32 + 32 + 4
 var authorityVariables = []admissionregistrationv1.Variable{
 	{Name: "all", Expression: "authorizer.group('*').resource('*').check('*').allowed()"},
 	{Name: "stages", Expression: "has(object.spec.deletionStages) && size(object.spec.deletionStages) > 0 ? " +
-		"object.spec.deletionStages.map(s, [has(s.group) ? s.group : '', s.resource, 'spec.deletionStages (stage ' + s.name + ')']) : " +
+		"object.spec.deletionStages.map(s, [has(s.group) ? string(s.group) : '', string(s.resource), 'spec.deletionStages (stage ' + string(s.name) + ')']) : " +
 		"[['addon.open-cluster-management.io', 'managedclusteraddons', 'spec.deletionStages (absent: the default stages)'], " +
 		"['work.open-cluster-management.io', 'manifestworks', 'spec.deletionStages (absent: the default stages)']]"},
 	{Name: "forces", Expression: "object.spec.removeStrategy.default != 'Required' || " +
@@ -59,7 +60,7 @@ var authorityVariables = []admissionregistrationv1.Variable{
 		"variables.stages.map(s, ['delete', s[0], s[1], s[2]])",
 		"variables.stages.map(s, ['list', s[0], s[1], s[2]])",
 		"(variables.forces ? variables.stages.map(s, ['patch', s[0], s[1], s[2] + ' with a BestEffort or Needless strategy in spec.removeStrategy, which removes finalizers']) : [])",
-		"(has(object.spec.monitoredResources) ? object.spec.monitoredResources.map(m, ['list', has(m.group) ? m.group : '', m.resource, 'spec.monitoredResources']) : [])",
+		"(has(object.spec.monitoredResources) ? object.spec.monitoredResources.map(m, ['list', has(m.group) ? string(m.group) : '', string(m.resource), 'spec.monitoredResources']) : [])",
 		"(has(object.spec.deletionSignal) ? [['create', 'work.open-cluster-management.io', 'manifestworks', 'spec.deletionSignal']] : [])",
 		"(!has(object.spec.keepNamespace) || object.spec.keepNamespace != 'true' ? [['delete', '', 'namespaces', 'spec.keepNamespace (anything but \"true\" lets cluster namespaces be deleted)']] : [])",
 		"(variables.prunes ? [['patch', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune']] : [])",
@@ -69,6 +70,11 @@ var authorityVariables = []admissionregistrationv1.Variable{
 	// The index of the first entry of each distinct right.
 	{Name: "firsts", Expression: indexList(maxNeeds) +
 		".filter(i, i < size(variables.rights) && variables.rights.indexOf(variables.rights[i]) == i)"},
+	// The refusal of each distinct right, read only by a failed check.
+	{Name: "refusals", Expression: "variables.firsts.map(i, variables.needs[i]).map(n, " +
+		"'CleanupPolicy ' + object.metadata.name + ': the requesting user may not ' + n[0] + ' ' + n[2] + (n[1] == '' ? '' : '.' + n[1]) + " +
+		"' in every namespace (verb ' + n[0] + ', group \"' + n[1] + '\", resource ' + n[2] + '), which ' + n[3] + " +
+		"' has the cleanup operator do: a policy exercises only rights its author holds')"},
 }
 
 // indexList is a CEL list literal of 0 to n-1: CEL before Kubernetes 1.34
@@ -102,9 +108,10 @@ func authorityPolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 		Name:       "created-or-spec-changed",
 		Expression: "request.operation == 'CREATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
 	}}
-	p.Spec.Variables = authorityVariables
+	p.Spec.Variables = slices.Clone(authorityVariables)
 	p.Spec.Validations = append([]admissionregistrationv1.Validation{{
 		Expression: fmt.Sprintf("size(variables.firsts) <= %d || variables.all", MaxCheckedRights),
+		Message:    "the CleanupPolicy needs more distinct rights checked than admission can check for a user who may not do everything",
 		MessageExpression: fmt.Sprintf("'CleanupPolicy ' + object.metadata.name + ' needs ' + string(size(variables.firsts)) + "+
 			"' distinct rights (verb, group, resource), and admission checks at most %d for a user who may not do everything: "+
 			"use fewer distinct resources in spec.deletionStages and spec.monitoredResources, or have a fleet administrator write it'", MaxCheckedRights),
@@ -122,10 +129,9 @@ func rightChecks() []admissionregistrationv1.Validation {
 		out[k] = admissionregistrationv1.Validation{
 			Expression: fmt.Sprintf("size(variables.firsts) <= %d || variables.all || "+
 				"authorizer.group(%[2]s[1]).resource(%[2]s[2]).check(%[2]s[0]).allowed()", k, n),
-			MessageExpression: fmt.Sprintf("'CleanupPolicy ' + object.metadata.name + ': the requesting user may not ' + %[1]s[0] + ' ' + "+
-				"%[1]s[2] + (%[1]s[1] == '' ? '' : '.' + %[1]s[1]) + ' in every namespace (verb ' + %[1]s[0] + ', group \"' + %[1]s[1] + "+
-				"'\", resource ' + %[1]s[2] + '), which ' + %[1]s[3] + ' has the cleanup operator do: a policy exercises only rights its author holds'", n),
-			Reason: ptr.To(metav1.StatusReasonForbidden),
+			Message:           "the requesting user lacks a right this CleanupPolicy has the cleanup operator exercise",
+			MessageExpression: fmt.Sprintf("variables.refusals[%d]", k),
+			Reason:            ptr.To(metav1.StatusReasonForbidden),
 		}
 	}
 	return out
