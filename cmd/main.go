@@ -124,9 +124,10 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"How long a deletion confirmation (kubectl cleanup confirm-delete) of a deletion-protected ManagedCluster counts.")
 	fs.StringVar(&f.operatorNamespace, "operator-namespace", "",
 		"The operator's namespace, where teardown records are kept; empty: POD_NAMESPACE, else "+record.DefaultNamespace+".")
+	f.signalKinds = kindsFlag(admissionpolicy.DefaultSignalLimits().Kinds)
 	fs.Var(&f.signalKinds, "signal-manifest-kinds",
 		"The kinds a CleanupPolicy's deletion-signal manifests may be, apiVersion/Kind, comma-separated, namespaced kinds only; "+
-			"admission refuses the rest (default v1/ConfigMap,v1/Secret).")
+			"admission refuses the rest.")
 	fs.IntVar(&f.signalMaxBytes, "signal-manifest-max-bytes", admissionpolicy.DefaultSignalLimits().MaxBytes,
 		"The largest deletion-signal manifest, as JSON, that a CleanupPolicy may carry.")
 	fs.IntVar(&f.signalMaxTotalBytes, "signal-manifests-max-total-bytes", admissionpolicy.DefaultSignalLimits().MaxTotalBytes,
@@ -163,9 +164,6 @@ func run(f flags, log logr.Logger) error {
 		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
 	opts.SignalLimits = admissionpolicy.SignalLimits{Kinds: f.signalKinds, MaxBytes: f.signalMaxBytes, MaxTotalBytes: f.signalMaxTotalBytes}
-	if opts.SignalLimits.Kinds == nil {
-		opts.SignalLimits.Kinds = admissionpolicy.DefaultSignalLimits().Kinds
-	}
 	if err := opts.SignalLimits.Validate(); err != nil {
 		return err
 	}

@@ -190,6 +190,11 @@ func userWith(ctx context.Context, t *testing.T, name string, rights ...right) c
 	g.Expect(err).NotTo(HaveOccurred())
 	editor := &rbacv1.ClusterRole{}
 	g.Expect(yaml.UnmarshalStrict(raw, editor)).To(Succeed())
+	// A fleet-administrator right, folded into no other role.
+	g.Expect(editor.AggregationRule).To(BeNil())
+	for label := range editor.Labels {
+		g.Expect(label).NotTo(ContainSubstring("aggregate-to"), "the editor role aggregates into another")
+	}
 	g.Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, editor))).To(Succeed())
 	bind(ctx, g, name, editor.Name)
 	if len(rights) > 0 {
