@@ -1,11 +1,14 @@
 package controller_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,10 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 var _ = Describe("Deletion-signal limits", func() {
@@ -69,5 +75,42 @@ var _ = Describe("Deletion-signal limits", func() {
 		Consistently(func() error {
 			return k8s.Get(ctx, client.ObjectKey{Namespace: "sig-limit-1", Name: "alive"}, work)
 		}, "2s").Should(Satisfy(apierrors.IsNotFound))
+	})
+})
+
+var _ = Describe("Policy authority with the webhook running", func() {
+	AfterEach(deleteAll)
+
+	It("refuses an editor's policy that exercises a right the editor lacks, and an oversized signal manifest", func() {
+		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "cleanuppolicy_editor_role.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		editorRole := &rbacv1.ClusterRole{}
+		Expect(yaml.UnmarshalStrict(raw, editorRole)).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, editorRole))).To(Succeed())
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "editor-only"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: editorRole.Name},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "editor-only"}}}
+		Expect(k8s.Create(ctx, binding)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, binding)).To(Succeed()) })
+		user, err := env.AddUser(envtest.User{Name: "editor-only"}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		editor, err := client.New(user.Config(), client.Options{Scheme: k8s.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+
+		stages := cleanupPolicy("configmaps", v1alpha1.CleanupPolicySpec{KeepNamespace: "true",
+			DeletionStages: []v1alpha1.DeletionStage{{Name: "cms", GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}})
+		err = editor.Create(ctx, stages)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`may not delete configmaps in every namespace (verb delete, group "", resource configmaps)`))
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "configmaps"}, &v1alpha1.CleanupPolicy{})).To(Satisfy(apierrors.IsNotFound))
+
+		// The webhook measures what the admission policy cannot.
+		big := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big","namespace":"default"},"data":{"x":"` +
+			strings.Repeat("x", admissionpolicy.DefaultSignalLimits().MaxBytes) + `"}}`
+		err = k8s.Create(ctx, cleanupPolicy("oversized", v1alpha1.CleanupPolicySpec{
+			DeletionSignal: &v1alpha1.DeletionSignal{Manifests: []v1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(big)}}}}}))
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.deletionSignal.manifests[0]: Too long"))
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "oversized"}, &v1alpha1.CleanupPolicy{})).To(Satisfy(apierrors.IsNotFound))
 	})
 })
