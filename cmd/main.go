@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
@@ -48,6 +50,24 @@ type flags struct {
 	operatorNamespace                   string
 	recordsPerCluster                   int
 	recordMaxAge                        time.Duration
+	signalKinds                         kindsFlag
+	signalMaxBytes, signalMaxTotalBytes int
+}
+
+// kindsFlag is a comma-separated list of apiVersion/Kind; unset, the
+// default signal kinds.
+type kindsFlag []string
+
+func (k *kindsFlag) String() string { return strings.Join(*k, ",") }
+
+func (k *kindsFlag) Set(v string) error {
+	*k = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*k = append(*k, s)
+		}
+	}
+	return nil
 }
 
 func main() {
@@ -104,6 +124,14 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"How long a deletion confirmation (kubectl cleanup confirm-delete) of a deletion-protected ManagedCluster counts.")
 	fs.StringVar(&f.operatorNamespace, "operator-namespace", "",
 		"The operator's namespace, where teardown records are kept; empty: POD_NAMESPACE, else "+record.DefaultNamespace+".")
+	f.signalKinds = kindsFlag(admissionpolicy.DefaultSignalLimits().Kinds)
+	fs.Var(&f.signalKinds, "signal-manifest-kinds",
+		"The kinds a CleanupPolicy's deletion-signal manifests may be, apiVersion/Kind, comma-separated, namespaced kinds only; "+
+			"admission refuses the rest.")
+	fs.IntVar(&f.signalMaxBytes, "signal-manifest-max-bytes", admissionpolicy.DefaultSignalLimits().MaxBytes,
+		"The largest deletion-signal manifest, as JSON, that a CleanupPolicy may carry.")
+	fs.IntVar(&f.signalMaxTotalBytes, "signal-manifests-max-total-bytes", admissionpolicy.DefaultSignalLimits().MaxTotalBytes,
+		"The largest total, as JSON, of a CleanupPolicy's deletion-signal manifests.")
 	fs.IntVar(&f.recordsPerCluster, "teardown-records-per-cluster", operator.DefaultRecordsPerCluster,
 		"How many ended teardown records are kept per cluster, the newest; 0 keeps every one (within --teardown-record-max-age).")
 	fs.DurationVar(&f.recordMaxAge, "teardown-record-max-age", operator.DefaultRecordMaxAge,
@@ -135,6 +163,10 @@ func run(f flags, log logr.Logger) error {
 		ConfirmationMaxAge: f.confirmationMaxAge,
 		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
+	opts.SignalLimits = admissionpolicy.SignalLimits{Kinds: f.signalKinds, MaxBytes: f.signalMaxBytes, MaxTotalBytes: f.signalMaxTotalBytes}
+	if err := opts.SignalLimits.Validate(); err != nil {
+		return err
+	}
 	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
 		return fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")
 	}

@@ -50,4 +50,8 @@ const (
 	// written once, when suspend turns true, and not again while it stays
 	// true (kstatus: Current, then InProgress after an edit made meanwhile).
 	SuspendedReason = "Suspended"
+	// SignalRefusedReason surfaces, on Ready False, when the policy's
+	// deletion-signal manifests break the operator's limits (kinds, sizes):
+	// no signal work is applied for it. The message names each manifest.
+	SignalRefusedReason = "SignalRefused"
 )

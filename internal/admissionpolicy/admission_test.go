@@ -41,6 +41,9 @@ import (
 // installed, started once for the package.
 var k8s client.WithWatch
 
+// testEnv is the running environment, for tests that add users.
+var testEnv *testenv.Env
+
 // enforcementTimeout bounds the wait for the API server to enforce a policy
 // it has just been given: it compiles policies from its informer.
 const enforcementTimeout = 30 * time.Second
@@ -56,6 +59,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	testEnv = env
 	defer func() {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the test API server:", err)
@@ -304,7 +308,8 @@ func TestConfigMatchesObjects(t *testing.T) {
 		Resources []string `json:"resources"`
 	}
 	g.Expect(yaml.Unmarshal(raw, &kustomization)).To(Succeed())
-	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml", "deletion-protection.yaml", "delete-confirmation.yaml"))
+	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml", "deletion-protection.yaml", "delete-confirmation.yaml",
+		"policy-authority.yaml", "signal-manifests.yaml"))
 
 	want := map[string]map[string]any{}
 	var rendered []string

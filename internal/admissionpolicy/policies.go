@@ -34,8 +34,14 @@ func BindingName(policy string) string {
 }
 
 // Objects returns the policies and their bindings, each policy followed by
-// its binding. Every call returns new objects, which the caller may change.
+// its binding, with the default signal limits. Every call returns new
+// objects, which the caller may change.
 func Objects() []client.Object {
+	return ObjectsFor(DefaultSignalLimits())
+}
+
+// ObjectsFor is Objects with the signal manifest policy rendered for l.
+func ObjectsFor(l SignalLimits) []client.Object {
 	return []client.Object{
 		deletingClusterPolicy(),
 		binding(DeletingClusterPolicy),
@@ -45,6 +51,10 @@ func Objects() []client.Object {
 		binding(DeletionProtectionPolicy),
 		deleteConfirmationPolicy(),
 		binding(DeleteConfirmationPolicy),
+		authorityPolicy(),
+		binding(AuthorityPolicy),
+		signalManifestsPolicy(l),
+		binding(SignalManifestsPolicy),
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
@@ -55,6 +56,8 @@ type CleanupPolicyReconciler struct {
 	Mapper meta.RESTMapper
 	// Metrics exports each policy's conditions and counts; nil exports none.
 	Metrics *Metrics
+	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
+	SignalLimits admissionpolicy.SignalLimits
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
@@ -145,6 +148,10 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	}
 	r.reportShare(p, prev, share)
 
+	var signalErrs field.ErrorList
+	if compiled.Spec.DeletionSignal != nil {
+		signalErrs = r.SignalLimits.OrDefault().Check(compiled.Spec.DeletionSignal.Manifests)
+	}
 	switch {
 	case share.exhausted:
 		setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, fmt.Sprintf(
@@ -157,6 +164,12 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		if msg := setNotServedCondition(p, unserved); readyMessage(prev) != msg {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.ResourceNotServedReason, "Evaluate", "%s", msg)
 		}
+	case len(signalErrs) > 0:
+		msg := "no deletion-signal work is applied: " + signalErrs.ToAggregate().Error()
+		if readyMessage(prev) != msg {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.SignalRefusedReason, "Evaluate", "%s", msg)
+		}
+		setReadyCondition(p, metav1.ConditionFalse, v1alpha1.SignalRefusedReason, msg)
 	case len(share.evalErrors) > 0:
 		msg := fmt.Sprintf("the selector failed on %d cluster(s), which are held: %s",
 			len(share.evalErrors), strings.Join(share.evalErrors[:min(len(share.evalErrors), maxReported)], "; "))

@@ -29,6 +29,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
@@ -56,6 +57,8 @@ type ManagedClusterAdapter struct {
 	// ConfirmationMaxAge is how long a deletion confirmation counts; 0
 	// accepts none.
 	ConfirmationMaxAge time.Duration
+	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
+	SignalLimits admissionpolicy.SignalLimits
 
 	// apiReader reads a work, managedFields included, when orphaning it
 	// conflicts, and to tell an earlier version's signal work.
@@ -240,6 +243,13 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 		return client.IgnoreNotFound(err)
 	}
 	if ns.DeletionTimestamp != nil {
+		return nil
+	}
+	if errs := a.SignalLimits.OrDefault().Check(p.Spec.DeletionSignal.Manifests); len(errs) > 0 {
+		// Admitted before the limits, or past removed admission objects:
+		// the policy's Ready condition names the manifests.
+		logf.FromContext(ctx).Info("deletion-signal work not applied: its manifests break the operator's limits",
+			"cluster", namespace, "policy", p.Name, "errors", errs.ToAggregate().Error())
 		return nil
 	}
 	manifests, hash, err := signalManifests(p)

@@ -7,9 +7,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,6 +75,8 @@ type Options struct {
 	// Records say where teardown records are kept (empty namespace:
 	// record.Namespace) and for how long.
 	Records controller.RecordOptions
+	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
+	SignalLimits admissionpolicy.SignalLimits
 }
 
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
@@ -114,6 +119,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 
 		ConfirmationMaxAge: cmp.Or(opts.ConfirmationMaxAge, DefaultConfirmationMaxAge),
 		Records:            opts.Records,
+		SignalLimits:       opts.SignalLimits.OrDefault(),
 	}
 	deps.Records.Namespace = record.Namespace(opts.Records.Namespace)
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
@@ -129,6 +135,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Optional:   optional,
 		Mapper:     mgr.GetRESTMapper(),
 		Metrics:    op.Metrics,
+
+		SignalLimits: opts.SignalLimits.OrDefault(),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
@@ -214,6 +222,12 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 	if err != nil {
 		return err
 	}
+	if err := namespacedKinds(mgr.GetRESTMapper(), opts.SignalLimits.OrDefault()); err != nil {
+		return err
+	}
+	if err := admissionpolicy.EnsureSignalLimits(ctx, direct, opts.SignalLimits.OrDefault()); err != nil {
+		return fmt.Errorf("creating the admission policies: %w", err)
+	}
 	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
 		return fmt.Errorf("creating the admission policies: %w", err)
 	}
@@ -226,8 +240,32 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 		}
 	}
 	if opts.EnableWebhooks {
-		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {
+		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env, opts.SignalLimits.OrDefault()); err != nil {
 			return fmt.Errorf("setting up the CleanupPolicy webhook: %w", err)
+		}
+	}
+	return nil
+}
+
+// namespacedKinds fails unless the hub serves each kind, apiVersion/Kind,
+// as namespaced: a deletion-signal manifest must not reach the managed
+// cluster's cluster scope.
+func namespacedKinds(mapper meta.RESTMapper, limits admissionpolicy.SignalLimits) error {
+	if err := limits.Validate(); err != nil {
+		return err
+	}
+	for _, k := range limits.Kinds {
+		i := strings.LastIndex(k, "/")
+		gv, err := schema.ParseGroupVersion(k[:i])
+		if err != nil {
+			return fmt.Errorf("deletion-signal kind %q: %w", k, err)
+		}
+		m, err := mapper.RESTMapping(gv.WithKind(k[i+1:]).GroupKind(), gv.Version)
+		switch {
+		case err != nil:
+			return fmt.Errorf("deletion-signal kind %q: the hub does not serve it, so it cannot be known to be namespaced: %w", k, err)
+		case m.Scope.Name() != meta.RESTScopeNameNamespace:
+			return fmt.Errorf("deletion-signal kind %q is cluster-scoped: only namespaced kinds may be allowed", k)
 		}
 	}
 	return nil

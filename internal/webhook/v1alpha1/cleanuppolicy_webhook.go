@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
 
@@ -25,6 +26,8 @@ import (
 // not run: it compiles the policy exactly as the reconciler does.
 type CleanupPolicyValidator struct {
 	Env *cel.Env
+	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
+	SignalLimits admissionpolicy.SignalLimits
 }
 
 var _ admission.Validator[*v1alpha1.CleanupPolicy] = &CleanupPolicyValidator{}
@@ -33,8 +36,9 @@ var _ admission.Validator[*v1alpha1.CleanupPolicy] = &CleanupPolicyValidator{}
 const ValidatePath = "/validate-cleanup-fleetops-dev-v1alpha1-cleanuppolicy"
 
 // SetupCleanupPolicyWebhookWithManager registers the validator with the manager's webhook server.
-func SetupCleanupPolicyWebhookWithManager(mgr manager.Manager, env *cel.Env) error {
-	mgr.GetWebhookServer().Register(ValidatePath, &admission.Webhook{Handler: &handler{validator: &CleanupPolicyValidator{Env: env}}})
+func SetupCleanupPolicyWebhookWithManager(mgr manager.Manager, env *cel.Env, limits admissionpolicy.SignalLimits) error {
+	v := &CleanupPolicyValidator{Env: env, SignalLimits: limits}
+	mgr.GetWebhookServer().Register(ValidatePath, &admission.Webhook{Handler: &handler{validator: v}})
 	return nil
 }
 
@@ -134,6 +138,10 @@ func (v *CleanupPolicyValidator) ValidateDelete(context.Context, *v1alpha1.Clean
 
 func (v *CleanupPolicyValidator) validate(p *v1alpha1.CleanupPolicy) (admission.Warnings, error) {
 	compiled, errs := cel.Compile(v.Env, p)
+	if p.Spec.DeletionSignal != nil {
+		// The admission policy checks the kinds; only here are the sizes checked at admission.
+		errs = append(errs, v.SignalLimits.OrDefault().Check(p.Spec.DeletionSignal.Manifests)...)
+	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("CleanupPolicy").GroupKind(), p.Name, errs)
 	}

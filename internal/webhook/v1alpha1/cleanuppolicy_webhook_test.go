@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
 
@@ -120,5 +121,49 @@ func TestHandlerReadsStoredPolicies(t *testing.T) {
 				t.Fatalf("refusal %q does not name spec.removeStrategy.timeout", resp.Result.Message)
 			}
 		})
+	}
+}
+
+// TestSignalLimits: the webhook refuses a deletion-signal manifest of a
+// kind outside the allow list, one over the size limit and manifests over
+// the total, naming each manifest; the allowed ones pass.
+func TestSignalLimits(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &CleanupPolicyValidator{Env: env, SignalLimits: admissionpolicy.SignalLimits{Kinds: []string{"v1/ConfigMap"}, MaxBytes: 200, MaxTotalBytes: 300}}
+	configMap := func(name string, pad int) v1alpha1.Manifest {
+		raw := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"default"},"data":{"x":"` + strings.Repeat("x", pad) + `"}}`
+		return v1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(raw)}}
+	}
+	withSignal := func(m ...v1alpha1.Manifest) *v1alpha1.CleanupPolicy {
+		return &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
+			DeletionSignal: &v1alpha1.DeletionSignal{Manifests: m}}}
+	}
+	if _, err := v.ValidateCreate(context.Background(), withSignal(configMap("a", 10), configMap("b", 10))); err != nil {
+		t.Fatalf("allowed manifests refused: %v", err)
+	}
+	secret := v1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"}}`)}}
+	for _, c := range []struct {
+		name string
+		p    *v1alpha1.CleanupPolicy
+		want []string
+	}{
+		{"a kind not allowed", withSignal(configMap("a", 10), secret), []string{`spec.deletionSignal.manifests[1].kind: Unsupported value: "v1/Secret"`}},
+		{"a manifest too large", withSignal(configMap("a", 10), configMap("big", 200)), []string{"spec.deletionSignal.manifests[1]: Too long", "200"}},
+		{"too much in all", withSignal(configMap("a", 100), configMap("b", 100)), []string{"spec.deletionSignal.manifests: Invalid value", "more than 300 bytes"}},
+	} {
+		_, err := v.ValidateCreate(context.Background(), c.p)
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("%s: got %v, want Invalid", c.name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", c.name, err, w)
+			}
+		}
 	}
 }

@@ -1,0 +1,139 @@
+package admissionpolicy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// AuthorityPolicy refuses to create a CleanupPolicy, or to change its spec,
+// unless the requesting user holds every right the policy has the operator
+// exercise: a policy exercises only rights its author holds.
+const AuthorityPolicy = "cleanup-operator-policy-authority"
+
+// MaxCheckedRights is how many distinct rights the authority policy asks
+// the authorizer about for one request. Each check costs 350,000 of the
+// 10,000,000 CEL cost budget of a binding, and one goes to asking whether
+// the user may do everything; a policy that needs more is refused unless
+// the user may.
+const MaxCheckedRights = 24
+
+// maxNeeds bounds the list of rights a policy can need before duplicates
+// are dropped: three per stage, one per monitored resource, three more.
+const maxNeeds = 3*32 + 32 + 4
+
+// The rights a policy needs, one entry [verb, group, resource, why] each:
+//   - each deletion stage (absent: the default stages, add-ons then works):
+//     delete and list of its resource in every namespace, as the operator
+//     lists and deletes it in every governed cluster namespace;
+//   - with a BestEffort or Needless strategy anywhere in removeStrategy,
+//     patch of each stage's resource too: forcing removes the work agent's
+//     finalizer with a patch, which lets an object go without the agent
+//     cleaning up what it put on the managed cluster;
+//   - each monitored resource: list, the only right the operator uses on it;
+//   - a deletion signal: create of manifestworks;
+//   - keepNamespace other than the literal "true": delete of namespaces;
+//   - prune rules, or a prune default other than None: patch of
+//     configurationpolicies;
+//   - always, patch of managedclusters: the operator labels, annotates and
+//     holds with its finalizer every cluster a policy governs, and adds or
+//     removes deletion protection by spec.deletionProtection, so even a
+//     policy without protection removes it from a cluster it takes over.
+var authorityVariables = []admissionregistrationv1.Variable{
+	{Name: "all", Expression: "authorizer.group('*').resource('*').check('*').allowed()"},
+	{Name: "stages", Expression: "has(object.spec.deletionStages) && size(object.spec.deletionStages) > 0 ? " +
+		"object.spec.deletionStages.map(s, [has(s.group) ? string(s.group) : '', string(s.resource), 'spec.deletionStages (stage ' + string(s.name) + ')']) : " +
+		"[['addon.open-cluster-management.io', 'managedclusteraddons', 'spec.deletionStages (absent: the default stages)'], " +
+		"['work.open-cluster-management.io', 'manifestworks', 'spec.deletionStages (absent: the default stages)']]"},
+	{Name: "forces", Expression: "object.spec.removeStrategy.default != 'Required' || " +
+		"(has(object.spec.removeStrategy.rules) && object.spec.removeStrategy.rules.exists(r, r.strategy != 'Required'))"},
+	{Name: "prunes", Expression: "has(object.spec.prune) && " +
+		"((has(object.spec.prune.rules) && size(object.spec.prune.rules) > 0) || " +
+		"(has(object.spec.prune.default) && object.spec.prune.default != 'None'))"},
+	{Name: "needs", Expression: strings.Join([]string{
+		"variables.stages.map(s, ['delete', s[0], s[1], s[2]])",
+		"variables.stages.map(s, ['list', s[0], s[1], s[2]])",
+		"(variables.forces ? variables.stages.map(s, ['patch', s[0], s[1], s[2] + ' with a BestEffort or Needless strategy in spec.removeStrategy, which removes finalizers']) : [])",
+		"(has(object.spec.monitoredResources) ? object.spec.monitoredResources.map(m, ['list', has(m.group) ? string(m.group) : '', string(m.resource), 'spec.monitoredResources']) : [])",
+		"(has(object.spec.deletionSignal) ? [['create', 'work.open-cluster-management.io', 'manifestworks', 'spec.deletionSignal']] : [])",
+		"(!has(object.spec.keepNamespace) || object.spec.keepNamespace != 'true' ? [['delete', '', 'namespaces', 'spec.keepNamespace (anything but \"true\" lets cluster namespaces be deleted)']] : [])",
+		"(variables.prunes ? [['patch', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune']] : [])",
+		"[['patch', 'cluster.open-cluster-management.io', 'managedclusters', 'spec (every governed cluster is labelled and annotated, and spec.deletionProtection adds or removes its protection)']]",
+	}, " + ")},
+	{Name: "rights", Expression: "variables.needs.map(n, n[0] + ' ' + n[1] + ' ' + n[2])"},
+	// The index of the first entry of each distinct right.
+	{Name: "firsts", Expression: indexList(maxNeeds) +
+		".filter(i, i < size(variables.rights) && variables.rights.indexOf(variables.rights[i]) == i)"},
+	// The refusal of each distinct right, read only by a failed check.
+	{Name: "refusals", Expression: "variables.firsts.map(i, variables.needs[i]).map(n, " +
+		"'CleanupPolicy ' + object.metadata.name + ': the requesting user may not ' + n[0] + ' ' + n[2] + (n[1] == '' ? '' : '.' + n[1]) + " +
+		"' in every namespace (verb ' + n[0] + ', group \"' + n[1] + '\", resource ' + n[2] + '), which ' + n[3] + " +
+		"' has the cleanup operator do: a policy exercises only rights its author holds')"},
+}
+
+// indexList is a CEL list literal of 0 to n-1: CEL before Kubernetes 1.34
+// has no lists.range.
+func indexList(n int) string {
+	idx := make([]string, n)
+	for i := range idx {
+		idx[i] = fmt.Sprint(i)
+	}
+	return "[" + strings.Join(idx, ", ") + "]"
+}
+
+func authorityPolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p := policy(AuthorityPolicy)
+	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups:   []string{v1alpha1.GroupVersion.Group},
+					APIVersions: []string{"*"},
+					Resources:   []string{"cleanuppolicies"},
+				},
+			},
+		}},
+	}
+	// Every create and every change of the spec: whether a change narrows
+	// what a policy does is not decidable here (a new `when`, selector or
+	// priority can reach more). Labels, annotations and finalizers change freely.
+	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{
+		Name:       "created-or-spec-changed",
+		Expression: "request.operation == 'CREATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
+	}}
+	p.Spec.Variables = slices.Clone(authorityVariables)
+	p.Spec.Validations = append([]admissionregistrationv1.Validation{{
+		Expression: fmt.Sprintf("variables.all || size(variables.firsts) <= %d", MaxCheckedRights),
+		Message:    "the CleanupPolicy needs more distinct rights checked than admission can check for a user who may not do everything",
+		MessageExpression: fmt.Sprintf("'CleanupPolicy ' + object.metadata.name + ' needs ' + string(size(variables.firsts)) + "+
+			"' distinct rights (verb, group, resource), and admission checks at most %d for a user who may not do everything: "+
+			"use fewer distinct resources in spec.deletionStages and spec.monitoredResources, or have a fleet administrator write it'", MaxCheckedRights),
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}}, rightChecks()...)
+	return p
+}
+
+// rightChecks asks the authorizer about each distinct right, one per
+// validation: the API server allows two checks per expression. A user who
+// may do everything is asked nothing more, and their spec is not read.
+func rightChecks() []admissionregistrationv1.Validation {
+	out := make([]admissionregistrationv1.Validation, MaxCheckedRights)
+	for k := range out {
+		n := fmt.Sprintf("variables.needs[variables.firsts[%d]]", k)
+		out[k] = admissionregistrationv1.Validation{
+			Expression: fmt.Sprintf("variables.all || size(variables.firsts) <= %d || "+
+				"authorizer.group(%[2]s[1]).resource(%[2]s[2]).check(%[2]s[0]).allowed()", k, n),
+			Message:           "the requesting user lacks a right this CleanupPolicy has the cleanup operator exercise",
+			MessageExpression: fmt.Sprintf("variables.refusals[%d]", k),
+			Reason:            ptr.To(metav1.StatusReasonForbidden),
+		}
+	}
+	return out
+}
