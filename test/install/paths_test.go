@@ -41,6 +41,7 @@ type installPath struct {
 func paths() []installPath {
 	return []installPath{
 		{name: "kustomize config/default", render: kustomize("config/default"), install: true},
+		{name: "kustomize, renamed", render: kustomize("test/install/testdata/renamed"), install: true},
 		{name: "kustomize, renamed, cert-manager", render: kustomize("test/install/testdata/renamed-certmanager")},
 		{name: "dist/install.yaml", render: installer, install: true},
 	}
@@ -121,5 +122,85 @@ func TestReferencesResolve(t *testing.T) {
 				t.Error(e)
 			}
 		})
+	}
+}
+
+// TestReferenceCheckFindsBreaks breaks each kind of reference in a copy of
+// the cert-manager install and expects the check to name it.
+func TestReferenceCheckFindsBreaks(t *testing.T) {
+	flags, err := managerFlags(managerBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := kustomize("test/install/testdata/renamed-certmanager")(t)
+	if errs := checkReferences(good, flags); len(errs) != 0 {
+		t.Fatalf("the unbroken install: %v", errs)
+	}
+	breaks := map[string]func(o objects){
+		"issuer": func(o objects) { set(t, o, "Certificate", "selfsigned-issuer", "spec", "issuerRef", "name") },
+		"dnsNames": func(o objects) {
+			setSlice(t, o, "Certificate", []string{"webhook-service.system.svc"}, "spec", "dnsNames")
+		},
+		"service selector":  func(o objects) { set(t, o, "Service", "other", "spec", "selector", "control-plane") },
+		"webhook service":   func(o objects) { setHook(t, o, "name", "webhook-service") },
+		"webhook namespace": func(o objects) { setHook(t, o, "namespace", "system") },
+		"ca injection": func(o objects) {
+			o.ofKind("ValidatingWebhookConfiguration")[0].SetAnnotations(map[string]string{"cert-manager.io/inject-ca-from": "system/serving-cert"})
+		},
+		"serviceAccountName": func(o objects) {
+			set(t, o, "Deployment", "controller-manager", "spec", "template", "spec", "serviceAccountName")
+		},
+		"roleRef":      func(o objects) { set(t, o, "RoleBinding", "leader-election-role", "roleRef", "name") },
+		"unknown flag": func(o objects) { appendArg(t, o, "--no-such-flag=1") },
+		"secret flag":  func(o objects) { appendArg(t, o, "--webhook-secret-name=webhook-server-cert") },
+	}
+	for name, breakIt := range breaks {
+		t.Run(name, func(t *testing.T) {
+			o := kustomize("test/install/testdata/renamed-certmanager")(t)
+			breakIt(o)
+			if errs := checkReferences(o, flags); len(errs) == 0 {
+				t.Errorf("breaking the %s went unnoticed", name)
+			}
+		})
+	}
+}
+
+// set sets a field of the first object of a kind.
+func set(t *testing.T, o objects, kind, value string, path ...string) {
+	t.Helper()
+	if err := unstructured.SetNestedField(o.ofKind(kind)[0].Object, value, path...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setSlice(t *testing.T, o objects, kind string, value []string, path ...string) {
+	t.Helper()
+	if err := unstructured.SetNestedStringSlice(o.ofKind(kind)[0].Object, value, path...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setHook sets a field of the first webhook's service reference.
+func setHook(t *testing.T, o objects, field, value string) {
+	t.Helper()
+	vwc := o.ofKind("ValidatingWebhookConfiguration")[0]
+	hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+	if err := unstructured.SetNestedField(hooks[0].(map[string]any), value, "clientConfig", "service", field); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(vwc.Object, hooks, "webhooks"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appendArg adds an arg to the manager container.
+func appendArg(t *testing.T, o objects, arg string) {
+	t.Helper()
+	d := o.ofKind("Deployment")[0]
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	c["args"] = append(c["args"].([]any), arg)
+	if err := unstructured.SetNestedSlice(d.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
 	}
 }

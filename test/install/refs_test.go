@@ -78,7 +78,36 @@ func checkReferences(o objects, flags map[string]bool) []string {
 	checkWebhooks(o, fail)
 	checkCertificates(o, fail)
 	checkBindings(o, fail)
+	checkResourceNames(o, fail)
 	return errs
+}
+
+// checkResourceNames checks that the roles' rules limited to named
+// Secrets and webhook configurations name installed ones.
+func checkResourceNames(o objects, fail func(string, ...any)) {
+	kinds := map[string]string{"secrets": "Secret", "validatingwebhookconfigurations": "ValidatingWebhookConfiguration"}
+	for _, role := range append(o.ofKind("Role"), o.ofKind("ClusterRole")...) {
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		for _, r := range rules {
+			resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+			names, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resourceNames")
+			for _, res := range resources {
+				kind, ok := kinds[res]
+				if !ok {
+					continue
+				}
+				ns := role.GetNamespace()
+				if kind == "ValidatingWebhookConfiguration" {
+					ns = ""
+				}
+				for _, name := range names {
+					if o.find(kind, ns, name) == nil {
+						fail("%s %s: resourceNames names %s %s, which is not installed", role.GetKind(), role.GetName(), kind, name)
+					}
+				}
+			}
+		}
+	}
 }
 
 // checkPod checks the pod's service account, volumes, image and args.
