@@ -41,6 +41,7 @@ type flags struct {
 	webhookSecretName                   string
 	webhookServiceName                  string
 	webhookConfigName                   string
+	webhookPort                         int
 	enableLeaderElection, secureMetrics bool
 	enableHTTP2, createFlowControl      bool
 	kubeAPIQPS                          float64
@@ -102,6 +103,7 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"With --webhook-cert-rotation: the webhook's Service, in the operator's namespace, which the certificate names.")
 	fs.StringVar(&f.webhookConfigName, "webhook-config-name", "cleanup-operator-validating-webhook-configuration",
 		"With --webhook-cert-rotation: the ValidatingWebhookConfiguration whose caBundle is kept to the CA.")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "The port the webhook server listens on.")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false,
 		"Serve HTTP/2 on the metrics and webhook servers; off by default against HTTP/2 stream attacks.")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS,
@@ -202,7 +204,7 @@ func newManager(f flags, certs *certRotation) (manager.Manager, error) {
 	if !f.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	webhookOpts := webhook.Options{TLSOpts: tlsOpts}
+	webhookOpts := webhook.Options{TLSOpts: tlsOpts, Port: f.webhookPort}
 	var certWatcher *certwatcher.CertWatcher
 	if certs != nil {
 		webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, func(c *tls.Config) { c.GetCertificate = certs.files.GetCertificate })

@@ -23,24 +23,38 @@ import (
 
 // managerRun is the manager binary running as the install runs it.
 type managerRun struct {
-	cmd *exec.Cmd
-	log string
+	cmd   *exec.Cmd
+	log   string
+	probe string
 }
 
 func (r *managerRun) logs() string { return logsOf(r.log) }
 
 // startManager starts the manager binary with the installed Deployment's
-// args and env, as its ServiceAccount, and returns once its readiness
-// probe passes: the webhook serves its certificate and the CA is injected.
+// args and env, as its ServiceAccount, behind the webhook Service, and
+// returns once its readiness probe passes: the webhook serves its
+// certificate and the CA is injected.
+func startManager(ctx context.Context, t *testing.T, env *envtest.Environment, c client.Client, manager string, objs objects) *managerRun {
+	t.Helper()
+	d, err := objs.deployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookEndpoint(ctx, t, c, webhookService(t, objs), webhookPort(t, d.Spec.Template.Spec.Containers[0]))
+	run := launchManager(t, env, manager, objs)
+	run.waitReady(ctx, t)
+	return run
+}
+
+// launchManager starts the manager process as installed, with extra args.
 //
 // What a pod would give it differently: the certificate folder (an
 // emptyDir) is a temporary folder; the probe and metrics addresses are
 // free ports of this machine, as other processes may hold the installed
 // ones here; the leader-election namespace, which in a pod is read from the
 // ServiceAccount's mount, is passed as a flag; POD_NAMESPACE, from the
-// downward API, is the install's namespace. The webhook listens on the
-// manager's port as installed, which the Service's EndpointSlice names.
-func startManager(ctx context.Context, t *testing.T, env *envtest.Environment, c client.Client, manager string, objs objects) *managerRun {
+// downward API, is the install's namespace.
+func launchManager(t *testing.T, env *envtest.Environment, manager string, objs objects, extra ...string) *managerRun {
 	t.Helper()
 	d, err := objs.deployment()
 	if err != nil {
@@ -48,14 +62,14 @@ func startManager(ctx context.Context, t *testing.T, env *envtest.Environment, c
 	}
 	ns, pod := d.Namespace, d.Spec.Template.Spec
 	container := pod.Containers[0]
-	probe := freeAddr(t)
+	run := &managerRun{log: filepath.Join(t.TempDir(), "manager.log"), probe: freeAddr(t)}
 	args := []string{}
 	for _, a := range container.Args {
 		switch {
 		case strings.HasPrefix(a, "--webhook-cert-path="):
 			a = "--webhook-cert-path=" + t.TempDir()
 		case strings.HasPrefix(a, "--health-probe-bind-address="):
-			a = "--health-probe-bind-address=" + probe
+			a = "--health-probe-bind-address=" + run.probe
 		case strings.HasPrefix(a, "--metrics-bind-address="):
 			a = "--metrics-bind-address=" + freeAddr(t)
 		}
@@ -63,10 +77,8 @@ func startManager(ctx context.Context, t *testing.T, env *envtest.Environment, c
 	}
 	args = append(args, "--leader-elect-namespace="+ns,
 		"--kubeconfig="+impersonatingKubeconfig(t, env, ns, pod.ServiceAccountName))
+	args = append(args, extra...)
 
-	webhookEndpoint(ctx, t, c, webhookService(t, objs), webhookPort(t, container))
-
-	run := &managerRun{log: filepath.Join(t.TempDir(), "manager.log")}
 	logFile, err := os.Create(run.log)
 	if err != nil {
 		t.Fatal(err)
@@ -86,16 +98,21 @@ func startManager(ctx context.Context, t *testing.T, env *envtest.Environment, c
 		}
 	})
 	t.Logf("manager %s", strings.Join(args, " "))
+	return run
+}
+
+// waitReady waits for the manager's readiness probe to pass.
+func (r *managerRun) waitReady(ctx context.Context, t *testing.T) {
+	t.Helper()
 	NewWithT(t).Eventually(func() (int, error) {
-		resp, err := http.Get("http://" + probe + "/readyz")
+		resp, err := http.Get("http://" + r.probe + "/readyz")
 		if err != nil {
 			return 0, err
 		}
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(500*time.Millisecond).
-		Should(Equal(http.StatusOK), run.logs)
-	return run
+		Should(Equal(http.StatusOK), r.logs)
 }
 
 // podEnv is the container's environment as the kubelet would set it: only
