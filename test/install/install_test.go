@@ -29,7 +29,7 @@ import (
 func TestInstallGovernsAFleet(t *testing.T) {
 	manager := managerBinary(t)
 	for _, p := range paths() {
-		if !p.install {
+		if p.install == nil {
 			continue
 		}
 		t.Run(p.name, func(t *testing.T) {
@@ -41,7 +41,7 @@ func TestInstallGovernsAFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			apply(ctx, t, admin, objs)
+			p.install(ctx, t, env, objs)
 			run := startManager(ctx, t, env, admin, manager, objs)
 			governsAFleet(ctx, t, admin, run)
 		})
@@ -74,6 +74,16 @@ func startControlPlane(t *testing.T) *envtest.Environment {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	return env
+}
+
+// applyObjects installs the rendered objects as an administrator.
+func applyObjects(ctx context.Context, t *testing.T, env *envtest.Environment, objs objects) {
+	t.Helper()
+	admin, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(ctx, t, admin, objs)
 }
 
 // apply applies the objects with server-side apply, the CRDs first and

@@ -12,6 +12,7 @@ package install_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -32,18 +34,20 @@ type installPath struct {
 	name string
 	// render returns the objects the path installs.
 	render func(t *testing.T) objects
-	// install is false for a path only rendered and checked: one that
-	// needs what the test control plane lacks (cert-manager).
-	install bool
+	// install installs the path on the control plane; nil for a path
+	// only rendered and checked: one that needs what the test control
+	// plane lacks (cert-manager). applyObjects applies the rendered
+	// objects; a Helm chart would install its release instead.
+	install func(ctx context.Context, t *testing.T, env *envtest.Environment, objs objects)
 }
 
 // paths are the install paths under test.
 func paths() []installPath {
 	return []installPath{
-		{name: "kustomize config/default", render: kustomize("config/default"), install: true},
-		{name: "kustomize, renamed", render: kustomize("test/install/testdata/renamed"), install: true},
+		{name: "kustomize config/default", render: kustomize("config/default"), install: applyObjects},
+		{name: "kustomize, renamed", render: kustomize("test/install/testdata/renamed"), install: applyObjects},
 		{name: "kustomize, renamed, cert-manager", render: kustomize("test/install/testdata/renamed-certmanager")},
-		{name: "dist/install.yaml", render: installer, install: true},
+		{name: "dist/install.yaml", render: installer, install: applyObjects},
 	}
 }
 
