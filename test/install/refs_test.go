@@ -247,9 +247,9 @@ func checkCertificates(o objects, fail func(string, ...any)) {
 			fail("Certificate %s: Secret %s is not the one the install names", c.GetName(), secret)
 		}
 		dns, _, _ := unstructured.NestedStringSlice(c.Object, "spec", "dnsNames")
-		for _, svc := range o.ofKind("Service") {
-			if svc.GetNamespace() == ns && strings.Contains(svc.GetName(), "webhook") && !slices.Contains(dns, svc.GetName()+"."+ns+".svc") {
-				fail("Certificate %s: dnsNames %v lack %s.%s.svc", c.GetName(), dns, svc.GetName(), ns)
+		for _, host := range webhookHosts(o) {
+			if !slices.Contains(dns, host) {
+				fail("Certificate %s: dnsNames %v lack the webhook's %s", c.GetName(), dns, host)
 			}
 		}
 	}
@@ -289,4 +289,17 @@ func checkBindings(o objects, fail func(string, ...any)) {
 			}
 		}
 	}
+}
+
+// webhookHosts are the names the API server calls the webhooks by.
+func webhookHosts(o objects) []string {
+	var hosts []string
+	for _, u := range o.ofKind("ValidatingWebhookConfiguration") {
+		hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+		for _, h := range hooks {
+			svc, _, _ := unstructured.NestedMap(h.(map[string]any), "clientConfig", "service")
+			hosts = append(hosts, fmt.Sprintf("%s.%s.svc", svc["name"], svc["namespace"]))
+		}
+	}
+	return hosts
 }
