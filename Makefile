@@ -88,9 +88,10 @@ verify: manifests generate ## Fail if generated files are not committed as gener
 .PHONY: test
 test: manifests generate fmt vet envtest-bins crds ## Run every unit and envtest suite on a real API server.
 	go test $(GO_TEST_FLAGS) ./...
+	go build -o $(LOCALBIN)/manager ./cmd
+	cd test/install && go test $(GO_TEST_FLAGS) -timeout 20m ./...
 	cd hack/tools/bundle && $(BUNDLE_ENV) go test $(GO_TEST_FLAGS) ./...
 	cd test/monitoring && go test $(GO_TEST_FLAGS) -timeout 30m ./...
-	cd test/install && go test $(GO_TEST_FLAGS) -timeout 20m ./...
 
 .PHONY: test-monitoring
 test-monitoring: ## Check the alerts and the dashboard: the rules' unit tests in promtool (built from hack/tools/promtool), and every query against the metrics the operator exports.
@@ -212,11 +213,11 @@ build-installer: manifests kustomize ## Render config/default with IMG into dist
 	($(render)) > dist/install.yaml
 
 .PHONY: deploy
-deploy: manifests kustomize ## Install the operator (config/default, with IMG) into the cluster in KUBECONFIG.
+deploy: manifests kustomize $(KUBECTL) ## Install the operator (config/default, with IMG) into the cluster in KUBECONFIG.
 	($(render)) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: kustomize ## Remove what deploy installed.
+undeploy: kustomize $(KUBECTL) ## Remove what deploy installed.
 	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Bundle

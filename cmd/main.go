@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,6 +39,11 @@ type flags struct {
 	metricsAddr, probeAddr, pprofAddr   string
 	webhookCertPath, webhookCertName    string
 	webhookCertKey                      string
+	webhookCertRotation                 bool
+	webhookSecretName                   string
+	webhookServiceName                  string
+	webhookConfigName                   string
+	webhookPort                         int
 	enableLeaderElection, secureMetrics bool
 	enableHTTP2, createFlowControl      bool
 	kubeAPIQPS                          float64
@@ -107,6 +113,17 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.webhookCertPath, "webhook-cert-path", "", "The folder of the webhook certificate; empty uses the manager's default.")
 	fs.StringVar(&f.webhookCertName, "webhook-cert-name", "tls.crt", "The webhook certificate file name.")
 	fs.StringVar(&f.webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
+	fs.BoolVar(&f.webhookCertRotation, "webhook-cert-rotation", false,
+		"Manage the webhook's serving certificate: keep a CA and a certificate in --webhook-secret-name, write them to "+
+			"--webhook-cert-path and the CA into --webhook-config-name's caBundle. Off: the certificate comes from elsewhere "+
+			"(cert-manager, OLM).")
+	fs.StringVar(&f.webhookSecretName, "webhook-secret-name", "cleanup-operator-webhook-server-cert",
+		"With --webhook-cert-rotation: the Secret, in the operator's namespace, that holds the webhook's certificate and CA.")
+	fs.StringVar(&f.webhookServiceName, "webhook-service-name", "cleanup-operator-webhook-service",
+		"With --webhook-cert-rotation: the webhook's Service, in the operator's namespace, which the certificate names.")
+	fs.StringVar(&f.webhookConfigName, "webhook-config-name", "cleanup-operator-validating-webhook-configuration",
+		"With --webhook-cert-rotation: the ValidatingWebhookConfiguration whose caBundle is kept to the CA.")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "The port the webhook server listens on.")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false,
 		"Serve HTTP/2 on the metrics and webhook servers; off by default against HTTP/2 stream attacks.")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS,
@@ -153,11 +170,22 @@ func run(f flags, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := newManager(f)
+	var certs *certRotation
+	if enableWebhooks && f.webhookCertRotation {
+		if certs, err = newCertRotation(f, record.Namespace(f.operatorNamespace)); err != nil {
+			return err
+		}
+	}
+	mgr, err := newManager(f, certs)
 	if err != nil {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
+	if certs != nil {
+		if err := certs.add(ctx, mgr); err != nil {
+			return err
+		}
+	}
 	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
 		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
 		ConfirmationMaxAge: f.confirmationMaxAge,
@@ -176,7 +204,7 @@ func run(f flags, log logr.Logger) error {
 	if _, err := operator.Setup(ctx, mgr, opts); err != nil {
 		return fmt.Errorf("setting up the operator: %w", err)
 	}
-	if err := addChecks(mgr, enableWebhooks); err != nil {
+	if err := addChecks(mgr, enableWebhooks, certs); err != nil {
 		return err
 	}
 	log.Info("starting the manager", "webhooks", enableWebhooks)
@@ -201,15 +229,18 @@ func webhooksEnabled() (bool, error) {
 }
 
 // newManager creates the manager with the flags' API client limits, leader
-// election, metrics and webhook servers.
-func newManager(f flags) (manager.Manager, error) {
+// election, metrics and webhook servers; with certs, the webhook serves the
+// certificate the manager rotates.
+func newManager(f flags, certs *certRotation) (manager.Manager, error) {
 	var tlsOpts []func(*tls.Config)
 	if !f.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	webhookOpts := webhook.Options{TLSOpts: tlsOpts}
+	webhookOpts := webhook.Options{TLSOpts: tlsOpts, Port: f.webhookPort}
 	var certWatcher *certwatcher.CertWatcher
-	if f.webhookCertPath != "" {
+	if certs != nil {
+		webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, func(c *tls.Config) { c.GetCertificate = certs.files.GetCertificate })
+	} else if f.webhookCertPath != "" {
 		var err error
 		certWatcher, err = certwatcher.New(filepath.Join(f.webhookCertPath, f.webhookCertName), filepath.Join(f.webhookCertPath, f.webhookCertKey))
 		if err != nil {
@@ -254,14 +285,24 @@ func (f *flags) limit(cfg *rest.Config) {
 }
 
 // addChecks adds the health check and the ready check: ready once the
-// webhook server has started, when it runs.
-func addChecks(mgr manager.Manager, enableWebhooks bool) error {
+// webhook server has started, when it runs, and with certs once its
+// certificate is in place.
+func addChecks(mgr manager.Manager, enableWebhooks bool, certs *certRotation) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
 	readyCheck := healthz.Ping
 	if enableWebhooks {
-		readyCheck = mgr.GetWebhookServer().StartedChecker()
+		started := mgr.GetWebhookServer().StartedChecker()
+		readyCheck = started
+		if certs != nil {
+			readyCheck = func(req *http.Request) error {
+				if err := certs.ready(); err != nil {
+					return err
+				}
+				return started(req)
+			}
+		}
 	}
 	if err := mgr.AddReadyzCheck("readyz", readyCheck); err != nil {
 		return fmt.Errorf("adding the ready check: %w", err)

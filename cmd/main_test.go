@@ -127,7 +127,7 @@ current-context: c
 	if err := fs.Parse([]string{"--pprof-bind-address=" + addr, "--health-probe-bind-address=0"}); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := newManager(f)
+	mgr, err := newManager(f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,51 +24,7 @@ import (
 func TestChartMatchesConfigDefault(t *testing.T) {
 	want, got := configDefault(t), renderChart(t, nil)
 	delete(want, key{"Namespace", "", releaseNamespace})
-	if len(want.ofKind("Certificate")) > 0 {
-		withoutCertificateObjects(t, want, got)
-	}
 	compareRenders(t, want, got)
-}
-
-// withoutCertificateObjects leaves out of both renders what differs between
-// a config/default whose webhook certificate cert-manager issues and the
-// chart's default, the manager's own rotation: cert-manager's Issuer and
-// Certificate and CA-injection annotation; the manager's Secret, its roles
-// for the Secret and the webhook configuration, and its rotation flags; the
-// certificate volume of either. Besides, config/manager's GOMEMLIMIT, which
-// goes with the same change. Once config/default rotates its own certificate
-// (it then has no Certificate), this is not called and the renders compare
-// whole; delete it then.
-func withoutCertificateObjects(t *testing.T, want, got render) {
-	t.Helper()
-	for k := range want {
-		if k.Kind == "Issuer" || k.Kind == "Certificate" {
-			delete(want, k)
-		}
-	}
-	for k := range got {
-		switch {
-		case k.Kind == "Secret" && strings.HasSuffix(k.Name, "-webhook-server-cert"),
-			strings.Contains(k.Name, "-webhook-cert-role"), strings.Contains(k.Name, "-webhook-config-role"):
-			delete(got, k)
-		}
-	}
-	for _, r := range []render{want, got} {
-		for _, vwc := range r.ofKind("ValidatingWebhookConfiguration") {
-			delete(vwc.meta(), "annotations")
-		}
-		for _, d := range r.ofKind("Deployment") {
-			pod := d.field("spec", "template", "spec").(map[string]any)
-			delete(pod, "volumes")
-			c := pod["containers"].([]any)[0].(map[string]any)
-			delete(c, "volumeMounts")
-			c["args"] = filterArgs(c["args"], "--webhook-cert-rotation", "--webhook-secret-name",
-				"--webhook-service-name", "--webhook-config-name")
-			c["env"] = slices.DeleteFunc(c["env"].([]any), func(e any) bool {
-				return e.(map[string]any)["name"] == "GOMEMLIMIT"
-			})
-		}
-	}
 }
 
 func filterArgs(args any, flags ...string) []any {

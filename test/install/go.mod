@@ -1,3 +1,5 @@
+// The install test (make test): a module of its own so that what it needs
+// to install and run the operator (Helm among it) stays out of the operator's go.mod.
 module github.com/fleetops-dev/cleanup-operator/test/install
 
 go 1.26.0
@@ -7,9 +9,12 @@ replace github.com/fleetops-dev/cleanup-operator => ../..
 require (
 	github.com/fleetops-dev/cleanup-operator v0.0.0-00010101000000-000000000000
 	github.com/google/go-cmp v0.7.0
+	github.com/onsi/gomega v1.40.0
 	helm.sh/helm/v3 v3.22.0
+	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0
 	k8s.io/client-go v0.37.0
+	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/kustomize/api v0.21.1
 	sigs.k8s.io/kustomize/kyaml v0.21.1
@@ -125,7 +130,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.37.0 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apiserver v0.37.0 // indirect
 	k8s.io/cli-runtime v0.37.0 // indirect
@@ -133,7 +137,6 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/kubectl v0.37.0 // indirect
-	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	open-cluster-management.io/api v1.1.0 // indirect
 	oras.land/oras-go/v2 v2.6.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect

@@ -352,6 +352,10 @@ func (g *generator) rest() error {
 			continue
 		}
 		gk := u.GroupVersionKind().Group + "/" + u.GetKind()
+		if gk == "/Secret" && g.certSecrets()[u.GetNamespace()+"/"+u.GetName()] {
+			g.bundle.LeftOut = append(g.bundle.LeftOut, Note{key, "the webhook certificate's Secret: " + leftOutKinds["cert-manager.io/Certificate"]})
+			continue
+		}
 		if reason, ok := leftOutKinds[gk]; ok {
 			g.bundle.LeftOut = append(g.bundle.LeftOut, Note{key, reason})
 			continue
