@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
@@ -48,6 +50,7 @@ type flags struct {
 	operatorNamespace                   string
 	recordsPerCluster                   int
 	recordMaxAge                        time.Duration
+	namespaceDeny                       string
 }
 
 func main() {
@@ -104,6 +107,9 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"How long a deletion confirmation (kubectl cleanup confirm-delete) of a deletion-protected ManagedCluster counts.")
 	fs.StringVar(&f.operatorNamespace, "operator-namespace", "",
 		"The operator's namespace, where teardown records are kept; empty: POD_NAMESPACE, else "+record.DefaultNamespace+".")
+	fs.StringVar(&f.namespaceDeny, "namespace-deny", "",
+		"Comma-separated namespaces (path.Match patterns, e.g. argocd,team-*) a teardown never deletes, beyond "+
+			strings.Join(decision.DefaultNamespaceDeny, ",")+" and the operator's own namespace.")
 	fs.IntVar(&f.recordsPerCluster, "teardown-records-per-cluster", operator.DefaultRecordsPerCluster,
 		"How many ended teardown records are kept per cluster, the newest; 0 keeps every one (within --teardown-record-max-age).")
 	fs.DurationVar(&f.recordMaxAge, "teardown-record-max-age", operator.DefaultRecordMaxAge,
@@ -132,7 +138,7 @@ func run(f flags, log logr.Logger) error {
 	ctx := ctrl.SetupSignalHandler()
 	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
 		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
-		ConfirmationMaxAge: f.confirmationMaxAge,
+		ConfirmationMaxAge: f.confirmationMaxAge, NamespaceDeny: splitPatterns(f.namespaceDeny),
 		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
 	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
@@ -152,6 +158,17 @@ func run(f flags, log logr.Logger) error {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// splitPatterns splits a comma-separated flag value, dropping empty items.
+func splitPatterns(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // webhooksEnabled reads ENABLE_WEBHOOKS: false runs without the webhook

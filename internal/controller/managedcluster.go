@@ -56,6 +56,9 @@ type ManagedClusterAdapter struct {
 	// ConfirmationMaxAge is how long a deletion confirmation counts; 0
 	// accepts none.
 	ConfirmationMaxAge time.Duration
+	// NamespaceDeny are the namespaces a teardown never deletes
+	// (decision.NamespaceDenyList); nil: decision.DefaultNamespaceDeny.
+	NamespaceDeny []string
 
 	// apiReader reads a work, managedFields included, when orphaning it
 	// conflicts, and to tell an earlier version's signal work.

@@ -11,6 +11,8 @@ import (
 
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -57,6 +59,9 @@ type Deps struct {
 	ConfirmationMaxAge time.Duration
 	// Records say where teardown records are kept, and for how long.
 	Records RecordOptions
+	// NamespaceDeny are namespaces, beyond decision.DefaultNamespaceDeny
+	// and the operator's own, that a teardown never deletes.
+	NamespaceDeny []string
 
 	clusters *ManagedClusterAdapter
 }
@@ -68,6 +73,7 @@ func (d *Deps) Clusters() *ManagedClusterAdapter {
 		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records)
 		d.clusters.Tally = d.Tally
 		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
+		d.clusters.NamespaceDeny = decision.NamespaceDenyList(record.Namespace(d.Records.Namespace), d.NamespaceDeny)
 	}
 	return d.clusters
 }

@@ -72,6 +72,10 @@ type Options struct {
 	// Records say where teardown records are kept (empty namespace:
 	// record.Namespace) and for how long.
 	Records controller.RecordOptions
+	// NamespaceDeny are namespaces (path.Match patterns), beyond
+	// decision.DefaultNamespaceDeny and the operator's own, that a
+	// teardown never deletes.
+	NamespaceDeny []string
 }
 
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
@@ -114,6 +118,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 
 		ConfirmationMaxAge: cmp.Or(opts.ConfirmationMaxAge, DefaultConfirmationMaxAge),
 		Records:            opts.Records,
+		NamespaceDeny:      opts.NamespaceDeny,
 	}
 	deps.Records.Namespace = record.Namespace(opts.Records.Namespace)
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
