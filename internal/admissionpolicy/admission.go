@@ -50,3 +50,14 @@ func ensure(ctx context.Context, c client.Client, obj client.Object) error {
 	logf.FromContext(ctx).Info("admission object created", "kind", kind, "name", name)
 	return nil
 }
+
+// EnsureObjects creates each of objs that does not exist yet, as Ensure
+// does for Objects.
+func EnsureObjects(ctx context.Context, c client.Client, objs []client.Object) error {
+	for _, obj := range objs {
+		if err := ensure(ctx, c, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}

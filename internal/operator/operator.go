@@ -9,7 +9,9 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,6 +154,28 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	return op, nil
 }
 
+// setupGuard starts the watcher that puts back the admission and
+// flow-control objects, when the operator may watch and write them; when
+// it may not, it says so (log, metric) and the operator runs without it.
+func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, objs []client.Object) error {
+	why, err := admissionpolicy.CanRestore(ctx, direct, objs)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		admissionpolicy.Unrestorable.Set(1)
+		logf.FromContext(ctx).WithName("setup").Error(nil, "admission guard not started", "reason", why)
+		return nil
+	}
+	admissionpolicy.Unrestorable.Set(0)
+	g := &admissionpolicy.Guard{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(v1alpha1.FieldManager),
+		Objects: objs, Restored: func(kind, name, change string) { admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc() }}
+	if err := g.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the admission guard: %w", err)
+	}
+	return nil
+}
+
 // newEnv reads the CRDs that type the CEL variables and builds the
 // environment; it fails when OCM's own CRDs are missing.
 func newEnv(ctx context.Context, mgr manager.Manager) (*cel.Env, []string, error) {
@@ -219,8 +243,17 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 	if err != nil {
 		return err
 	}
-	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
-		return fmt.Errorf("creating the admission policies: %w", err)
+	user, err := admissionpolicy.OperatorUser(ctx, direct)
+	if err != nil {
+		return err
+	}
+	guarded := admissionpolicy.AllObjects(user)
+	if err := admissionpolicy.EnsureObjects(ctx, direct, guarded); err != nil {
+		if !apierrors.IsForbidden(err) {
+			return fmt.Errorf("creating the admission policies: %w", err)
+		}
+		// The bootstrap role was dropped: reported below, not fatal.
+		logf.FromContext(ctx).WithName("setup").Error(err, "cannot create the admission policies")
 	}
 	if opts.FlowControl {
 		// The operator works without them, and a teardown must not wait
@@ -229,6 +262,12 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 			logf.FromContext(ctx).WithName("setup").Error(err,
 				"the operator's FlowSchema and priority level are missing; its requests share the level of other service accounts")
 		}
+		if namespace, name, err := serviceaccount.SplitUsername(user); err == nil {
+			guarded = append(guarded, flowcontrol.Objects(namespace, name)...)
+		}
+	}
+	if err := setupGuard(ctx, mgr, direct, guarded); err != nil {
+		return err
 	}
 	if opts.EnableWebhooks {
 		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env); err != nil {
