@@ -11,7 +11,8 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;create
+// The rights to create and restore these objects are in
+// config/rbac/bootstrap_role.yaml, apart from the manager's role.
 
 // Ensure creates each of Objects that does not exist yet. An object that
 // exists is left as it is, so that an administrator's edits stay. The

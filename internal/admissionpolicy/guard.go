@@ -221,5 +221,5 @@ func CanRestore(ctx context.Context, c client.Client, objs []client.Object) (str
 		return "", nil
 	}
 	return "the operator may not " + strings.Join(missing, ", ") +
-		" (the ClusterRole cleanup-operator-bootstrap grants them): it cannot restore its admission and flow-control objects when they are removed or changed", nil
+		" (the ClusterRole cleanup-operator-bootstrap-role grants them): it cannot restore its admission and flow-control objects when they are removed or changed", nil
 }
