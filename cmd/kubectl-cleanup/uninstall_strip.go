@@ -216,7 +216,8 @@ func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
 // the policies. An object of the same name that the operator did not
 // create (its label is missing) is left and reported.
 func (u *uninstaller) deleteAdmission(ctx context.Context) error {
-	objs := admissionpolicy.Objects()
+	// The names are what matters here, whoever the policies were rendered for.
+	objs := admissionpolicy.AllObjects("")
 	// Bindings first: a binding without its policy refuses nothing, but
 	// reads as a misconfiguration.
 	sort.SliceStable(objs, func(i, j int) bool {

@@ -41,6 +41,9 @@ import (
 // installed, started once for the package.
 var k8s client.WithWatch
 
+// testEnv is the test API server, to add users to.
+var testEnv *testenv.Env
+
 // enforcementTimeout bounds the wait for the API server to enforce a policy
 // it has just been given: it compiles policies from its informer.
 const enforcementTimeout = 30 * time.Second
@@ -52,6 +55,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	logf.SetLogger(logr.Discard())
 	env, err := testenv.Start()
+	testEnv = env
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -293,7 +297,8 @@ func TestDeletingWork(t *testing.T) {
 	g.Expect(k8s.Update(ctx, live)).To(Succeed())
 }
 
-// TestConfigMatchesObjects: config/admission holds exactly Objects().
+// TestConfigMatchesObjects: config/admission holds exactly Objects() and
+// ProtectionObjects() rendered for config/default's service account.
 func TestConfigMatchesObjects(t *testing.T) {
 	g := NewWithT(t)
 	dir := filepath.Join(testenv.RepoRoot(), "config", "admission")
@@ -304,11 +309,12 @@ func TestConfigMatchesObjects(t *testing.T) {
 		Resources []string `json:"resources"`
 	}
 	g.Expect(yaml.Unmarshal(raw, &kustomization)).To(Succeed())
-	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml", "deletion-protection.yaml", "delete-confirmation.yaml"))
+	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml", "deletion-protection.yaml", "delete-confirmation.yaml",
+		"protection-mark.yaml", "protected-namespace.yaml"))
 
 	want := map[string]map[string]any{}
 	var rendered []string
-	for _, obj := range admissionpolicy.Objects() {
+	for _, obj := range admissionpolicy.AllObjects(admissionpolicy.DefaultOperatorUser) {
 		want[objectKey(obj)] = normalize(t, obj)
 		out, err := yaml.Marshal(withoutStatus(normalize(t, obj)))
 		g.Expect(err).NotTo(HaveOccurred())
