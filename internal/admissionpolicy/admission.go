@@ -53,10 +53,10 @@ func ensure(ctx context.Context, c client.Client, obj client.Object) error {
 }
 
 // EnsureObjects creates each of objs that does not exist yet, as Ensure
-// does for Objects.
+// does for Objects. It creates copies: objs keep their kinds.
 func EnsureObjects(ctx context.Context, c client.Client, objs []client.Object) error {
 	for _, obj := range objs {
-		if err := ensure(ctx, c, obj); err != nil {
+		if err := ensure(ctx, c, obj.DeepCopyObject().(client.Object)); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +22,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
@@ -61,7 +63,7 @@ func key(obj client.Object) types.NamespacedName {
 }
 
 // SetupWithManager watches each kind of Objects; an event of an object of
-// their names brings it to Reconcile.
+// their names brings it to Reconcile, as does the start.
 func (g *Guard) SetupWithManager(mgr manager.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named("admission-guard")
 	seen := map[string]bool{}
@@ -82,6 +84,14 @@ func (g *Guard) SetupWithManager(mgr manager.Manager) error {
 			return []reconcile.Request{req}
 		}), builder.OnlyMetadata)
 	}
+	// Each object once at start: one deleted while the operator was down,
+	// or before the watch began, has no event of its own.
+	b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		for _, obj := range g.Objects {
+			q.Add(reconcile.Request{NamespacedName: key(obj)})
+		}
+		return nil
+	}))
 	return b.Complete(g)
 }
 

@@ -36,8 +36,8 @@ func userClient(ctx context.Context, t *testing.T, name string, rules []rbacv1.P
 	return c
 }
 
-func mergePatch(ctx context.Context, c client.Client, obj client.Object, patch string) error {
-	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+func mergePatch(ctx context.Context, c client.Client, obj client.Object, patch string, opts ...client.PatchOption) error {
+	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), opts...)
 }
 
 // TestProtectionHoldsAgainstAPatch: a user who may patch and delete
@@ -72,9 +72,11 @@ func TestProtectionHoldsAgainstAPatch(t *testing.T) {
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
 
 	onlyOperator := "only the cleanup operator sets or removes the label " + v1alpha1.DeletionProtectedLabel
+	unmark := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.DeletionProtectedLabel)
 	g.Eventually(func() error {
-		return mergePatch(ctx, user, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.DeletionProtectedLabel))
+		return mergePatch(ctx, user, mc.DeepCopy(), unmark, client.DryRunAll)
 	}).WithTimeout(enforcementTimeout).Should(MatchError(ContainSubstring("ManagedCluster " + name + ": " + onlyOperator)))
+	g.Expect(mergePatch(ctx, user, mc.DeepCopy(), unmark)).To(MatchError(ContainSubstring(onlyOperator)))
 
 	// The forged confirmation, in one patch: refused whole.
 	past := time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
