@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -141,6 +142,11 @@ func run(f flags, log logr.Logger) error {
 		ConfirmationMaxAge: f.confirmationMaxAge, NamespaceDeny: splitPatterns(f.namespaceDeny),
 		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
+	for _, p := range opts.NamespaceDeny {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("--namespace-deny: %q is not a pattern: %w", p, err)
+		}
+	}
 	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
 		return fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")
 	}

@@ -47,10 +47,13 @@ func AllObjects(operatorUser string) []client.Object {
 	return append(Objects(), ProtectionObjects(operatorUser)...)
 }
 
-// notOperator matches the requests of anyone but the operator.
+// notOperator matches the requests of anyone but the operator and the
+// members of system:masters, whom no admission policy binds anyway (they
+// may delete the policy itself).
 func notOperator(operatorUser string) admissionregistrationv1.MatchCondition {
 	return admissionregistrationv1.MatchCondition{Name: "not-the-operator",
-		Expression: "request.userInfo.username != " + strconv.Quote(operatorUser)}
+		Expression: "request.userInfo.username != " + strconv.Quote(operatorUser) +
+			" && !(has(request.userInfo.groups) && 'system:masters' in request.userInfo.groups)"}
 }
 
 // protectionMarkPolicy refuses anyone but the operator a request that

@@ -168,6 +168,13 @@ func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, 
 		return nil
 	}
 	admissionpolicy.Unrestorable.Set(0)
+	// Each object's series from the start, at 0: the alert's increase()
+	// then sees the first restore.
+	for _, obj := range objs {
+		for _, change := range []string{"deleted", "changed"} {
+			admissionpolicy.Restores.WithLabelValues(obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), change)
+		}
+	}
 	g := &admissionpolicy.Guard{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(v1alpha1.FieldManager),
 		Objects: objs, Restored: func(kind, name, change string) { admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc() }}
 	if err := g.SetupWithManager(mgr); err != nil {
