@@ -21,6 +21,9 @@ var _ = Describe("Guards", func() {
 	AfterEach(deleteAll)
 
 	It("keeps a namespace that existed before the cluster named like it, says why, and deletes the rest", func() {
+		// The namespace OCM made for a cluster: fleetCluster creates it
+		// after the cluster, with the label.
+		fleetCluster("ns-made", nil, true)
 		// An unrelated namespace, older than the cluster, labelled by hand
 		// with OCM's cluster-name label as OCM would label it.
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-tools",
@@ -55,11 +58,8 @@ var _ = Describe("Guards", func() {
 		Expect(kept).To(ContainElement(ContainSubstring("kept: " + why)))
 		Expect(events("team-tools")).To(ContainElement(ContainSubstring("the namespace was kept: " + why)))
 
-		// The namespace OCM made for a cluster (fleetCluster creates it
-		// after the cluster, with the label) is deleted as before.
-		fleetCluster("ns-made", nil, true)
-		Expect(k8s.Create(ctx, cleanupPolicy("ns-made", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
-		governedBy("ns-made", "ns-made")
+		// The namespace OCM made is deleted as before.
+		governedBy("ns-made", "ns-guard")
 		deleteCluster("ns-made")
 		clusterGone("ns-made")
 		Eventually(func(g Gomega) bool { return namespaceDeleting(g, "ns-made") }).Should(BeTrue())
