@@ -100,7 +100,11 @@ func (u *uninstaller) stripAll(ctx context.Context, gvk schema.GroupVersionKind,
 		name := displayName(item)
 		if keep != nil {
 			if err := keep(item); err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: %w", gvk.Kind, name, err))
+				if u.dryRun {
+					u.printf("%s %s: would be %s\n", gvk.Kind, name, err)
+				} else {
+					errs = append(errs, fmt.Errorf("%s %s: %w", gvk.Kind, name, err))
+				}
 				continue
 			}
 		}
