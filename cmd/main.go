@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
@@ -58,6 +60,7 @@ type flags struct {
 	recordMaxAge                        time.Duration
 	signalKinds                         kindsFlag
 	signalMaxBytes, signalMaxTotalBytes int
+	namespaceDeny                       string
 }
 
 // kindsFlag is a comma-separated list of apiVersion/Kind; unset, the
@@ -149,6 +152,9 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"The largest deletion-signal manifest, as JSON, that a CleanupPolicy may carry.")
 	fs.IntVar(&f.signalMaxTotalBytes, "signal-manifests-max-total-bytes", admissionpolicy.DefaultSignalLimits().MaxTotalBytes,
 		"The largest total, as JSON, of a CleanupPolicy's deletion-signal manifests.")
+	fs.StringVar(&f.namespaceDeny, "namespace-deny", "",
+		"Comma-separated namespaces (path.Match patterns, e.g. argocd,team-*) a teardown never deletes, beyond "+
+			strings.Join(decision.DefaultNamespaceDeny, ",")+" and the operator's own namespace.")
 	fs.IntVar(&f.recordsPerCluster, "teardown-records-per-cluster", operator.DefaultRecordsPerCluster,
 		"How many ended teardown records are kept per cluster, the newest; 0 keeps every one (within --teardown-record-max-age).")
 	fs.DurationVar(&f.recordMaxAge, "teardown-record-max-age", operator.DefaultRecordMaxAge,
@@ -188,12 +194,17 @@ func run(f flags, log logr.Logger) error {
 	}
 	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
 		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
-		ConfirmationMaxAge: f.confirmationMaxAge,
+		ConfirmationMaxAge: f.confirmationMaxAge, NamespaceDeny: splitPatterns(f.namespaceDeny),
 		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
 	opts.SignalLimits = admissionpolicy.SignalLimits{Kinds: f.signalKinds, MaxBytes: f.signalMaxBytes, MaxTotalBytes: f.signalMaxTotalBytes}
 	if err := opts.SignalLimits.Validate(); err != nil {
 		return err
+	}
+	for _, p := range opts.NamespaceDeny {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("--namespace-deny: %q is not a pattern: %w", p, err)
+		}
 	}
 	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
 		return fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")
@@ -212,6 +223,17 @@ func run(f flags, log logr.Logger) error {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// splitPatterns splits a comma-separated flag value, dropping empty items.
+func splitPatterns(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // webhooksEnabled reads ENABLE_WEBHOOKS: false runs without the webhook

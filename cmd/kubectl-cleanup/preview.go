@@ -15,6 +15,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -43,7 +44,7 @@ func newPreview(ctx context.Context, c client.Reader, mapper meta.RESTMapper) (*
 		return nil, err
 	}
 	return &preview{client: c, reader: &snapshot.Reader{Client: c, Cache: cel.NewCache(env), Governance: decision.NewGovernance(),
-		Mapper: mapper, APIReader: c}}, nil
+		Mapper: mapper, APIReader: c, NamespaceDeny: decision.NamespaceDenyList(record.Namespace(""), nil)}}, nil
 }
 
 // plan is the plan of one cluster, with the prune decisions of its

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -42,7 +43,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 		"metadata": map[string]any{"name": "gone"}, "spec": map[string]any{"hubAcceptsClient": true}}})).To(Succeed())
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone"}})).To(Succeed())
 	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "gone", Name: "cleanup-signal",
-		Labels:      map[string]string{v1alpha1.SignalWorkLabel: "true"},
+		Labels:      map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy},
 		Annotations: map[string]string{v1alpha1.SpecHashAnnotation: "0123456789abcdef"}}}
 	g.Expect(c.Create(ctx, work)).To(Succeed())
 	g.Expect(setApplied(ctx, c, work)).To(Succeed())
@@ -51,6 +52,14 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 		Labels: map[string]string{v1alpha1.SignalWorkLabel: "true"}}}
 	g.Expect(c.Create(ctx, lookalike)).To(Succeed())
 	lookalikeVersion := lookalike.ResourceVersion
+	// One with the signal label and a spec hash, without the operator's
+	// managed-by label: the operator's own test (decision.IsSignalWork)
+	// says it is not its signal work, so uninstall leaves it too.
+	hashed := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "gone", Name: "hashed",
+		Labels:      map[string]string{v1alpha1.SignalWorkLabel: "true"},
+		Annotations: map[string]string{v1alpha1.SpecHashAnnotation: "fedcba9876543210"}}}
+	g.Expect(c.Create(ctx, hashed)).To(Succeed())
+	hashedVersion := hashed.ResourceVersion
 
 	out, err := kubectlCleanup(t, env.Kubeconfig, "uninstall")
 	g.Expect(err).NotTo(HaveOccurred(), out)
@@ -75,6 +84,10 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 		"=true, but the operator did not write it"))
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(lookalike), lookalike)).To(Succeed())
 	g.Expect(lookalike.ResourceVersion).To(Equal(lookalikeVersion))
+	g.Expect(out).To(ContainSubstring("ManifestWork gone/hashed: left in place: it has the label " + v1alpha1.SignalWorkLabel +
+		"=true, but the operator did not write it"))
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(hashed), hashed)).To(Succeed())
+	g.Expect(hashed.ResourceVersion).To(Equal(hashedVersion))
 
 	// A deleted cluster under a dry-run policy is no teardown: the operator
 	// changed nothing for it, so it is released and the hub deletes it.
@@ -101,6 +114,17 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	mc := unstructuredObject(managedClusterGVK, "", "pending")
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: "pending"}, mc)).To(Succeed())
 	g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+
+	// A cluster deleted after the checks ran (as while the operator runs,
+	// with --ignore-running-operator): releasing the clusters leaves it,
+	// finalizer and all, and says why; it never cuts a live teardown.
+	var b strings.Builder
+	u := &uninstaller{c: c, out: &b, signalWorks: signalWorksOrphan}
+	err = u.releaseClusters(ctx)
+	g.Expect(err).To(MatchError(ContainSubstring("ManagedCluster pending: left in place: it is being deleted")))
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "pending"}, mc)).To(Succeed())
+	g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+	g.Expect(b.String()).NotTo(ContainSubstring("ManagedCluster pending"))
 
 	// The operator's webhook configuration outlived it: the finalizer of a
 	// CleanupPolicy cannot be removed, and uninstall says why.
@@ -138,7 +162,8 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("CleanupPolicy held: removed finalizer " + v1alpha1.InUseFinalizer))
 	g.Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy " + admissionpolicy.DeletingClusterPolicy + ": deleted"))
 	// Only the work someone else labelled keeps the label.
-	g.Expect(operatorMarks(ctx, c)).To(ConsistOf("ManifestWork gone/lookalike: label " + v1alpha1.SignalWorkLabel))
+	g.Expect(operatorMarks(ctx, c)).To(ConsistOf("ManifestWork gone/lookalike: label "+v1alpha1.SignalWorkLabel,
+		"ManifestWork gone/hashed: label "+v1alpha1.SignalWorkLabel, "ManifestWork gone/hashed: annotation "+v1alpha1.SpecHashAnnotation))
 
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--signal-works", "delete")
 	g.Expect(err).To(HaveOccurred())

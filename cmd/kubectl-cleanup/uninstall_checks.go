@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,6 +51,28 @@ func (u *uninstaller) teardowns(ctx context.Context) ([]teardown, error) {
 			continue
 		}
 		out = append(out, t)
+	}
+	return out, nil
+}
+
+// dryRunDeletions are the deleted ManagedClusters, by UID, whose policy
+// is in dry run: the operator changes nothing for them, so releasing them
+// cuts nothing.
+func (u *uninstaller) dryRunDeletions(ctx context.Context) (map[types.UID]bool, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(managedClusterGVK.GroupVersion().WithKind("ManagedClusterList"))
+	if err := u.c.List(ctx, list); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing ManagedClusters: %w", err)
+	}
+	out := map[types.UID]bool{}
+	for _, mc := range list.Items {
+		if cond := findCondition(&mc, v1alpha1.ContentDeleteSuccessCondition); mc.GetDeletionTimestamp() != nil &&
+			cond != nil && cond["reason"] == v1alpha1.DryRunReason {
+			out[mc.GetUID()] = true
+		}
 	}
 	return out, nil
 }

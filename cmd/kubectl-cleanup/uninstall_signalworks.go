@@ -19,6 +19,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // retireSignalWorks removes the deletion-signal ManifestWorks without
@@ -84,10 +85,10 @@ func (u *uninstaller) orphanSignalWorks(ctx context.Context, works []workv1.Mani
 			continue
 		}
 		name := w.Namespace + "/" + w.Name
-		if !writtenByOperator(w) {
+		if !decision.IsSignalWork(w) {
 			u.printf("ManifestWork %s: left in place: it has the label %s=true, but the operator did not write it "+
-				"(neither the annotation %s nor the label %s=%s)\n",
-				name, v1alpha1.SignalWorkLabel, v1alpha1.SpecHashAnnotation, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy)
+				"(it lacks the label %s=%s the operator's own signal works carry)\n",
+				name, v1alpha1.SignalWorkLabel, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy)
 			continue
 		}
 		if u.signalWorks == signalWorksKeep {
@@ -187,14 +188,6 @@ func sortedValues(m map[types.UID]string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// writtenByOperator says whether the operator applied the signal work: it
-// labels its own objects as managed by it, and writes the hash of what it
-// applied. A work that someone else labelled is theirs.
-func writtenByOperator(w *workv1.ManifestWork) bool {
-	_, hashed := w.Annotations[v1alpha1.SpecHashAnnotation]
-	return hashed || w.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedBy
 }
 
 func isOrphanWork(w *workv1.ManifestWork) bool {

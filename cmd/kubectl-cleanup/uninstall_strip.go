@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -24,14 +25,22 @@ import (
 // object, as a merge patch that carries the resourceVersion read: a
 // concurrent change makes it fail with a conflict, and it is read and
 // computed again. It says what it removed (or would remove).
+//
+// keep, when set, is asked again of the object as read before the patch: an
+// object it keeps is not changed, and stripMeta returns keep's error.
 func (u *uninstaller) stripMeta(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey,
-	finalizers, labels, annotations []string) ([]string, error) {
+	keep func(*metav1.PartialObjectMetadata) error, finalizers, labels, annotations []string) ([]string, error) {
 	var removed []string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(gvk)
 		if err := u.c.Get(ctx, key, obj); err != nil {
 			return err
+		}
+		if keep != nil {
+			if err := keep(obj); err != nil {
+				return err
+			}
 		}
 		orig := obj.DeepCopy()
 		removed = nil
@@ -67,9 +76,12 @@ func (u *uninstaller) stripMeta(ctx context.Context, gvk schema.GroupVersionKind
 }
 
 // stripAll lists the objects of gvk and strips each, printing one line per
-// object changed.
+// object changed. skip leaves an object out silently; keep (asked of the
+// object as listed, and again as read before its patch) leaves it out as an
+// error that says why.
 func (u *uninstaller) stripAll(ctx context.Context, gvk schema.GroupVersionKind, opts []client.ListOption,
-	skip func(*metav1.PartialObjectMetadata) bool, finalizers, labels, annotations []string) error {
+	skip func(*metav1.PartialObjectMetadata) bool, keep func(*metav1.PartialObjectMetadata) error,
+	finalizers, labels, annotations []string) error {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := u.c.List(ctx, list, opts...); err != nil {
@@ -85,8 +97,18 @@ func (u *uninstaller) stripAll(ctx context.Context, gvk schema.GroupVersionKind,
 		if !carriesAny(item, finalizers, labels, annotations) || (skip != nil && skip(item)) {
 			continue
 		}
-		removed, err := u.stripMeta(ctx, gvk, client.ObjectKeyFromObject(item), finalizers, labels, annotations)
 		name := displayName(item)
+		if keep != nil {
+			if err := keep(item); err != nil {
+				if u.dryRun {
+					u.printf("%s %s: would be %s\n", gvk.Kind, name, err)
+				} else {
+					errs = append(errs, fmt.Errorf("%s %s: %w", gvk.Kind, name, err))
+				}
+				continue
+			}
+		}
+		removed, err := u.stripMeta(ctx, gvk, client.ObjectKeyFromObject(item), keep, finalizers, labels, annotations)
 		if err != nil {
 			if strings.Contains(err.Error(), "failed calling webhook") {
 				err = fmt.Errorf("%w (a webhook that no longer answers refuses the change: if it is the operator's, "+
@@ -140,8 +162,24 @@ func (u *uninstaller) verb(done, dry string) string {
 // confirmations, which count for nothing without the operator. The
 // ContentDeleteSuccess condition of a cluster that was cleaned up stays:
 // it is status, and its history.
+//
+// A cluster being deleted is left as it is, unless its policy is in dry
+// run: its teardown may have begun after the checks ran (with
+// --ignore-running-operator the operator still runs), and removing the
+// finalizer would cut it.
 func (u *uninstaller) releaseClusters(ctx context.Context) error {
-	return u.stripAll(ctx, managedClusterGVK, nil, nil,
+	dry, err := u.dryRunDeletions(ctx)
+	if err != nil {
+		return err
+	}
+	keep := func(obj *metav1.PartialObjectMetadata) error {
+		if obj.DeletionTimestamp == nil || dry[obj.UID] {
+			return nil
+		}
+		return fmt.Errorf("left in place: it is being deleted (since %s) and its teardown may be running; "+
+			"run uninstall again once the cluster is gone", obj.DeletionTimestamp.UTC().Format(time.RFC3339))
+	}
+	return u.stripAll(ctx, managedClusterGVK, nil, nil, keep,
 		[]string{v1alpha1.ClusterCleanupFinalizer}, []string{v1alpha1.DeletionProtectedLabel},
 		append(slices.Clone(decision.ClusterAnnotations), v1alpha1.DeleteConfirmationAcceptedAnnotation,
 			v1alpha1.DeleteConfirmedAnnotation, v1alpha1.DeleteConfirmedAtAnnotation))
@@ -151,13 +189,13 @@ func (u *uninstaller) releaseClusters(ctx context.Context) error {
 // policies themselves stay: they are the users'; deleting the CRD removes
 // them.
 func (u *uninstaller) releasePolicies(ctx context.Context) error {
-	return u.stripAll(ctx, cleanupPolicyGVK, nil, nil, []string{v1alpha1.InUseFinalizer}, nil, nil)
+	return u.stripAll(ctx, cleanupPolicyGVK, nil, nil, nil, []string{v1alpha1.InUseFinalizer}, nil, nil)
 }
 
 // unlabelNamespaces removes the label that makes admission refuse new
 // works and add-ons in a cluster namespace.
 func (u *uninstaller) unlabelNamespaces(ctx context.Context) error {
-	return u.stripAll(ctx, namespaceGVK, []client.ListOption{client.HasLabels{v1alpha1.ClusterDeletingLabel}}, nil,
+	return u.stripAll(ctx, namespaceGVK, []client.ListOption{client.HasLabels{v1alpha1.ClusterDeletingLabel}}, nil, nil,
 		nil, []string{v1alpha1.ClusterDeletingLabel}, nil)
 }
 
@@ -165,13 +203,13 @@ func (u *uninstaller) unlabelNamespaces(ctx context.Context) error {
 // from ManifestWorks; the deleteOption itself stays. Signal works are
 // retired whole, later.
 func (u *uninstaller) unannotateWorks(ctx context.Context) error {
-	return u.stripAll(ctx, manifestWorkGVK, nil, isSignalWork, nil, nil, []string{v1alpha1.OrphaningAnnotation})
+	return u.stripAll(ctx, manifestWorkGVK, nil, isSignalWork, nil, nil, nil, []string{v1alpha1.OrphaningAnnotation})
 }
 
 // unannotateConfigurationPolicies removes the record of the operator's
 // prune decision; pruneObjectBehavior itself stays.
 func (u *uninstaller) unannotateConfigurationPolicies(ctx context.Context) error {
-	return u.stripAll(ctx, configurationPolicyGVK, nil, nil, nil, nil, []string{v1alpha1.PruneAnnotation})
+	return u.stripAll(ctx, configurationPolicyGVK, nil, nil, nil, nil, nil, []string{v1alpha1.PruneAnnotation})
 }
 
 func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
@@ -182,7 +220,8 @@ func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
 // the policies. An object of the same name that the operator did not
 // create (its label is missing) is left and reported.
 func (u *uninstaller) deleteAdmission(ctx context.Context) error {
-	objs := admissionpolicy.Objects()
+	// The names are what matters here, whoever the policies were rendered for.
+	objs := admissionpolicy.AllObjects("")
 	// Bindings first: a binding without its policy refuses nothing, but
 	// reads as a misconfiguration.
 	sort.SliceStable(objs, func(i, j int) bool {

@@ -11,7 +11,8 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;create
+// The rights to create and restore these objects are in
+// config/rbac/bootstrap_role.yaml, apart from the manager's role.
 
 // Ensure creates each of Objects that does not exist yet. An object that
 // exists is left as it is, so that an administrator's edits stay. The
@@ -48,5 +49,16 @@ func ensure(ctx context.Context, c client.Client, obj client.Object) error {
 		return fmt.Errorf("creating %s %s: %w", kind, name, err)
 	}
 	logf.FromContext(ctx).Info("admission object created", "kind", kind, "name", name)
+	return nil
+}
+
+// EnsureObjects creates each of objs that does not exist yet, as Ensure
+// does for Objects. It creates copies: objs keep their kinds.
+func EnsureObjects(ctx context.Context, c client.Client, objs []client.Object) error {
+	for _, obj := range objs {
+		if err := ensure(ctx, c, obj.DeepCopyObject().(client.Object)); err != nil {
+			return err
+		}
+	}
 	return nil
 }

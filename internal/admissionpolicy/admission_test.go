@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	logf.SetLogger(logr.Discard())
 	env, err := testenv.Start()
+	testEnv = env
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -297,7 +298,8 @@ func TestDeletingWork(t *testing.T) {
 	g.Expect(k8s.Update(ctx, live)).To(Succeed())
 }
 
-// TestConfigMatchesObjects: config/admission holds exactly Objects().
+// TestConfigMatchesObjects: config/admission holds exactly Objects() and
+// ProtectionObjects() rendered for config/default's service account.
 func TestConfigMatchesObjects(t *testing.T) {
 	g := NewWithT(t)
 	dir := filepath.Join(testenv.RepoRoot(), "config", "admission")
@@ -309,11 +311,11 @@ func TestConfigMatchesObjects(t *testing.T) {
 	}
 	g.Expect(yaml.Unmarshal(raw, &kustomization)).To(Succeed())
 	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml", "deletion-protection.yaml", "delete-confirmation.yaml",
-		"policy-authority.yaml", "signal-manifests.yaml"))
+		"policy-authority.yaml", "signal-manifests.yaml", "protection-mark.yaml", "protected-namespace.yaml"))
 
 	want := map[string]map[string]any{}
 	var rendered []string
-	for _, obj := range admissionpolicy.Objects() {
+	for _, obj := range admissionpolicy.AllObjects(admissionpolicy.DefaultOperatorUser) {
 		want[objectKey(obj)] = normalize(t, obj)
 		out, err := yaml.Marshal(withoutStatus(normalize(t, obj)))
 		g.Expect(err).NotTo(HaveOccurred())

@@ -138,8 +138,6 @@ func signalManifestsPolicy(l SignalLimits) *admissionregistrationv1.ValidatingAd
 	return p
 }
 
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies,verbs=update
-
 // EnsureSignalLimits creates the signal manifest policy for l, or updates
 // it to l: the operator's flags say which kinds are allowed, so a policy
 // rendered for other flags is brought in step. The operator calls it at

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // fleetCluster creates a ManagedCluster, its namespace, and, if available,
@@ -23,7 +24,9 @@ import (
 func fleetCluster(name string, labels map[string]string, available bool) {
 	mc := managedCluster(name, labels)
 	Expect(k8s.Create(ctx, mc)).To(Succeed())
-	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	// Created after the cluster, with OCM's label, as OCM's registration does.
+	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{decision.OCMClusterNameLabel: name}}})).To(Succeed())
 	if available {
 		status := metav1.ConditionTrue
 		conds := []any{map[string]any{

@@ -59,6 +59,9 @@ type ManagedClusterAdapter struct {
 	ConfirmationMaxAge time.Duration
 	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
 	SignalLimits admissionpolicy.SignalLimits
+	// NamespaceDeny are the namespaces a teardown never deletes
+	// (decision.NamespaceDenyList); nil: decision.DefaultNamespaceDeny.
+	NamespaceDeny []string
 
 	// apiReader reads a work, managedFields included, when orphaning it
 	// conflicts, and to tell an earlier version's signal work.

@@ -42,6 +42,9 @@ func (a *ManagedClusterAdapter) reconcileProtection(ctx context.Context, mc *uns
 	if p.Expires != nil {
 		res.RequeueAfter = max(p.Expires.Sub(now), time.Second)
 	}
+	if p.Stamp != "" {
+		return res, true, a.stampConfirmation(ctx, mc, p.Stamp)
+	}
 
 	label, hasLabel := mc.GetLabels()[v1alpha1.DeletionProtectedLabel]
 	accepted := mc.GetAnnotations()[v1alpha1.DeleteConfirmationAcceptedAnnotation]
@@ -78,6 +81,24 @@ func (a *ManagedClusterAdapter) reconcileProtection(ctx context.Context, mc *uns
 		log.Info("deletion confirmation taken back", "cluster", name, "confirmedAt", accepted)
 	}
 	return res, true, nil
+}
+
+// stampConfirmation writes when the operator saw a confirmation that came
+// without a time (a person's own kubectl annotate): the cluster's event
+// brings it back, and the stamped confirmation is accepted as any other.
+func (a *ManagedClusterAdapter) stampConfirmation(ctx context.Context, mc *unstructured.Unstructured, at string) error {
+	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": mc.GetResourceVersion(),
+		"annotations": map[string]any{v1alpha1.DeleteConfirmedAtAnnotation: at}}})
+	if err != nil {
+		return err
+	}
+	if err := a.Client.Patch(ctx, mc.DeepCopy(), client.RawPatch(types.MergePatchType, raw)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("stamping the deletion confirmation of ManagedCluster %s: %w", mc.GetName(), err))
+	}
+	logf.FromContext(ctx).Info("deletion confirmation seen", "cluster", mc.GetName(), "stamped", at)
+	a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeleteConfirmedReason, "Confirm",
+		"deletion confirmation %s=%s seen at %s: stamped %s", v1alpha1.DeleteConfirmedAnnotation, mc.GetName(), at, v1alpha1.DeleteConfirmedAtAnnotation)
+	return nil
 }
 
 // applyProtection applies, with server-side apply, the mark and the

@@ -12,6 +12,8 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -60,6 +62,9 @@ type Deps struct {
 	Records RecordOptions
 	// SignalLimits bound the deletion-signal manifests the operator applies.
 	SignalLimits admissionpolicy.SignalLimits
+	// NamespaceDeny are namespaces, beyond decision.DefaultNamespaceDeny
+	// and the operator's own, that a teardown never deletes.
+	NamespaceDeny []string
 
 	clusters *ManagedClusterAdapter
 }
@@ -72,6 +77,7 @@ func (d *Deps) Clusters() *ManagedClusterAdapter {
 		d.clusters.Tally = d.Tally
 		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
 		d.clusters.SignalLimits = d.SignalLimits
+		d.clusters.NamespaceDeny = decision.NamespaceDenyList(record.Namespace(d.Records.Namespace), d.NamespaceDeny)
 	}
 	return d.clusters
 }

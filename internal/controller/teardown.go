@@ -63,7 +63,8 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 // of works from the API server when the policy's rules read them (the
 // cache keeps their identity only).
 func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
-	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true}
+	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true,
+		NamespaceDeny: a.NamespaceDeny}
 }
 
 // execute makes the writes of the plan's next step, and reports once, at

@@ -116,7 +116,7 @@ func TestCollectionDeletes(t *testing.T) {
 			if labels == nil {
 				labels = map[string]string{v1alpha1.ClusterDeletingLabel: "true"}
 			}
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c1", UID: "ns", Labels: labels}}
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c1", UID: "ns", Labels: ocmLabelled(labels, "c1")}}
 			s := &decision.Snapshot{Cluster: mc, Namespace: ns, Objects: tc.objects, Now: deleted.Add(time.Minute)}
 			plan := decision.PlanTeardown(&decision.Governed{Cluster: mc, Policy: p,
 				Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), mc.Object)}, s)

@@ -266,6 +266,7 @@ func (in *fleet) snapshot(t *testing.T) *decision.Snapshot {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(in.namespace, s.Namespace); err != nil {
 			t.Fatal(err)
 		}
+		s.Namespace.Labels = ocmLabelled(s.Namespace.Labels, s.Namespace.Name)
 	}
 	for _, o := range in.objects[decision.ManifestWorks] {
 		s.Works[o.Meta.UID] = in.work(t, o)

@@ -74,6 +74,7 @@ func TestPlanTeardown(t *testing.T) {
 			"name": nsName, "uid": "ns", "labels": nsLabels}}, ns); err != nil {
 			t.Fatal(err)
 		}
+		ns.Labels = ocmLabelled(ns.Labels, nsName)
 		return &decision.Snapshot{Cluster: mc, Namespace: ns, Objects: objects, Now: deleted.Add(time.Minute)}
 	}
 	governed := func(p *cel.Policy, s *decision.Snapshot) *decision.Governed {

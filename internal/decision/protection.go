@@ -38,6 +38,11 @@ type Protection struct {
 	Expires *time.Time `json:"expires,omitempty"`
 	// Refused says why a confirmation the cluster carries does not count.
 	Refused string `json:"refused,omitempty"`
+	// Stamp is the time (RFC 3339) to write as DeleteConfirmedAtAnnotation
+	// on a protected cluster confirmed by its name alone (a person's own
+	// kubectl annotate): the operator stamps when it saw the confirmation,
+	// and accepts it once stamped.
+	Stamp string `json:"stamp,omitempty"`
 }
 
 // DecideProtection decides the deletion protection of g's cluster at now,
@@ -70,7 +75,13 @@ func DecideProtection(g *Governed, now time.Time, maxAge time.Duration) Protecti
 	if !hasConfirmation {
 		return p
 	}
-	at := mc.GetAnnotations()[v1alpha1.DeleteConfirmedAtAnnotation]
+	at, hasAt := mc.GetAnnotations()[v1alpha1.DeleteConfirmedAtAnnotation]
+	if !hasAt && confirmed == mc.GetName() {
+		if p.Protected && !p.Held {
+			p.Stamp = now.UTC().Format(time.RFC3339)
+		}
+		return p
+	}
 	if p.Refused = refuseConfirmation(mc, confirmed, at, now, maxAge); p.Refused != "" || !p.Protected {
 		return p
 	}

@@ -62,6 +62,7 @@ func TestDecideProtection(t *testing.T) {
 		errored   bool
 		accepted  string
 		refused   string
+		stamp     string
 	}{
 		{name: "true protects", cluster: mc(prodLabels, nil), policy: prod, protected: true},
 		{name: "false does not", cluster: mc(map[string]string{"env": "dev"}, nil), policy: prod},
@@ -83,8 +84,14 @@ func TestDecideProtection(t *testing.T) {
 			protected: true, refused: "in the future"},
 		{name: "another cluster's confirmation does not", cluster: mc(prodLabels, confirmation("c2", at(0))), policy: prod,
 			protected: true, refused: `is "c2", not the cluster's own name "c1"`},
-		{name: "a confirmation without a time does not", cluster: mc(prodLabels, map[string]string{v1alpha1.DeleteConfirmedAnnotation: "c1"}), policy: prod,
+		{name: "a confirmation by name alone is stamped with when it was seen", cluster: mc(prodLabels, map[string]string{v1alpha1.DeleteConfirmedAnnotation: "c1"}), policy: prod,
+			protected: true, stamp: at(0)},
+		{name: "a confirmation with an empty time does not", cluster: mc(prodLabels, confirmation("c1", "")), policy: prod,
 			protected: true, refused: "is missing"},
+		{name: "another cluster's name alone is not stamped", cluster: mc(prodLabels, map[string]string{v1alpha1.DeleteConfirmedAnnotation: "c2"}), policy: prod,
+			protected: true, refused: `is "c2", not the cluster's own name "c1"`},
+		{name: "an unprotected cluster's name alone is not stamped", cluster: mc(map[string]string{"env": "dev"}, map[string]string{v1alpha1.DeleteConfirmedAnnotation: "c1"}), policy: prod},
+		{name: "a held cluster's name alone is not stamped", cluster: mc(marked, map[string]string{v1alpha1.DeleteConfirmedAnnotation: "c1"}), held: true, protected: true},
 		{name: "a confirmation with a bad time does not", cluster: mc(prodLabels, confirmation("c1", "yesterday")), policy: prod,
 			protected: true, refused: "not a time in RFC 3339"},
 		{name: "an unprotected cluster accepts no confirmation", cluster: mc(map[string]string{"env": "dev"}, confirmation("c1", at(0))), policy: prod},
@@ -114,6 +121,9 @@ func TestDecideProtection(t *testing.T) {
 			}
 			if (tc.refused == "") != (got.Refused == "") || !strings.Contains(got.Refused, tc.refused) {
 				t.Fatalf("refused %q, want %q", got.Refused, tc.refused)
+			}
+			if got.Stamp != tc.stamp {
+				t.Fatalf("stamp %q, want %q", got.Stamp, tc.stamp)
 			}
 			if got.Accepted != "" {
 				when, _ := time.Parse(time.RFC3339, got.Accepted)

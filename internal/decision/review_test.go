@@ -39,7 +39,7 @@ func reviewFleet(t *testing.T, n int) (*cel.Policy, *decision.Snapshot) {
 	deleted := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	mc := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "c1", "uid": "c1"}}}
 	mc.SetDeletionTimestamp(&deleted)
-	s := &decision.Snapshot{Cluster: mc, Namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c1", UID: "ns"}},
+	s := &decision.Snapshot{Cluster: mc, Namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c1", UID: "ns", Labels: ocmLabelled(nil, "c1")}},
 		Objects: map[schema.GroupVersionResource][]decision.Object{}, Works: map[types.UID]*workv1.ManifestWork{},
 		Unserved: map[schema.GroupVersionResource]bool{}, Now: deleted.Add(time.Minute),
 		ResourceOf: func(gvk schema.GroupVersionKind) (string, error) { return "configmaps", nil }}

@@ -50,6 +50,9 @@ type Snapshot struct {
 	// Memory is what the executor did that the cache may not show yet;
 	// empty for the preview.
 	Memory Memory
+	// NamespaceDeny are the namespaces never deleted (NamespaceKept);
+	// nil: DefaultNamespaceDeny.
+	NamespaceDeny []string
 }
 
 // Memory is what the operator's executor remembers of its own writes, so

@@ -254,17 +254,14 @@ func (t *teardown) namespace() (Step, bool, bool) {
 	if ns.Name != t.plan.Cluster {
 		return holdStep(StepNamespace, "", fmt.Errorf("namespace %q is not the namespace of cluster %q", ns.Name, t.plan.Cluster))
 	}
+	if why := NamespaceKept(ns, t.s.Cluster, namespaceDeny(t.s)); why != "" {
+		return t.keepNamespace(st, why)
+	}
 	value, err := NamespaceValue(ns)
 	if err == nil {
 		var keep bool
 		if keep, err = KeepNamespace(t.p, t.g.Activation, value); err == nil && keep {
-			a := Action{Verb: VerbKeep, Resource: NamespacesResource, Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, For: "keepNamespace is true"}
-			// Labelled now, or by the signal step before.
-			if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; (labelled || t.signalLabels()) && ns.DeletionTimestamp == nil {
-				a.Verb, a.For = VerbUnlabel, "keepNamespace is true; "+v1alpha1.ClusterDeletingLabel
-			}
-			st.Actions = []Action{a}
-			return st, a.Verb == VerbKeep, false
+			return t.keepNamespace(st, "keepNamespace is true")
 		}
 	}
 	if err != nil {
@@ -277,6 +274,19 @@ func (t *teardown) namespace() (Step, bool, bool) {
 	return st, false, false
 }
 
+// keepNamespace keeps the cluster namespace, for the reason why: it takes
+// the deleting label off first when the namespace carries it.
+func (t *teardown) keepNamespace(st Step, why string) (Step, bool, bool) {
+	ns := t.s.Namespace
+	a := Action{Verb: VerbKeep, Resource: NamespacesResource, Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, For: why}
+	// Labelled now, or by the signal step before.
+	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; (labelled || t.signalLabels()) && ns.DeletionTimestamp == nil {
+		a.Verb, a.For = VerbUnlabel, why+"; "+v1alpha1.ClusterDeletingLabel
+	}
+	st.Actions = []Action{a}
+	return st, a.Verb == VerbKeep, false
+}
+
 // finish reports the outcome and removes the finalizer.
 func (t *teardown) finish() (Step, bool, bool) {
 	reason, msg := v1alpha1.CompletedReason, "the cluster's content was removed as declared"
@@ -287,6 +297,11 @@ func (t *teardown) finish() (Step, bool, bool) {
 	}
 	if u := UnconfirmedOrphans(t.s.Cluster); len(u) > 0 {
 		msg += fmt.Sprintf("; %d ManifestWork(s) were deleted with an orphan not confirmed by the agent: %s", len(u), Bounded(u, ", "))
+	}
+	if ns := t.s.Namespace; ns != nil && ns.Name == t.plan.Cluster {
+		if why := NamespaceKept(ns, t.s.Cluster, namespaceDeny(t.s)); why != "" {
+			msg += "; the namespace was kept: " + why
+		}
 	}
 	return Step{Kind: StepFinish, Actions: []Action{t.removeFinalizer(nil)},
 		Report: &Report{Done: true, Reason: reason, Event: reason, Message: msg}}, false, false

@@ -14,7 +14,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=flowcontrol.apiserver.k8s.io,resources=flowschemas;prioritylevelconfigurations,verbs=get;create
+// The rights to create these objects are in config/rbac/bootstrap_role.yaml.
 
 // Ensure creates each of the objects of Objects that does not exist yet, for
 // the service account the client authenticates as. An object that exists is

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
@@ -16,7 +17,7 @@ var (
 	current      atomic.Pointer[Operator]
 	registerOnce sync.Once
 	cleanup      = controller.NewMetrics()
-	collectors   = append(cleanup.Collectors(),
+	collectors   = append(cleanup.Collectors(), admissionpolicy.Restores, admissionpolicy.Unrestorable,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cleanup_cel_compilations_total",
 			Help: "CleanupPolicy compilations run; one per policy generation.",

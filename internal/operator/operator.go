@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,6 +79,10 @@ type Options struct {
 	Records controller.RecordOptions
 	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
 	SignalLimits admissionpolicy.SignalLimits
+	// NamespaceDeny are namespaces (path.Match patterns), beyond
+	// decision.DefaultNamespaceDeny and the operator's own, that a
+	// teardown never deletes.
+	NamespaceDeny []string
 }
 
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
@@ -120,6 +126,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		ConfirmationMaxAge: cmp.Or(opts.ConfirmationMaxAge, DefaultConfirmationMaxAge),
 		Records:            opts.Records,
 		SignalLimits:       opts.SignalLimits.OrDefault(),
+		NamespaceDeny:      opts.NamespaceDeny,
 	}
 	deps.Records.Namespace = record.Namespace(opts.Records.Namespace)
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
@@ -153,6 +160,35 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	}
 	registerMetrics(op)
 	return op, nil
+}
+
+// setupGuard starts the watcher that puts back the admission and
+// flow-control objects, when the operator may watch and write them; when
+// it may not, it says so (log, metric) and the operator runs without it.
+func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, objs []client.Object) error {
+	why, err := admissionpolicy.CanRestore(ctx, direct, objs)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		admissionpolicy.Unrestorable.Set(1)
+		logf.FromContext(ctx).WithName("setup").Error(nil, "admission guard not started", "reason", why)
+		return nil
+	}
+	admissionpolicy.Unrestorable.Set(0)
+	// Each object's series from the start, at 0: the alert's increase()
+	// then sees the first restore.
+	for _, obj := range objs {
+		for _, change := range []string{"deleted", "changed"} {
+			admissionpolicy.Restores.WithLabelValues(obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), change)
+		}
+	}
+	g := &admissionpolicy.Guard{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(v1alpha1.FieldManager),
+		Objects: objs, Restored: func(kind, name, change string) { admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc() }}
+	if err := g.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the admission guard: %w", err)
+	}
+	return nil
 }
 
 // newEnv reads the CRDs that type the CEL variables and builds the
@@ -222,14 +258,25 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 	if err != nil {
 		return err
 	}
-	if err := namespacedKinds(mgr.GetRESTMapper(), opts.SignalLimits.OrDefault()); err != nil {
+	limits := opts.SignalLimits.OrDefault()
+	if err := namespacedKinds(mgr.GetRESTMapper(), limits); err != nil {
 		return err
 	}
-	if err := admissionpolicy.EnsureSignalLimits(ctx, direct, opts.SignalLimits.OrDefault()); err != nil {
-		return fmt.Errorf("creating the admission policies: %w", err)
+	user, err := admissionpolicy.OperatorUser(ctx, direct)
+	if err != nil {
+		return err
 	}
-	if err := admissionpolicy.Ensure(ctx, direct); err != nil {
-		return fmt.Errorf("creating the admission policies: %w", err)
+	guarded := admissionpolicy.AllObjectsFor(user, limits)
+	err = admissionpolicy.EnsureSignalLimits(ctx, direct, limits)
+	if err == nil {
+		err = admissionpolicy.EnsureObjects(ctx, direct, guarded)
+	}
+	if err != nil {
+		if !apierrors.IsForbidden(err) {
+			return fmt.Errorf("creating the admission policies: %w", err)
+		}
+		// The bootstrap role was dropped: reported below, not fatal.
+		logf.FromContext(ctx).WithName("setup").Error(err, "cannot create the admission policies")
 	}
 	if opts.FlowControl {
 		// The operator works without them, and a teardown must not wait
@@ -238,6 +285,12 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 			logf.FromContext(ctx).WithName("setup").Error(err,
 				"the operator's FlowSchema and priority level are missing; its requests share the level of other service accounts")
 		}
+		if namespace, name, err := serviceaccount.SplitUsername(user); err == nil {
+			guarded = append(guarded, flowcontrol.Objects(namespace, name)...)
+		}
+	}
+	if err := setupGuard(ctx, mgr, direct, guarded); err != nil {
+		return err
 	}
 	if opts.EnableWebhooks {
 		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env, opts.SignalLimits.OrDefault()); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
@@ -230,7 +231,9 @@ func (h *hub) cluster(name string) {
 		"message": "the agent is updating its lease", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 	}}, "status", "conditions")).To(Succeed())
 	h.g.Expect(h.k8s.Status().Patch(h.ctx, mc, client.MergeFrom(before))).To(Succeed())
-	h.g.Expect(h.k8s.Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	// After the cluster, with OCM's label, as OCM's registration makes it.
+	h.g.Expect(h.k8s.Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{decision.OCMClusterNameLabel: name}}})).To(Succeed())
 }
 
 func (h *hub) work(namespace, name string) {

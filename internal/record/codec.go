@@ -46,6 +46,15 @@ const (
 	// MaxPayload bounds what a record stores: well under the 1 MiB the
 	// API server accepts in a ConfigMap, leaving room for its metadata.
 	MaxPayload = 900 << 10
+	// MaxJSON bounds the JSON of a record Encode writes, however well
+	// it compresses: the most compressible records reach 36 times
+	// MaxPayload otherwise (TestDecodeBound).
+	MaxJSON = 16 << 20
+	// MaxDecoded bounds the JSON a record's gzip may decode to, twice
+	// what Encode writes: a ConfigMap that decodes to more is refused
+	// before it costs the manager more memory (its pod is limited to
+	// 512 MiB).
+	MaxDecoded = 2 * MaxJSON
 )
 
 // DefaultNamespace is the namespace config/default installs the operator in.
@@ -136,8 +145,8 @@ func Encode(r *Record, cm *corev1.ConfigMap) error {
 	if err != nil {
 		return err
 	}
-	if len(gz) > MaxPayload {
-		if gz, err = summarised(r, len(gz)); err != nil {
+	if len(gz) > MaxPayload || len(raw) > MaxJSON {
+		if gz, err = summarised(r, max(float64(len(gz))/MaxPayload, float64(len(raw))/MaxJSON)); err != nil {
 			return err
 		}
 	}
@@ -146,18 +155,20 @@ func Encode(r *Record, cm *corev1.ConfigMap) error {
 }
 
 // summarised is the gzip of the record with as many of its first entries
-// as fit in MaxPayload, the rest counted. whole is the size of the gzip of
-// all of them: the first guess keeps that share of the entries, and each
-// guess that does not fit keeps a twentieth fewer.
-func summarised(r *Record, whole int) ([]byte, error) {
-	k := int(float64(len(r.Entries)) * float64(MaxPayload) / float64(whole) * 0.97)
+// as fit in MaxPayload, and in MaxJSON once decoded, the rest counted.
+// over is how many times too large all of them are: the first guess keeps
+// that share of the entries, and each guess that does not fit keeps a
+// twentieth fewer.
+func summarised(r *Record, over float64) ([]byte, error) {
+	k := int(float64(len(r.Entries)) / over * 0.97)
 	for {
 		k = max(min(k, len(r.Entries)), 0)
-		gz, err := gzipped(mustJSON(cut(r, k)))
+		raw := mustJSON(cut(r, k))
+		gz, err := gzipped(raw)
 		if err != nil {
 			return nil, err
 		}
-		if len(gz) <= MaxPayload {
+		if len(gz) <= MaxPayload && len(raw) <= MaxJSON {
 			return gz, nil
 		}
 		if k == 0 {
@@ -217,8 +228,12 @@ func Decode(cm *corev1.ConfigMap) (*Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, GzipKey, err)
 		}
-		if raw, err = io.ReadAll(io.LimitReader(zr, 256<<20)); err != nil {
+		if raw, err = io.ReadAll(io.LimitReader(zr, MaxDecoded+1)); err != nil {
 			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, GzipKey, err)
+		}
+		if len(raw) > MaxDecoded {
+			return nil, fmt.Errorf("ConfigMap %s/%s: %s decodes to more than %d MiB, more than a record the operator writes: it is not read",
+				cm.Namespace, cm.Name, GzipKey, MaxDecoded>>20)
 		}
 	case cm.Data[JSONKey] != "":
 		raw = []byte(cm.Data[JSONKey])

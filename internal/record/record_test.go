@@ -1,7 +1,10 @@
 package record
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -84,6 +87,34 @@ func TestEncodeSummarises(t *testing.T) {
 	g.Expect(mustJSON(got.Entries)).To(MatchJSON(mustJSON(r.Entries[:s.Kept])))
 	counts := got.Counts()
 	g.Expect(counts[Deleted] + counts[Forced]).To(Equal(40000))
+}
+
+// TestDecodeBound: the most compressible record (every entry alike but
+// its number; 400,000 of them decode to 32 MB from 894 KB without
+// MaxJSON) is written within MaxJSON, and a gzip that decodes beyond
+// MaxDecoded is refused, naming the ConfigMap and the bound.
+func TestDecodeBound(t *testing.T) {
+	g := NewWithT(t)
+	r := &Record{Name: "teardown-c1-12345678", Cluster: "c1", UID: "12345678-aaaa"}
+	for i := range 400000 {
+		r.Entries = append(r.Entries, entry(Deleted, fmt.Sprintf("w-%08d", i), types.UID(fmt.Sprintf("uid-%08d", i)), Done))
+	}
+	cm := &corev1.ConfigMap{}
+	g.Expect(Encode(r, cm)).To(Succeed())
+	g.Expect(Size(cm)).To(BeNumerically("<=", MaxPayload))
+	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[GzipKey]))
+	g.Expect(err).NotTo(HaveOccurred())
+	raw, err := io.ReadAll(zr)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("the most compressible record: %d bytes stored, %d bytes of JSON decoded (bound %d)", Size(cm), len(raw), MaxDecoded)
+	g.Expect(len(raw)).To(BeNumerically("<=", MaxJSON))
+	_, err = Decode(cm)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	bomb, err := gzipped(bytes.Repeat([]byte(" "), MaxDecoded+1))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = Decode(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "teardown-x"}, BinaryData: map[string][]byte{GzipKey: bomb}})
+	g.Expect(err).To(MatchError(ContainSubstring("ConfigMap ops/teardown-x: record.json.gz decodes to more than 32 MiB")))
 }
 
 func TestDecodeRefuses(t *testing.T) {

@@ -56,6 +56,9 @@ type Reader struct {
 	CompactManifests bool
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// NamespaceDeny are the namespaces a teardown never deletes
+	// (decision.NamespaceKept); nil: decision.DefaultNamespaceDeny.
+	NamespaceDeny []string
 }
 
 // Read reads the cluster governed by g: its namespace whole, the works
@@ -66,7 +69,8 @@ type Reader struct {
 func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Memory) (*decision.Snapshot, error) {
 	s := &decision.Snapshot{Cluster: g.Cluster, Now: time.Now(), Memory: mem, ResourceOf: r.resourceOf,
 		Objects: map[schema.GroupVersionResource][]decision.Object{}, Works: map[types.UID]*workv1.ManifestWork{},
-		Unserved: map[schema.GroupVersionResource]bool{}, ClusterScoped: map[schema.GroupVersionResource]bool{}}
+		Unserved: map[schema.GroupVersionResource]bool{}, ClusterScoped: map[schema.GroupVersionResource]bool{},
+		NamespaceDeny: r.NamespaceDeny}
 	if r.Now != nil {
 		s.Now = r.Now()
 	}

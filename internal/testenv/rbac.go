@@ -26,14 +26,14 @@ const OperatorUser = "cleanup-operator"
 
 // OperatorConfig returns a client configuration for a user that holds only
 // the ClusterRoles of config/rbac the operator's service account is bound
-// to (manager-role and manager-extra-resources), so that what runs with it
+// to (manager-role, manager-extra-resources and bootstrap-role), so that what runs with it
 // proves those permissions are enough.
 func (e *Env) OperatorConfig(ctx context.Context) (*rest.Config, error) {
 	cs, err := kubernetes.NewForConfig(e.Config)
 	if err != nil {
 		return nil, err
 	}
-	for _, file := range []string{"role.yaml", "extra_resources_role.yaml"} {
+	for _, file := range []string{"role.yaml", "extra_resources_role.yaml", "bootstrap_role.yaml"} {
 		roles, err := clusterRoles(filepath.Join(RepoRoot(), "config", "rbac", file))
 		if err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 func object(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
@@ -49,7 +50,7 @@ func fleetCluster(name string, labels, annotations map[string]string, finalizers
 	mc.SetFinalizers(finalizers)
 	Expect(unstructured.SetNestedField(mc.Object, true, "spec", "hubAcceptsClient")).To(Succeed())
 	Expect(k8s.Create(ctx, mc)).To(Succeed())
-	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{decision.OCMClusterNameLabel: name}}})).To(Succeed())
 	w := manifestWork(name, "app")
 	Expect(unstructured.SetNestedSlice(w.Object, []any{map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "app", "namespace": "default"},

@@ -22,6 +22,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
@@ -170,7 +171,7 @@ func createFleet(ctx context.Context, b *testing.B, c client.Client, clusters, p
 			mc := cluster(name)
 			_ = unstructured.SetNestedField(mc.Object, true, "spec", "hubAcceptsClient")
 			must(b, c.Create(ctx, mc))
-			must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+			must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{decision.OCMClusterNameLabel: name}}}))
 			for j := range perCluster {
 				w := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"workload": map[string]any{"manifests": []any{
 					map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": fmt.Sprint("cm-", j), "namespace": "default"},

@@ -27,6 +27,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
@@ -230,7 +231,7 @@ func populate(ctx context.Context, b *testing.B, c client.Client, tc teardownCas
 		mc := cluster(name)
 		_ = unstructured.SetNestedField(mc.Object, true, "spec", "hubAcceptsClient")
 		must(b, c.Create(ctx, mc))
-		must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+		must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{decision.OCMClusterNameLabel: name}}}))
 		for j := range tc.addons {
 			a := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
 			a.SetGroupVersionKind(addonGVK)

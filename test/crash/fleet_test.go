@@ -21,6 +21,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 const (
@@ -101,7 +102,7 @@ func createCluster(ctx context.Context, c client.Client, name string, s v1alpha1
 	if err := setAvailable(ctx, c, name, metav1.ConditionTrue); err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{decision.OCMClusterNameLabel: name}}}); err != nil {
 		return nil, err
 	}
 	for i := range addons {

@@ -18,6 +18,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // The labels the generated objects carry and the generated expressions read.
@@ -219,9 +220,9 @@ func genStages(rng *rand.Rand) []v1alpha1.DeletionStage {
 // stage would be wrong by the test's doing.
 func genContent(rng *rand.Rand, c *cluster) {
 	c.keep = rng.IntN(2) == 0
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.name}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: map[string]string{decision.OCMClusterNameLabel: c.name}}}
 	if c.keep {
-		ns.Labels = map[string]string{keepLabel: "true"}
+		ns.Labels[keepLabel] = "true"
 	}
 	c.objects = append(c.objects, ns)
 	withPriority := func(o metav1.Object) {

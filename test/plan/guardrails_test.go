@@ -20,6 +20,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -44,7 +45,7 @@ func guardPolicy(name string, strategy v1alpha1.RemoveStrategyType, timeout time
 func guardCluster(name string, p *v1alpha1.CleanupPolicy, works ...string) *cluster {
 	c := &cluster{name: name, policy: p, available: true, strategy: p.Spec.RemoveStrategy.Default,
 		labels: map[string]string{policyLabel: p.Name}}
-	c.objects = append(c.objects, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	c.objects = append(c.objects, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{decision.OCMClusterNameLabel: name}}})
 	for _, w := range works {
 		c.objects = append(c.objects, guardWork(name, w))
 	}

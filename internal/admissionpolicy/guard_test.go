@@ -1,0 +1,122 @@
+package admissionpolicy_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+)
+
+// TestGuardRestores: with the guard running, a deleted binding comes back
+// within seconds, with a Warning Event on it and the metric counted; a
+// binding switched to Audit, and a policy whose validation was edited,
+// are put back as rendered; an object that is as rendered is not written.
+func TestGuardRestores(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	// Rendered for the test's own user, as the operator renders them for
+	// itself: the other tests' requests pass as before.
+	operator, err := admissionpolicy.OperatorUser(ctx, k8s)
+	g.Expect(err).NotTo(HaveOccurred())
+	objs := admissionpolicy.AllObjects(operator)
+	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, objs)).To(Succeed())
+	t.Cleanup(func() {
+		for _, obj := range admissionpolicy.ProtectionObjects(operator) {
+			_ = k8s.Delete(context.Background(), obj)
+		}
+	})
+
+	opts := ctrl.Options{Scheme: k8s.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	opts.Controller.SkipNameValidation = ptr.To(true)
+	opts.Logger = testr.New(t)
+	mgr, err := ctrl.NewManager(testEnv.Config, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	guard := &admissionpolicy.Guard{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder(v1alpha1.FieldManager), Objects: objs,
+		Restored: func(kind, name, change string) {
+			admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc()
+		}}
+	g.Expect(guard.SetupWithManager(mgr)).To(Succeed())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	// The guard stops before the objects rendered for it are deleted.
+	t.Cleanup(func() { cancel(); <-stopped })
+
+	// Deletes from here on reach the guard as watch events.
+	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	name := admissionpolicy.BindingName(admissionpolicy.DeletionProtectionPolicy)
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, binding)).To(Succeed())
+	before := testutil.ToFloat64(admissionpolicy.Restores.WithLabelValues("ValidatingAdmissionPolicyBinding", name, "deleted"))
+
+	// Deleted: back within seconds, as rendered, and reported.
+	g.Expect(k8s.Delete(ctx, binding)).To(Succeed())
+	back := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, back)).To(Succeed())
+		g.Expect(back.UID).NotTo(Equal(binding.UID))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+	g.Expect(back.Spec.PolicyName).To(Equal(admissionpolicy.DeletionProtectionPolicy))
+	g.Expect(back.Spec.ValidationActions).To(Equal([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}))
+	g.Eventually(func() float64 {
+		return testutil.ToFloat64(admissionpolicy.Restores.WithLabelValues("ValidatingAdmissionPolicyBinding", name, "deleted"))
+	}).Should(Equal(before + 1))
+	g.Eventually(func(g Gomega) {
+		var events eventsv1.EventList
+		g.Expect(k8s.List(ctx, &events)).To(Succeed())
+		found := false
+		for _, e := range events.Items {
+			if e.Reason == admissionpolicy.RestoredReason && e.Regarding.Name == name && e.Type == "Warning" {
+				g.Expect(e.Note).To(ContainSubstring("ValidatingAdmissionPolicyBinding " + name + " was deleted"))
+				found = true
+			}
+		}
+		g.Expect(found).To(BeTrue(), "no %s Event on %s", admissionpolicy.RestoredReason, name)
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+
+	// Changed to Audit: put back to Deny.
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, back)).To(Succeed())
+	back.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}
+	g.Expect(k8s.Update(ctx, back)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, back)).To(Succeed())
+		g.Expect(back.Spec.ValidationActions).To(Equal([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+
+	// A policy's validation edited: put back.
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.ProtectionMarkPolicy}, p)).To(Succeed())
+	want := p.Spec.Validations[0].Expression
+	p.Spec.Validations[0].Expression = "true"
+	g.Expect(k8s.Update(ctx, p)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.ProtectionMarkPolicy}, p)).To(Succeed())
+		g.Expect(p.Spec.Validations[0].Expression).To(Equal(want))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+
+	// What is as rendered is left alone: another binding was never written.
+	other := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.BindingName(admissionpolicy.DeletingWorkPolicy)}, other)).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		cur := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(other), cur)).To(Succeed())
+		g.Expect(cur.ResourceVersion).To(Equal(other.ResourceVersion))
+	}, "2s").Should(Succeed())
+}

@@ -1,0 +1,153 @@
+package admissionpolicy
+
+import (
+	"strconv"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// The policies that keep deletion protection from being walked around by
+// a patch: they name the operator, so they are rendered for the user it
+// authenticates as (OperatorUser).
+const (
+	// ProtectionMarkPolicy lets only the operator add or remove the
+	// deletion-protection label of a ManagedCluster and write the
+	// acceptance of its deletion confirmation.
+	ProtectionMarkPolicy = "cleanup-operator-protection-mark"
+	// ProtectedNamespacePolicy refuses DELETE of the namespace of a
+	// protected ManagedCluster unless the cluster's deletion is confirmed
+	// (and accepted) or under way.
+	ProtectedNamespacePolicy = "cleanup-operator-protected-namespace"
+)
+
+// DefaultOperatorUser is the user the operator authenticates as when
+// config/default installs it; config/admission renders the policies for it.
+const DefaultOperatorUser = "system:serviceaccount:cleanup-operator-system:cleanup-operator-controller-manager"
+
+// ProtectionObjects returns the policies that name the operator, rendered
+// for operatorUser, each followed by its binding.
+func ProtectionObjects(operatorUser string) []client.Object {
+	return []client.Object{
+		protectionMarkPolicy(operatorUser),
+		binding(ProtectionMarkPolicy),
+		protectedNamespacePolicy(operatorUser),
+		protectedNamespaceBinding(),
+	}
+}
+
+// AllObjects are Objects and ProtectionObjects: every admission object the
+// operator keeps.
+func AllObjects(operatorUser string) []client.Object {
+	return AllObjectsFor(operatorUser, DefaultSignalLimits())
+}
+
+// AllObjectsFor is AllObjects with the signal-manifest policy rendered for
+// the limits l, as the operator runs it.
+func AllObjectsFor(operatorUser string, l SignalLimits) []client.Object {
+	return append(ObjectsFor(l), ProtectionObjects(operatorUser)...)
+}
+
+// notOperator matches the requests of anyone but the operator and the
+// members of system:masters, whom no admission policy binds anyway (they
+// may delete the policy itself).
+func notOperator(operatorUser string) admissionregistrationv1.MatchCondition {
+	return admissionregistrationv1.MatchCondition{Name: "not-the-operator",
+		Expression: "request.userInfo.username != " + strconv.Quote(operatorUser) +
+			" && !(has(request.userInfo.groups) && 'system:masters' in request.userInfo.groups)"}
+}
+
+// protectionMarkPolicy refuses anyone but the operator a request that
+// adds, removes or changes the protection label of a ManagedCluster, or
+// that writes an acceptance (removing one only protects more). Together
+// with the deletion-protection policy, a patch can then forge nothing: a
+// confirmation counts only once the operator accepted it.
+func protectionMarkPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p := policy(ProtectionMarkPolicy)
+	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"cluster.open-cluster-management.io"},
+					APIVersions: []string{"v1"}, Resources: []string{"managedclusters"}},
+			},
+		}},
+	}
+	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{notOperator(operatorUser)}
+	p.Spec.Variables = []admissionregistrationv1.Variable{
+		{Name: "mark", Expression: label("object", v1alpha1.DeletionProtectedLabel)},
+		{Name: "oldMark", Expression: "oldObject == null ? '' : (" + label("oldObject", v1alpha1.DeletionProtectedLabel) + ")"},
+		{Name: "accepted", Expression: annotation("object", v1alpha1.DeleteConfirmationAcceptedAnnotation)},
+		{Name: "oldAccepted", Expression: "oldObject == null ? '' : (" + annotation("oldObject", v1alpha1.DeleteConfirmationAcceptedAnnotation) + ")"},
+	}
+	p.Spec.Validations = []admissionregistrationv1.Validation{{
+		Expression: "variables.mark == variables.oldMark",
+		Message:    "only the cleanup operator sets or removes the label " + v1alpha1.DeletionProtectedLabel,
+		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator sets or removes the label " +
+			v1alpha1.DeletionProtectedLabel + " (from spec.deletionProtection of the CleanupPolicy that governs the cluster); " +
+			"to delete a protected cluster, confirm with kubectl cleanup confirm-delete ' + object.metadata.name",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}, {
+		Expression: "variables.accepted == '' || variables.accepted == variables.oldAccepted",
+		Message:    "only the cleanup operator writes the annotation " + v1alpha1.DeleteConfirmationAcceptedAnnotation,
+		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator writes the annotation " +
+			v1alpha1.DeleteConfirmationAcceptedAnnotation + ", once it has seen a confirmation; confirm with kubectl cleanup confirm-delete ' + object.metadata.name",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}}
+	return p
+}
+
+// protectedNamespacePolicy refuses DELETE of a cluster namespace (one OCM
+// labelled) while a protected ManagedCluster of its name is neither being
+// deleted nor carries an accepted confirmation: deleting the namespace
+// would take every work and add-on of the cluster with it. The protected
+// clusters are its parameters (the binding selects them by their label),
+// so the API server checks each; the operator's own deletes pass.
+func protectedNamespacePolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p := policy(ProtectedNamespacePolicy)
+	p.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: "cluster.open-cluster-management.io/v1", Kind: "ManagedCluster"}
+	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
+		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: decision.OCMClusterNameLabel, Operator: metav1.LabelSelectorOpExists,
+		}}},
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{rule(admissionregistrationv1.Delete, "", "v1", "namespaces")},
+	}
+	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{notOperator(operatorUser)}
+	p.Spec.Variables = []admissionregistrationv1.Variable{
+		{Name: "confirmed", Expression: annotation("params", v1alpha1.DeleteConfirmedAnnotation)},
+		{Name: "confirmedAt", Expression: annotation("params", v1alpha1.DeleteConfirmedAtAnnotation)},
+		{Name: "accepted", Expression: annotation("params", v1alpha1.DeleteConfirmationAcceptedAnnotation)},
+	}
+	p.Spec.Validations = []admissionregistrationv1.Validation{{
+		Expression: "params.metadata.name != oldObject.metadata.name || has(params.metadata.deletionTimestamp) || " +
+			"(variables.confirmed == params.metadata.name && variables.confirmedAt != '' && variables.accepted == variables.confirmedAt)",
+		Message: "the namespace belongs to a ManagedCluster protected from deletion: confirm the cluster's deletion first",
+		MessageExpression: "'namespace ' + oldObject.metadata.name + ' belongs to ManagedCluster ' + params.metadata.name + " +
+			"', which is protected from deletion (label " + v1alpha1.DeletionProtectedLabel + "=true): deleting it would take every work " +
+			"and add-on of the cluster; confirm the cluster\\'s deletion first with ' + " + confirmHowTo,
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}}
+	return p
+}
+
+// protectedNamespaceBinding binds the policy to every protected cluster as
+// a parameter; with none, nothing is refused.
+func protectedNamespaceBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	b := binding(ProtectedNamespacePolicy)
+	b.Spec.ParamRef = &admissionregistrationv1.ParamRef{
+		Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.DeletionProtectedLabel: "true"}},
+		ParameterNotFoundAction: ptr.To(admissionregistrationv1.AllowAction),
+	}
+	return b
+}
+
+// label is a CEL expression for the value of a label of obj, or ” when it
+// has none.
+func label(obj, key string) string {
+	return "has(" + obj + ".metadata.labels) && '" + key + "' in " + obj + ".metadata.labels ? " + obj + ".metadata.labels['" + key + "'] : ''"
+}

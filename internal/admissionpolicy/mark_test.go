@@ -1,0 +1,137 @@
+package admissionpolicy_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// userClient is a client for a user that holds only the rules given.
+func userClient(ctx context.Context, t *testing.T, name string, rules []rbacv1.PolicyRule) client.Client {
+	t.Helper()
+	g := NewWithT(t)
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	g.Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, role))).To(Succeed())
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}}
+	g.Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, binding))).To(Succeed())
+	u, err := testEnv.AddUser(envtest.User{Name: name}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(u.Config(), client.Options{Scheme: k8s.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func mergePatch(ctx context.Context, c client.Client, obj client.Object, patch string, opts ...client.PatchOption) error {
+	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), opts...)
+}
+
+// TestProtectionHoldsAgainstAPatch: a user who may patch and delete
+// ManagedClusters and namespaces, but is not the operator, cannot take the
+// protection mark off, cannot forge an accepted confirmation in one patch
+// (nor delete the cluster after trying), and cannot delete the protected
+// cluster's namespace; a confirmation by name alone is let through for
+// the operator to stamp. Once the operator (here the test's admin, for
+// whom the policies are rendered) accepts a confirmation, the namespace
+// may go. The namespace of an unprotected cluster is not guarded.
+func TestProtectionHoldsAgainstAPatch(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testContext(t)
+	operator, err := admissionpolicy.OperatorUser(ctx, k8s)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, admissionpolicy.AllObjects(operator))).To(Succeed())
+	t.Cleanup(func() {
+		for _, obj := range admissionpolicy.ProtectionObjects(operator) {
+			_ = k8s.Delete(context.Background(), obj)
+		}
+	})
+	user := userClient(ctx, t, "cluster-patcher", []rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"},
+			Verbs: []string{"get", "list", "patch", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "delete"}},
+	})
+
+	const name = "guarded-a"
+	mc := createCluster(ctx, t, managedCluster(name, protectedLabels, nil))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{decision.OCMClusterNameLabel: name}}}
+	g.Expect(k8s.Create(ctx, ns)).To(Succeed())
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+
+	onlyOperator := "only the cleanup operator sets or removes the label " + v1alpha1.DeletionProtectedLabel
+	unmark := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.DeletionProtectedLabel)
+	g.Eventually(func() error {
+		return mergePatch(ctx, user, mc.DeepCopy(), unmark, client.DryRunAll)
+	}).WithTimeout(enforcementTimeout).Should(MatchError(ContainSubstring("ManagedCluster " + name + ": " + onlyOperator)))
+	g.Expect(mergePatch(ctx, user, mc.DeepCopy(), unmark)).To(MatchError(ContainSubstring(onlyOperator)))
+
+	// The forged confirmation, in one patch: refused whole.
+	past := time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
+	forged := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,%q:%q}}}`, v1alpha1.DeleteConfirmedAnnotation, name,
+		v1alpha1.DeleteConfirmedAtAnnotation, past, v1alpha1.DeleteConfirmationAcceptedAnnotation, past)
+	g.Expect(mergePatch(ctx, user, mc.DeepCopy(), forged)).To(MatchError(ContainSubstring(
+		"only the cleanup operator writes the annotation " + v1alpha1.DeleteConfirmationAcceptedAnnotation)))
+	// With the mark taken off in the same patch: refused too.
+	g.Expect(mergePatch(ctx, user, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:%q}}}`,
+		v1alpha1.DeletionProtectedLabel, v1alpha1.DeleteConfirmationAcceptedAnnotation, past))).To(MatchError(ContainSubstring(onlyOperator)))
+	g.Expect(user.Delete(ctx, mc.DeepCopy())).To(MatchError(ContainSubstring("is protected from deletion")))
+
+	// The namespace of the protected cluster cannot be deleted either.
+	refusedNamespace := "namespace " + name + " belongs to ManagedCluster " + name + ", which is protected from deletion"
+	g.Eventually(func() error {
+		return user.Delete(ctx, ns.DeepCopy(), client.DryRunAll)
+	}).WithTimeout(enforcementTimeout).Should(MatchError(ContainSubstring(refusedNamespace)))
+	g.Expect(user.Delete(ctx, ns.DeepCopy())).To(MatchError(ContainSubstring(refusedNamespace)))
+
+	// A confirmation by name alone passes: the operator stamps it.
+	g.Expect(mergePatch(ctx, user, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
+		v1alpha1.DeleteConfirmedAnnotation, name))).To(Succeed())
+	g.Expect(user.Delete(ctx, ns.DeepCopy(), client.DryRunAll)).To(MatchError(ContainSubstring(refusedNamespace)))
+	// The operator stamps and accepts it: the namespace may go now.
+	now := time.Now().UTC().Format(time.RFC3339)
+	g.Expect(mergePatch(ctx, k8s, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
+		v1alpha1.DeleteConfirmedAtAnnotation, now, v1alpha1.DeleteConfirmationAcceptedAnnotation, now))).To(Succeed())
+	g.Eventually(func() error {
+		return user.Delete(ctx, ns.DeepCopy(), client.DryRunAll)
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+
+	// An unprotected cluster's namespace is not guarded.
+	const free = "guarded-free"
+	createCluster(ctx, t, managedCluster(free, nil, nil))
+	freeNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: free, Labels: map[string]string{decision.OCMClusterNameLabel: free}}}
+	g.Expect(k8s.Create(ctx, freeNS)).To(Succeed())
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), freeNS) })
+	g.Expect(user.Delete(ctx, freeNS.DeepCopy(), client.DryRunAll)).To(Succeed())
+}
+
+// TestCanRestore: a client without the bootstrap role's rights is told
+// what it lacks; one with them is not.
+func TestCanRestore(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testContext(t)
+	objs := admissionpolicy.AllObjects("someone")
+	why, err := admissionpolicy.CanRestore(ctx, k8s, objs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(why).To(BeEmpty())
+
+	reader := userClient(ctx, t, "policy-reader", []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"},
+		Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "list", "watch"}}})
+	why, err = admissionpolicy.CanRestore(ctx, reader, objs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(why).To(ContainSubstring("the operator may not create validatingadmissionpolicies.admissionregistration.k8s.io"))
+	g.Expect(why).To(ContainSubstring("cleanup-operator-bootstrap-role"))
+	g.Expect(why).NotTo(ContainSubstring("watch validatingadmissionpolicies"))
+}
