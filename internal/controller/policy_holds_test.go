@@ -3,6 +3,7 @@ package controller_test
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -57,12 +58,27 @@ func stalledWith(g Gomega, p *v1alpha1.CleanupPolicy, reason string) string {
 }
 
 var _ = Describe("What holds a policy that compiles", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
 	AfterEach(deleteAll)
 
 	It("is not Ready while governed clusters carry OCM's cleanup finalizer, and says how to turn the gate off", func() {
 		mc := managedCluster("ocm-gate-1", map[string]string{"env": "prod"})
 		mc.SetFinalizers([]string{v1alpha1.OCMResourceCleanupFinalizer})
 		Expect(k8s.Create(ctx, mc)).To(Succeed())
+		// OCM is not running here: take its finalizer off for it, so that
+		// the cluster can go whatever the spec finds.
+		withoutOCMFinalizer := func() error {
+			mc := managedCluster("", nil)
+			if err := k8s.Get(ctx, client.ObjectKey{Name: "ocm-gate-1"}, mc); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			mc.SetFinalizers(slices.DeleteFunc(mc.GetFinalizers(), func(f string) bool { return f == v1alpha1.OCMResourceCleanupFinalizer }))
+			return k8s.Update(ctx, mc)
+		}
+		DeferCleanup(func() { Eventually(withoutOCMFinalizer).Should(Succeed()) })
 		Expect(k8s.Create(ctx, managedCluster("ocm-gate-2", map[string]string{"env": "prod"}))).To(Succeed())
 		Expect(k8s.Create(ctx, cleanupPolicy("ocm-gate", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -75,12 +91,7 @@ var _ = Describe("What holds a policy that compiles", func() {
 		}).Should(Succeed())
 
 		By("going Ready once no governed cluster carries it")
-		Eventually(func() error {
-			mc := managedCluster("", nil)
-			Expect(k8s.Get(ctx, client.ObjectKey{Name: "ocm-gate-1"}, mc)).To(Succeed())
-			mc.SetFinalizers(slices.DeleteFunc(mc.GetFinalizers(), func(f string) bool { return f == v1alpha1.OCMResourceCleanupFinalizer }))
-			return k8s.Update(ctx, mc)
-		}).Should(Succeed())
+		Eventually(withoutOCMFinalizer).Should(Succeed())
 		Eventually(func(g Gomega) {
 			p := status("ocm-gate")(g)
 			g.Expect(condition(p, v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
