@@ -208,7 +208,7 @@ E2E_OLD_MODFILE ?= ocm-v1.0.0.mod
 
 .PHONY: test-e2e-ocm-1.0
 test-e2e-ocm-1.0: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run test/e2e against OCM v1.0.0 and the policy framework v0.16.0 (test/e2e/ocm-v1.0.0.mod).
-	cd test/e2e && GOFLAGS="$(GOFLAGS) -modfile=$(E2E_OLD_MODFILE)" go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
+	cd test/e2e && GOFLAGS="$(GOFLAGS) -modfile=$(E2E_OLD_MODFILE) -tags=ocm_v1_0" go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
 
 ##@ Local control plane
 

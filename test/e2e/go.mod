@@ -7,6 +7,7 @@ require (
 	github.com/onsi/gomega v1.39.0
 	github.com/openshift/library-go v0.0.0-20251120164824-14a789e09884
 	github.com/stolostron/go-template-utils/v6 v6.3.0
+	github.com/stolostron/go-template-utils/v7 v7.2.0
 	github.com/stolostron/kubernetes-dependency-watches v0.10.2
 	k8s.io/api v0.34.3
 	k8s.io/apiextensions-apiserver v0.34.3
@@ -128,7 +129,6 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stoewer/go-strcase v1.3.1 // indirect
-	github.com/stolostron/go-template-utils/v7 v7.2.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.6.4 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.4 // indirect
