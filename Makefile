@@ -239,8 +239,17 @@ bundle-build: ## Build the bundle image with CONTAINER_TOOL.
 E2E_TEST_FLAGS ?= -timeout 20m -v . -ginkgo.v
 
 .PHONY: test-e2e
-test-e2e: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the operator with OCM's registration hub, work agent and policy propagator (test/e2e, its own Go module).
+test-e2e: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the operator with OCM's registration hub, work agent and policy propagator (test/e2e, its own Go module): OCM v1.2.0, policy framework v0.18.0.
 	cd test/e2e && go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
+
+# The older versions the e2e suite also runs against: its go.mod pins the
+# newest, this module file OCM v1.0.0 and the policy framework v0.16.0
+# (docs/install/compatibility.md).
+E2E_OLD_MODFILE ?= ocm-v1.0.0.mod
+
+.PHONY: test-e2e-ocm-1.0
+test-e2e-ocm-1.0: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run test/e2e against OCM v1.0.0 and the policy framework v0.16.0 (test/e2e/ocm-v1.0.0.mod).
+	cd test/e2e && GOFLAGS="$(GOFLAGS) -modfile=$(E2E_OLD_MODFILE) -tags=ocm_v1_0" go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
 
 ##@ Local control plane
 

@@ -58,6 +58,11 @@ type CleanupPolicyReconciler struct {
 	Metrics *Metrics
 	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
 	SignalLimits admissionpolicy.SignalLimits
+	// OperatorNamespace is where teardown records are kept; while it does
+	// not exist every policy's Ready says so. Empty checks nothing.
+	OperatorNamespace string
+
+	invalidLogged reportedOnce
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
@@ -101,14 +106,10 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	if len(errs) > 0 {
 		p.Status.ObservedGeneration = p.Generation
 		setInvalidCondition(p, errs)
-		if !equality.Semantic.DeepEqual(orig.Status.Conditions, p.Status.Conditions) {
-			reason := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.StalledCondition).Reason
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, reason, "Compile", "%s", errs.ToAggregate().Error())
-			logf.FromContext(ctx).Info("policy invalid: it governs nothing new and the clusters it governs are held",
-				"policy", p.Name, "generation", p.Generation, "reason", reason, "error", errs.ToAggregate().Error())
-		}
-		// Terminal: only a new generation can fix it.
-		return reconcile.Result{}, reconcile.TerminalError(errs.ToAggregate())
+		r.reportInvalid(ctx, orig, p, errs)
+		// Nothing to retry: only a new generation can fix it, and its
+		// event brings the policy back. The condition carries the detail.
+		return reconcile.Result{}, nil
 	}
 	result, err = r.reconcileFleet(ctx, p, compiled)
 	if err == nil {
@@ -178,7 +179,16 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, "Evaluate", "%s", msg)
 		}
 	default:
-		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, r.readySummary(p))
+		summary := r.readySummary(p)
+		reason, msg, err := r.hubHold(ctx, share, summary)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if reason == "" {
+			setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, summary)
+			break
+		}
+		setStalledCondition(p, reason, msg)
 	}
 	r.forgetClusters(clusters)
 	return reconcile.Result{}, nil
@@ -231,13 +241,28 @@ func setSuspendedCondition(p *v1alpha1.CleanupPolicy, msg string) {
 	setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SuspendedReason, msg)
 }
 
+// reportInvalid says that the policy does not compile: an Event when the
+// condition changes, and one log line per generation, without the stack
+// trace of a reconcile error; the condition carries the detail.
+func (r *CleanupPolicyReconciler) reportInvalid(ctx context.Context, orig, p *v1alpha1.CleanupPolicy, errs field.ErrorList) {
+	if !r.invalidLogged.first(p.UID, p.Generation) {
+		return
+	}
+	reason := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.StalledCondition).Reason
+	if !equality.Semantic.DeepEqual(orig.Status.Conditions, p.Status.Conditions) {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, reason, "Compile", "%s", errs.ToAggregate().Error())
+	}
+	fields := make([]string, len(errs))
+	for i, e := range errs {
+		fields[i] = e.Field
+	}
+	logf.FromContext(ctx).Info("policy invalid: it governs nothing new and the clusters it governs are held",
+		"policy", p.Name, "generation", p.Generation, "reason", reason, "fields", fields, "error", errs.ToAggregate().Error())
+}
+
 // readySummary is the message of a Ready policy.
 func (r *CleanupPolicyReconciler) readySummary(p *v1alpha1.CleanupPolicy) string {
 	msg := fmt.Sprintf("matches %d cluster(s) and governs %d", p.Status.MatchedClusters, p.Status.GovernedClusters)
-	if n := p.Status.OCMResourceCleanupClusters; n > 0 {
-		msg += fmt.Sprintf("; %d of them also carry OCM's %s finalizer: disable OCM's ResourceCleanup feature gate",
-			n, v1alpha1.OCMResourceCleanupFinalizer)
-	}
 	msg += r.Optional.offMessage()
 	if n := p.Status.NotOwned; n > 0 {
 		msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",
@@ -276,6 +301,7 @@ func (r *CleanupPolicyReconciler) forgetDeleted(ctx context.Context) error {
 		live.Insert(items[i].GetUID())
 	}
 	r.Cache.Retain(live)
+	r.invalidLogged.forget(live.Has)
 	r.Governance.Forget(func(p types.UID, _ int64, _ types.UID) bool { return live.Has(p) })
 	return nil
 }
@@ -303,6 +329,9 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 		// A CRD installed or removed can serve a resource a policy names.
 		Watches(crdMetadata(), allPolicies).
 		WatchesRawSource(r.Tally.source())
+	if r.OperatorNamespace != "" {
+		b = b.Watches(&corev1.Namespace{}, allPolicies, builder.WithPredicates(r.operatorNamespace()))
+	}
 	if r.Optional != nil {
 		// An optional kind turned on or off changes every Ready message.
 		b = b.WatchesRawSource(r.Optional.source(allPolicies))

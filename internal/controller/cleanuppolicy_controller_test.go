@@ -3,12 +3,10 @@ package controller_test
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -190,26 +188,6 @@ var _ = Describe("CleanupPolicy", func() {
 		clusterGone("pin-1")
 	})
 
-	It("reports governed clusters that also carry OCM's own cleanup finalizer", func() {
-		mc := managedCluster("ocm-gc-1", map[string]string{"env": "prod"})
-		mc.SetFinalizers([]string{v1alpha1.OCMResourceCleanupFinalizer})
-		Expect(k8s.Create(ctx, mc)).To(Succeed())
-		Expect(k8s.Create(ctx, managedCluster("ocm-gc-2", map[string]string{"env": "prod"}))).To(Succeed())
-		Expect(k8s.Create(ctx, cleanupPolicy("ocm", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
-		Eventually(func(g Gomega) {
-			p := status("ocm")(g)
-			g.Expect(p.Status.OCMResourceCleanupClusters).To(BeEquivalentTo(1))
-			g.Expect(condition(p, v1alpha1.ReadyCondition).Message).To(ContainSubstring("disable OCM's ResourceCleanup feature gate"))
-		}).Should(Succeed())
-		// OCM is not running here: take its finalizer off for it.
-		Eventually(func() error {
-			mc := managedCluster("", nil)
-			Expect(k8s.Get(ctx, client.ObjectKey{Name: "ocm-gc-1"}, mc)).To(Succeed())
-			mc.SetFinalizers(slices.DeleteFunc(mc.GetFinalizers(), func(f string) bool { return f == v1alpha1.OCMResourceCleanupFinalizer }))
-			return k8s.Update(ctx, mc)
-		}).Should(Succeed())
-	})
-
 	It("compiles once per generation, however many clusters and reconciles", func() {
 		for i := range 20 {
 			Expect(k8s.Create(ctx, managedCluster(fmt.Sprintf("gen-%d", i), map[string]string{"env": "prod"}))).To(Succeed())
@@ -353,28 +331,7 @@ var _ = Describe("CleanupPolicy", func() {
 	})
 
 	Context("when a broken policy reaches the API server without the webhook", func() {
-		var saved *admissionregistrationv1.ValidatingWebhookConfiguration
-
-		BeforeEach(func() {
-			var list admissionregistrationv1.ValidatingWebhookConfigurationList
-			Expect(k8s.List(ctx, &list)).To(Succeed())
-			Expect(list.Items).To(HaveLen(1))
-			saved = list.Items[0].DeepCopy()
-			Expect(k8s.Delete(ctx, &list.Items[0])).To(Succeed())
-			DeferCleanup(func() {
-				saved.ResourceVersion = ""
-				Expect(k8s.Create(ctx, saved)).To(Succeed())
-				// The API server reads webhook configurations from its own cache.
-				Eventually(func() error {
-					err := k8s.Create(ctx, cleanupPolicy("probe", v1alpha1.CleanupPolicySpec{ClusterSelector: "x"}))
-					if err == nil {
-						_ = k8s.Delete(ctx, cleanupPolicy("probe", v1alpha1.CleanupPolicySpec{}))
-						return fmt.Errorf("webhook not active yet")
-					}
-					return nil
-				}).Should(Succeed())
-			})
-		})
+		BeforeEach(withoutWebhook)
 
 		It("stalls it with InvalidCELExpression and the field path, governs nothing with it, and keeps the manager running", func() {
 			Expect(k8s.Create(ctx, managedCluster("held-1", map[string]string{"env": "prod"}))).To(Succeed())

@@ -35,7 +35,7 @@ func TestControllers(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	logf.SetLogger(logs.wrap(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))))
 	ctx, cancel = context.WithCancel(context.Background())
 
 	var err error

@@ -143,7 +143,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Mapper:     mgr.GetRESTMapper(),
 		Metrics:    op.Metrics,
 
-		SignalLimits: opts.SignalLimits.OrDefault(),
+		SignalLimits:      opts.SignalLimits.OrDefault(),
+		OperatorNamespace: deps.Records.Namespace,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
@@ -151,6 +152,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		return nil, fmt.Errorf("setting up the cache indexes: %w", err)
 	}
 	if err := setupAdmission(ctx, mgr, opts, env); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&record.NamespaceCheck{Reader: mgr.GetAPIReader(), Namespace: deps.Records.Namespace}); err != nil {
 		return nil, err
 	}
 	// Records past their age go even when no teardown ends.

@@ -80,7 +80,7 @@ deletionSignal:
 `))
 	governedBy("s4")
 	held := addon("s4-held-addon", holdFinalizer)
-	addon("s4-addon")
+	addonAsNewest("s4-addon")
 	first := manifestWork("4", "s4-first", nil, map[string]string{cleanupPriorityAnnotation: "10"})
 	second := manifestWork("4", "s4-second", nil, map[string]string{cleanupPriorityAnnotation: "90"})
 	addFinalizer(first.configMap, holdFinalizer)

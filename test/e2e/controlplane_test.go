@@ -85,8 +85,8 @@ func crdPaths(p repoPaths) ([]string, error) {
 		"cluster/v1beta1/0000_03_clusters.open-cluster-management.io_placementdecisions.crd.yaml",
 		"work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml",
 		"work/v1/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml",
-		"addon/v1alpha1/0000_00_addon.open-cluster-management.io_clustermanagementaddons.crd.yaml",
-		"addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml",
+		addonCRDs(p.ocmAPI) + "/0000_00_addon.open-cluster-management.io_clustermanagementaddons.crd.yaml",
+		addonCRDs(p.ocmAPI) + "/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml",
 	} {
 		crds = append(crds, filepath.Join(p.ocmAPI, f))
 	}
@@ -102,6 +102,17 @@ func crdPaths(p repoPaths) ([]string, error) {
 		return nil, fmt.Errorf("no ConfigurationPolicy CRD in %s: run 'make crds'", filepath.Dir(cfgPolicy))
 	}
 	return append(crds, cfgPolicy), nil
+}
+
+// addonCRDs is the folder of the add-on CRDs as OCM's hub installs them:
+// addon/v1beta1 where the module has it (they serve v1alpha1, stored, and
+// v1beta1, with no conversion webhook: the versions differ in spec fields
+// only, which the operator neither reads nor writes), else addon/v1alpha1.
+func addonCRDs(api string) string {
+	if _, err := os.Stat(filepath.Join(api, "addon", "v1beta1")); err == nil {
+		return "addon/v1beta1"
+	}
+	return "addon/v1alpha1"
 }
 
 func newScheme() *runtime.Scheme {

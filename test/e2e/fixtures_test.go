@@ -233,6 +233,26 @@ func addon(name string, finalizers ...string) *addonv1alpha1.ManagedClusterAddOn
 	return a
 }
 
+// addonAsNewest creates an add-on in the newest version the hub serves:
+// v1beta1 where the add-on CRD serves it (open-cluster-management.io/api
+// v1.2.0 on), else v1alpha1. The operator reads and deletes add-ons as
+// v1alpha1 either way.
+func addonAsNewest(name string) {
+	GinkgoHelper()
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+	u.SetAPIVersion("addon.open-cluster-management.io/v1beta1")
+	u.SetKind("ManagedClusterAddOn")
+	u.SetName(name)
+	u.SetNamespace(clusterName)
+	err := k8s.Create(ctx, u)
+	if meta.IsNoMatchError(err) {
+		addon(name)
+		return
+	}
+	Expect(err).NotTo(HaveOccurred())
+	fmt.Fprintf(GinkgoWriter, "add-on %s created as addon.open-cluster-management.io/v1beta1\n", name)
+}
+
 // removeFinalizer removes one finalizer from an object, as its controller
 // would once done.
 func removeFinalizer(obj client.Object, finalizer string) {

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	. "github.com/onsi/gomega"
-	templates "github.com/stolostron/go-template-utils/v6/pkg/templates"
 	k8sdepwatches "github.com/stolostron/kubernetes-dependency-watches/client"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,7 +58,7 @@ func startPropagator(cfg *rest.Config) *component {
 		if err := (&propagatorctrl.RootPolicyReconciler{Propagator: propagator}).SetupWithManager(mgr, 2); err != nil {
 			return err
 		}
-		resolver, templatesSource, err := templates.NewResolverWithCaching(ctx, cfg, templates.Config{
+		resolver, templatesSource, err := newTemplateResolver(ctx, cfg, templateConfig{
 			AdditionalIndentation: 8,
 			DisabledFunctions:     []string{},
 			SkipBatchManagement:   true,
