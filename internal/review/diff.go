@@ -80,6 +80,9 @@ func Diff(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, pr
 	if err != nil {
 		return nil, err
 	}
+	if proposed, err = defaulted(ctx, s, proposed); err != nil {
+		return nil, err
+	}
 	if err := Validate(env, proposed); err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ type Hub struct {
 	Omitted []Omitted `json:"omitted,omitempty"`
 	// Objects are ManagedClusters, CleanupPolicies, Namespaces,
 	// ManifestWorks, ConfigurationPolicies and Policies whole, the CRDs of
-	// the expressions' variables, and the metadata of the Listed resources.
+	// the expressions' variables and CleanupPolicies, and the metadata of the Listed resources.
 	Objects []map[string]any `json:"objects"`
 }
 
@@ -174,7 +174,7 @@ func (h *Hub) take(ctx context.Context, c client.Reader, mapper meta.RESTMapper,
 			return err
 		}
 		u := &unstructured.Unstructured{Object: obj}
-		if gvr == crdGVR && !slices.Contains(variableCRDs, u.GetName()) {
+		if gvr == crdGVR && !slices.Contains(takenCRDs, u.GetName()) {
 			return nil
 		}
 		u.SetGroupVersionKind(gvk)
@@ -183,7 +183,9 @@ func (h *Hub) take(ctx context.Context, c client.Reader, mapper meta.RESTMapper,
 	})
 }
 
-var variableCRDs = []string{cel.ManagedClusterCRD, cel.ManifestWorkCRD, cel.ConfigurationPolicyCRD}
+// takenCRDs are the CRDs of the expressions' variables, and the
+// CleanupPolicy CRD, whose defaults the proposed policies get.
+var takenCRDs = []string{cel.ManagedClusterCRD, cel.ManifestWorkCRD, cel.ConfigurationPolicyCRD, cleanupPolicyCRD}
 
 // sanitize drops what a snapshot never holds: the data of any Secret
 // written inside the object, its last-applied annotation, and its

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/review"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+// runPlugin runs the plugin as main does, and returns its standard output,
+// its standard error and its exit status.
+func runPlugin(kubeconfig string, args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	cmd, o := newRoot(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), exitCode(err, o.ran)
+}
+
+// diffOf parses diff's -o json.
+func diffOf(g Gomega, out string) *review.Report {
+	r := &review.Report{}
+	g.Expect(json.Unmarshal([]byte(out), r)).To(Succeed(), out)
+	g.Expect(r.APIVersion).To(Equal(review.ReportAPIVersion))
+	g.Expect(r.Kind).To(Equal(review.ReportKind))
+	return r
+}
+
+func clusterOf(r *review.Report, name string) *review.ClusterDiff {
+	for i := range r.Clusters {
+		if r.Clusters[i].Cluster == name {
+			return &r.Clusters[i]
+		}
+	}
+	return nil
+}
+
+// TestDiff proposes changes of the one policy of a live hub (an API
+// server, no operator) and checks what diff says of each cluster, its exit
+// status, and that a snapshot gives offline the output diff gives live.
+func TestDiff(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env, err := testenv.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
+	// The operator serves the admission webhook the dry runs call.
+	running, err := env.StartOperator(ctx, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(running.Stop()).To(Succeed()) }()
+	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(testenv.CreateFromFile(ctx, c, filepath.Join("testdata", "diff", "hub.yaml"))).To(Succeed())
+	dir := func(name string) string { return filepath.Join("testdata", "diff", name) }
+	// The operator has stamped c1's work with its orphaning decision: the
+	// hub no longer changes under the comparisons.
+	g.Eventually(func(g Gomega) {
+		w := &unstructured.Unstructured{}
+		w.SetGroupVersionKind(manifestWorkGVK)
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "c1", Name: "app"}, w)).To(Succeed())
+		p, _, _ := unstructured.NestedString(w.Object, "spec", "deleteOption", "propagationPolicy")
+		g.Expect(p).To(Equal("SelectivelyOrphan"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	t.Run("a widened selector governs a cluster it did not", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("widen"), "-o", "json")
+		g.Expect(code).To(Equal(exitDiffers), errOut)
+		g.Expect(errOut).To(ContainSubstring("ConfigMap unrelated ignored"))
+		r := diffOf(g, out)
+		g.Expect(r.Policies).To(ConsistOf(review.PolicyChange{Name: "prod", Change: "changed"}))
+		g.Expect(r.Clusters).To(HaveLen(1))
+		c2 := clusterOf(r, "c2")
+		g.Expect(c2).NotTo(BeNil())
+		g.Expect(c2.Today.Policy).To(BeEmpty())
+		g.Expect(c2.Today.Delete).To(BeEmpty())
+		g.Expect(c2.After.Policy).To(Equal("prod"))
+		g.Expect(c2.After.Strategy).To(Equal("Required"))
+		g.Expect(c2.After.Delete).To(ContainElements(
+			"manifestworks.work.open-cluster-management.io c2/app", "namespaces c2"))
+		g.Expect(c2.Changes).To(ContainElements("governance", "strategy", "delete"))
+		g.Expect(r.Unchanged).To(Equal(2))
+	})
+
+	t.Run("a narrowed selector loses a cluster and its protection", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("narrow"), "-o", "json")
+		g.Expect(code).To(Equal(exitDiffers), errOut)
+		r := diffOf(g, out)
+		g.Expect(r.Clusters).To(HaveLen(1))
+		c3 := clusterOf(r, "c3")
+		g.Expect(c3).NotTo(BeNil())
+		g.Expect(c3.Today.Policy).To(Equal("prod"))
+		g.Expect(c3.Today.Protected).To(BeTrue())
+		g.Expect(c3.Today.Delete).To(ContainElement("manifestworks.work.open-cluster-management.io c3/app"))
+		g.Expect(c3.After.Policy).To(BeEmpty())
+		g.Expect(c3.After.Protected).To(BeFalse())
+		g.Expect(c3.After.Delete).To(BeEmpty())
+		g.Expect(c3.Changes).To(ContainElements("governance", "protection", "delete"))
+	})
+
+	t.Run("a strategy change, in text", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("strategy"))
+		g.Expect(code).To(Equal(exitDiffers), errOut)
+		g.Expect(errOut).To(BeEmpty())
+		g.Expect(out).To(ContainSubstring("ManagedCluster c1\n  strategy: Required -> BestEffort\n"))
+		g.Expect(out).To(ContainSubstring("ManagedCluster c3\n  strategy: Required -> BestEffort\n"))
+		g.Expect(out).NotTo(ContainSubstring("ManagedCluster c2"))
+		g.Expect(out).To(ContainSubstring("2 cluster(s) change, 1 unchanged."))
+	})
+
+	t.Run("the live policy again changes nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("identical"), "-o", "yaml")
+		g.Expect(code).To(Equal(exitOK), out+errOut)
+		g.Expect(out).To(ContainSubstring("change: unchanged"))
+		g.Expect(out).To(ContainSubstring("unchanged: 3"))
+	})
+
+	t.Run("an invalid policy is refused, its field named", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("invalid"))
+		g.Expect(code).To(Equal(exitInvalid), out+errOut)
+		g.Expect(code).To(BeNumerically(">", 1))
+		g.Expect(errOut).To(ContainSubstring("spec.clusterSelector"))
+		g.Expect(out).To(BeEmpty())
+	})
+
+	t.Run("a snapshot answers offline as the hub does live", func(t *testing.T) {
+		g := NewWithT(t)
+		hub, errOut, code := runPlugin(env.Kubeconfig, "snapshot")
+		g.Expect(code).To(Equal(exitOK), errOut)
+		g.Expect(hub).NotTo(ContainSubstring("never-in-a-snapshot"))
+		g.Expect(hub).NotTo(ContainSubstring(`"kind": "Secret",`+"\n      \"metadata\": {\n        \"name\": \"token\""))
+		file := filepath.Join(t.TempDir(), "hub.json")
+		g.Expect(os.WriteFile(file, []byte(hub), 0o600)).To(Succeed())
+		for _, change := range []string{"widen", "narrow", "strategy", "identical"} {
+			live, _, liveCode := runPlugin(env.Kubeconfig, "diff", "-f", dir(change))
+			// No API server: the kubeconfig names none that answers.
+			offline, errOut, offlineCode := runPlugin(filepath.Join(t.TempDir(), "none"), "diff", "-f", dir(change), "--snapshot", file)
+			g.Expect(offlineCode).To(Equal(liveCode), change+": "+errOut)
+			g.Expect(offline).To(Equal(live), change)
+		}
+	})
+}
