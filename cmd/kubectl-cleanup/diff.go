@@ -109,7 +109,7 @@ func (d *diffOptions) hub(ctx context.Context, o *options, proposed []*unstructu
 	if err := dryRun(ctx, c, proposed, o.streams.ErrOut); err != nil {
 		return nil, err
 	}
-	return review.Take(ctx, c, disc, proposed)
+	return review.Take(ctx, c, disc, proposed, true)
 }
 
 // hubClients connect to the API server the kubeconfig names.
@@ -196,7 +196,7 @@ defaults.`,
 			if err != nil {
 				return err
 			}
-			h, err := review.Take(cmd.Context(), c, disc, proposed)
+			h, err := review.Take(cmd.Context(), c, disc, proposed, false)
 			if err != nil {
 				return err
 			}

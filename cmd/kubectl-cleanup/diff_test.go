@@ -146,7 +146,7 @@ func TestDiff(t *testing.T) {
 		hub, errOut, code := runPlugin(env.Kubeconfig, "snapshot")
 		g.Expect(code).To(Equal(exitOK), errOut)
 		g.Expect(hub).NotTo(ContainSubstring("never-in-a-snapshot"))
-		g.Expect(hub).NotTo(ContainSubstring(`"kind": "Secret",`+"\n      \"metadata\": {\n        \"name\": \"token\""))
+		g.Expect(hub).NotTo(ContainSubstring(`"kind": "Secret",` + "\n      \"metadata\": {\n        \"name\": \"token\""))
 		file := filepath.Join(t.TempDir(), "hub.json")
 		g.Expect(os.WriteFile(file, []byte(hub), 0o600)).To(Succeed())
 		for _, change := range []string{"widen", "narrow", "strategy", "identical"} {

@@ -86,8 +86,10 @@ var (
 )
 
 // Take reads a hub: discovery, the kinds always taken, and the metadata of
-// every resource the live policies and the proposed ones name.
-func Take(ctx context.Context, c client.Reader, disc discovery.DiscoveryInterface, proposed []*unstructured.Unstructured) (*Hub, error) {
+// every resource the live policies and the proposed ones name. Secrets are
+// left out unless withSecrets (a snapshot kept in memory by a live diff,
+// never written: their metadata only).
+func Take(ctx context.Context, c client.Reader, disc discovery.DiscoveryInterface, proposed []*unstructured.Unstructured, withSecrets bool) (*Hub, error) {
 	h := &Hub{APIVersion: HubAPIVersion, Kind: HubKind, Listed: []string{}, Objects: []map[string]any{}}
 	if err := h.discover(disc); err != nil {
 		return nil, err
@@ -108,7 +110,7 @@ func Take(ctx context.Context, c client.Reader, disc discovery.DiscoveryInterfac
 		}
 	}
 	for _, gvr := range resourcesNamed(named) {
-		if gvr.GroupResource() == (schema.GroupResource{Resource: "secrets"}) {
+		if gvr.GroupResource() == (schema.GroupResource{Resource: "secrets"}) && !withSecrets {
 			h.Omitted = append(h.Omitted, Omitted{Resource: "secrets", Why: secretsOmitted})
 			continue
 		}
