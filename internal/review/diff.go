@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -67,11 +68,41 @@ func (e *InvalidError) Error() string {
 	return fmt.Sprintf("CleanupPolicy %s is invalid: %s", e.Policy, e.Errs.ToAggregate())
 }
 
+// Decisions are the plans of every cluster of a hub, today and after a
+// change of its CleanupPolicies.
+type Decisions struct {
+	Policies []PolicyChange
+	// Clusters are the names of the ManagedClusters, sorted.
+	Clusters []string
+	Today    map[string]*decision.Plan
+	After    map[string]*decision.Plan
+}
+
 // Diff decides every cluster of the hub with its CleanupPolicies (today),
-// and with the proposed ones in place of those of the same name (after);
-// prune treats the live policies not proposed as deleted. The proposed
-// policies are compiled first, as admission compiles them.
+// and with the proposed ones in place of those of the same name (after),
+// and reports the clusters whose decisions change; prune treats the live
+// policies not proposed as deleted.
 func Diff(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, prune bool) (*Report, error) {
+	d, err := Decide(ctx, h, proposed, prune)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{APIVersion: ReportAPIVersion, Kind: ReportKind, Policies: d.Policies, Clusters: []ClusterDiff{}}
+	for _, name := range d.Clusters {
+		c := ClusterDiff{Cluster: name, Today: sideOf(d.Today[name]), After: sideOf(d.After[name])}
+		if c.Changes = changes(c.Today, c.After); len(c.Changes) == 0 {
+			r.Unchanged++
+			continue
+		}
+		r.Clusters = append(r.Clusters, c)
+	}
+	return r, nil
+}
+
+// Decide takes the plans Diff compares. The proposed policies get the
+// CleanupPolicy CRD's defaults and are compiled first, as admission
+// compiles them.
+func Decide(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, prune bool) (*Decisions, error) {
 	s, err := newStore(h)
 	if err != nil {
 		return nil, err
@@ -92,30 +123,25 @@ func Diff(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, pr
 	}
 	now := time.Now()
 	after, policyChanges := propose(live, proposed, prune, now)
-	r := &Report{APIVersion: ReportAPIVersion, Kind: ReportKind, Policies: policyChanges, Clusters: []ClusterDiff{}}
+	d := &Decisions{Policies: policyChanges, Today: map[string]*decision.Plan{}, After: map[string]*decision.Plan{}}
 	today, next := newPlanner(ctx, s, env, now), newPlanner(ctx, s.withPolicies(after), env, now)
 	clusters := snapshot.NewManagedClusterList()
 	if err := s.List(ctx, clusters); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(clusters.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 	for _, c := range clusters.Items {
-		before, err := today.plan(ctx, c.GetName())
-		if err != nil {
-			return nil, err
-		}
-		then, err := next.plan(ctx, c.GetName())
-		if err != nil {
-			return nil, err
-		}
-		d := ClusterDiff{Cluster: c.GetName(), Today: sideOf(before), After: sideOf(then)}
-		if d.Changes = changes(d.Today, d.After); len(d.Changes) == 0 {
-			r.Unchanged++
-			continue
-		}
-		r.Clusters = append(r.Clusters, d)
+		d.Clusters = append(d.Clusters, c.GetName())
 	}
-	return r, nil
+	slices.Sort(d.Clusters)
+	for _, name := range d.Clusters {
+		if d.Today[name], err = today.plan(ctx, name); err != nil {
+			return nil, err
+		}
+		if d.After[name], err = next.plan(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // Validate decodes and compiles each proposed policy as the admission
