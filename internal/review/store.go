@@ -126,11 +126,12 @@ func (s *store) List(_ context.Context, list client.ObjectList, opts ...client.L
 		return err
 	}
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	byNS := s.objects[gvk.GroupKind()]
+	if lo.Namespace != "" {
+		byNS = map[string][]*unstructured.Unstructured{lo.Namespace: byNS[lo.Namespace]}
+	}
 	var matched []*unstructured.Unstructured
-	for ns, items := range s.objects[gvk.GroupKind()] {
-		if lo.Namespace != "" && ns != lo.Namespace {
-			continue
-		}
+	for _, items := range byNS {
 		for _, u := range items {
 			if lo.LabelSelector == nil || lo.LabelSelector.Matches(labelsOf(u)) {
 				matched = append(matched, u)
