@@ -141,6 +141,27 @@ func TestDiff(t *testing.T) {
 		g.Expect(out).To(BeEmpty())
 	})
 
+	t.Run("with --prune the live policies the files leave out are deleted", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("prune"), "--prune", "-o", "json")
+		g.Expect(code).To(Equal(exitDiffers), errOut)
+		r := diffOf(g, out)
+		g.Expect(r.Policies).To(ConsistOf(review.PolicyChange{Name: "edge", Change: "added"}, review.PolicyChange{Name: "prod", Change: "deleted"}))
+		g.Expect(clusterOf(r, "c1").After.Policy).To(BeEmpty())
+		g.Expect(clusterOf(r, "c3").After.Policy).To(Equal("edge"))
+		g.Expect(clusterOf(r, "c3").After.Strategy).To(Equal("BestEffort"))
+		g.Expect(clusterOf(r, "c2")).To(BeNil())
+		// Without --prune, prod stays and governs c1; c3 goes to edge,
+		// first by name of the two of equal priority that select it.
+		out, errOut, code = runPlugin(env.Kubeconfig, "diff", "-f", dir("prune"), "-o", "json")
+		g.Expect(code).To(Equal(exitDiffers), errOut)
+		r = diffOf(g, out)
+		g.Expect(r.Policies).To(ConsistOf(review.PolicyChange{Name: "edge", Change: "added"}))
+		g.Expect(r.Clusters).To(HaveLen(1))
+		g.Expect(clusterOf(r, "c3").Today.Policy).To(Equal("prod"))
+		g.Expect(clusterOf(r, "c3").After.Policy).To(Equal("edge"))
+	})
+
 	t.Run("a snapshot answers offline as the hub does live", func(t *testing.T) {
 		g := NewWithT(t)
 		hub, errOut, code := runPlugin(env.Kubeconfig, "snapshot")
@@ -149,7 +170,7 @@ func TestDiff(t *testing.T) {
 		g.Expect(hub).NotTo(ContainSubstring(`"kind": "Secret",` + "\n      \"metadata\": {\n        \"name\": \"token\""))
 		file := filepath.Join(t.TempDir(), "hub.json")
 		g.Expect(os.WriteFile(file, []byte(hub), 0o600)).To(Succeed())
-		for _, change := range []string{"widen", "narrow", "strategy", "identical"} {
+		for _, change := range []string{"widen", "narrow", "strategy", "identical", "prune"} {
 			live, _, liveCode := runPlugin(env.Kubeconfig, "diff", "-f", dir(change))
 			// No API server: the kubeconfig names none that answers.
 			offline, errOut, offlineCode := runPlugin(filepath.Join(t.TempDir(), "none"), "diff", "-f", dir(change), "--snapshot", file)
