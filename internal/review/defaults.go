@@ -2,6 +2,7 @@ package review
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -22,7 +23,8 @@ const cleanupPolicyCRD = "cleanuppolicies.cleanup.fleetops.dev"
 func defaulted(ctx context.Context, r client.Reader, proposed []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	err := r.Get(ctx, client.ObjectKey{Name: cleanupPolicyCRD}, crd)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || errors.Is(err, errNotHeld) {
+		// No CRD to read (a user who may not read CRDs): no defaults.
 		return proposed, nil
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package review
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,8 +31,11 @@ func newPlanner(ctx context.Context, s *store, env *cel.Env, now time.Time) *pla
 // CRDs.
 func envOf(ctx context.Context, r client.Reader) (*cel.Env, error) {
 	schemas, _, err := snapshot.LoadSchemas(ctx, r)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotHeld):
 		schemas = cel.Schemas{}
+	case err != nil:
+		return nil, err
 	}
 	return cel.NewEnv(schemas)
 }

@@ -2,6 +2,7 @@ package review
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -36,6 +37,9 @@ type store struct {
 }
 
 var _ client.Reader = (*store)(nil)
+
+// errNotHeld is the error of a read of a resource the snapshot does not hold.
+var errNotHeld = errors.New("the snapshot does not hold")
 
 func newStore(h *Hub) (*store, error) {
 	s := &store{scheme: scheme.New(), mapper: h.mapper(), objects: map[schema.GroupKind]map[string][]*unstructured.Unstructured{},
@@ -160,10 +164,10 @@ func (s *store) check(gvk schema.GroupVersionKind) error {
 	}
 	gr := m.Resource.GroupResource()
 	if why, ok := s.omitted[gr]; ok {
-		return fmt.Errorf("the snapshot does not hold %s: %s", gr, why)
+		return fmt.Errorf("%w %s: %s", errNotHeld, gr, why)
 	}
 	if !s.listed[gr] {
-		return fmt.Errorf("the snapshot does not hold %s: take it again with -f naming the proposed policies", gr)
+		return fmt.Errorf("%w %s: take it again with -f naming the proposed policies", errNotHeld, gr)
 	}
 	return nil
 }
