@@ -11,9 +11,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/review"
@@ -162,6 +165,27 @@ func TestDiff(t *testing.T) {
 		g.Expect(clusterOf(r, "c3").After.Policy).To(Equal("edge"))
 	})
 
+	t.Run("the read-only ClusterRole of the docs is enough", func(t *testing.T) {
+		g := NewWithT(t)
+		role := readerRole(g)
+		g.Expect(c.Create(ctx, role)).To(Succeed())
+		g.Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "reviewer"}}})).To(Succeed())
+		admin, _, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("widen"))
+		g.Expect(code).To(Equal(exitDiffers))
+		g.Eventually(func(g Gomega) {
+			out, errOut, code := runPlugin(env.Kubeconfig, "--as", "reviewer", "diff", "-f", dir("widen"))
+			g.Expect(code).To(Equal(exitDiffers), errOut)
+			g.Expect(errOut).To(ContainSubstring("the API server's validation of CleanupPolicy prod was skipped"))
+			g.Expect(out).To(Equal(admin))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		// The operator's compile still names the field.
+		_, errOut, code := runPlugin(env.Kubeconfig, "--as", "reviewer", "diff", "-f", dir("invalid"))
+		g.Expect(code).To(Equal(exitInvalid), errOut)
+		g.Expect(errOut).To(ContainSubstring("spec.clusterSelector"))
+	})
+
 	t.Run("a snapshot answers offline as the hub does live", func(t *testing.T) {
 		g := NewWithT(t)
 		hub, errOut, code := runPlugin(env.Kubeconfig, "snapshot")
@@ -178,4 +202,20 @@ func TestDiff(t *testing.T) {
 			g.Expect(offline).To(Equal(live), change)
 		}
 	})
+}
+
+// readerRole is the ClusterRole docs/policies/review.md gives a
+// pull-request check with read-only access to the hub.
+func readerRole(g Gomega) *rbacv1.ClusterRole {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "policies", "review.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		role := &rbacv1.ClusterRole{}
+		if yaml.Unmarshal([]byte(block), role) == nil && role.Kind == "ClusterRole" {
+			return role
+		}
+	}
+	g.Expect("a ClusterRole").To(BeEmpty(), "docs/policies/review.md shows no ClusterRole")
+	return nil
 }
