@@ -101,8 +101,8 @@ test-monitoring: ## Check the alerts and the dashboard: the rules' unit tests in
 PLAN_SEEDS ?= 20
 
 .PHONY: test-plan
-test-plan: envtest-bins crds ## Run the plan's property test (test/plan) for PLAN_SEEDS random seeds (default 20; make test runs 2).
-	PLAN_SEEDS=$(PLAN_SEEDS) go test $(GO_TEST_FLAGS) -timeout 60m -v -run TestPlanMatchesTeardown ./test/plan/
+test-plan: envtest-bins crds ## Run the plan's and diff's property tests (test/plan) for PLAN_SEEDS random seeds (default 20; make test runs 2).
+	PLAN_SEEDS=$(PLAN_SEEDS) go test $(GO_TEST_FLAGS) -timeout 60m -v -run 'TestPlanMatchesTeardown|TestDiffMatchesTeardown' ./test/plan/
 
 .PHONY: bench
 bench: envtest-bins crds ## Run the benchmarks: test/bench, then the manager as shipped beside a bare loop and OCM's gc (test/perf).

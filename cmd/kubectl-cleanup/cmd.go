@@ -84,6 +84,7 @@ confirm-delete and uninstall say so when given -n.
 	root.AddCommand(newUninstallCommand(o))
 	root.AddCommand(newConfirmDeleteCommand(o))
 	root.AddCommand(newVersionCommand(o))
+	root.AddCommand(newDiffCommand(o), newSnapshotCommand(o))
 	return root, o
 }
 

@@ -6,16 +6,17 @@ import (
 	"strings"
 )
 
-// The plugin's exit codes, in one place. 1 and every code above it keep
-// the meaning diff(1) gives them free for a future `kubectl cleanup diff`
-// (0 no differences, 1 differences, above 1 trouble): a command that
-// compares would exit 1 for "differs" and use 2, 3 and 4 as here.
+// The plugin's exit codes, in one place. They keep the meaning diff(1)
+// gives codes (0 no differences, 1 differences, above 1 trouble): `kubectl
+// cleanup diff` exits 1 for "differs" and uses 2 and above as here.
 const (
 	exitOK       = 0 // the command did what it was asked
 	exitRefused  = 1 // a guard rail said no, or has not said yes: nothing was done
+	exitDiffers  = 1 // diff: the proposed policies change something
 	exitUsage    = 2 // the command line is wrong: unknown command or flag, bad argument or value
 	exitNotFound = 3 // what the command names does not exist
 	exitFailure  = 4 // the API server failed or refused a request, or anything else went wrong
+	exitInvalid  = 5 // diff: a proposed policy is one admission would refuse
 )
 
 // exitCodes documents the codes in the help and the CLI reference.
@@ -26,9 +27,11 @@ var exitCodes = []struct {
 	{exitOK, "success"},
 	{exitRefused, "refused: a guard rail said no or has not said yes (uninstall with the operator running or a teardown in " +
 		"progress; confirm-delete of a cluster not protected from deletion, or not accepted in time); nothing was changed"},
+	{exitDiffers, "diff: the proposed CleanupPolicies change something (0: they change nothing)"},
 	{exitUsage, "usage error: unknown command or flag, wrong number of arguments, a flag value out of its range"},
 	{exitNotFound, "not found: the named ManagedCluster, teardown record or operator does not exist"},
 	{exitFailure, "failure: the API server could not be reached, refused a request (e.g. forbidden) or failed"},
+	{exitInvalid, "invalid: diff's proposed CleanupPolicy would be refused by admission (the message names the field)"},
 }
 
 // exitCodesHelp is the "Exit status" section of the root command's help.
@@ -74,6 +77,15 @@ type refusal struct{ msg string }
 
 func (r *refusal) Error() string { return r.msg }
 
+// errDiffers is diff's outcome when something changes: not a failure.
+var errDiffers = errors.New("the proposed CleanupPolicies change the decisions above")
+
+// invalidPolicy is a proposed policy admission would refuse.
+type invalidPolicy struct{ err error }
+
+func (e *invalidPolicy) Error() string { return e.err.Error() }
+func (e *invalidPolicy) Unwrap() error { return e.err }
+
 // exitCode is the exit code of the error a command returned. ran says
 // that the command line was parsed and the command started: an error
 // before that (flags, arguments, unknown command) is a usage error.
@@ -82,10 +94,15 @@ func exitCode(err error, ran bool) int {
 		usage    *usageError
 		notFound *notFoundError
 		refused  *refusal
+		invalid  *invalidPolicy
 	)
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, errDiffers):
+		return exitDiffers
+	case errors.As(err, &invalid):
+		return exitInvalid
 	case !ran || errors.As(err, &usage):
 		return exitUsage
 	case errors.As(err, &refused):

@@ -19,6 +19,14 @@
 // namespace controller runs: the operator does not wait for a deleted
 // namespace to terminate.
 //
+// TestDiffMatchesTeardown proves `kubectl cleanup diff` the same way: once
+// a seed's fleet is steady, it draws a new spec for one policy (monitored
+// resources, stages, keepNamespace and, where no cluster of the policy is
+// unavailable, the remove strategy: what the operator acts on only when a
+// cluster goes), takes diff's "after" plans from a snapshot of the hub,
+// applies the change, tears the fleet down and compares each cluster's
+// writes with diff's "after" plan.
+//
 // The seeds are printed, and again with a replay command on failure:
 //
 //	PLAN_SEED=<seed>[,<seed>...] go test ./test/plan/ -count=1 -v -run TestPlanMatchesTeardown

@@ -1,0 +1,212 @@
+package review
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+)
+
+// ReportAPIVersion and ReportKind name the machine-readable form of a diff.
+const (
+	ReportAPIVersion = "cleanup.fleetops.dev/v1alpha1"
+	ReportKind       = "CleanupDiff"
+)
+
+// Report is what a change of CleanupPolicies changes, per cluster.
+type Report struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Policies   []PolicyChange `json:"policies"`
+	// Clusters are the clusters whose decisions change, by name.
+	Clusters []ClusterDiff `json:"clusters"`
+	// Unchanged counts the clusters whose decisions stay the same.
+	Unchanged int `json:"unchanged"`
+}
+
+// PolicyChange is what becomes of one CleanupPolicy.
+type PolicyChange struct {
+	Name string `json:"name"`
+	// Change is added, changed, deleted (--prune) or unchanged.
+	Change string `json:"change"`
+}
+
+// ClusterDiff is one cluster, today and after the change.
+type ClusterDiff struct {
+	Cluster string `json:"cluster"`
+	// Changes name the fields that differ: governance, strategy,
+	// protection, delete, orphan, keep, hold, prune.
+	Changes []string `json:"changes"`
+	Today   Side     `json:"today"`
+	After   Side     `json:"after"`
+}
+
+// Differs says whether the change changes anything.
+func (r *Report) Differs() bool {
+	return len(r.Clusters) > 0 || slices.ContainsFunc(r.Policies, func(p PolicyChange) bool { return p.Change != "unchanged" })
+}
+
+// InvalidError is a proposed policy admission would refuse.
+type InvalidError struct {
+	Policy string
+	Errs   field.ErrorList
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("CleanupPolicy %s is invalid: %s", e.Policy, e.Errs.ToAggregate())
+}
+
+// Decisions are the plans of every cluster of a hub, today and after a
+// change of its CleanupPolicies.
+type Decisions struct {
+	Policies []PolicyChange
+	// Clusters are the names of the ManagedClusters, sorted.
+	Clusters []string
+	Today    map[string]*decision.Plan
+	After    map[string]*decision.Plan
+}
+
+// Diff decides every cluster of the hub with its CleanupPolicies (today),
+// and with the proposed ones in place of those of the same name (after),
+// and reports the clusters whose decisions change; prune treats the live
+// policies not proposed as deleted.
+func Diff(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, prune bool) (*Report, error) {
+	d, err := Decide(ctx, h, proposed, prune)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{APIVersion: ReportAPIVersion, Kind: ReportKind, Policies: d.Policies, Clusters: []ClusterDiff{}}
+	for _, name := range d.Clusters {
+		c := ClusterDiff{Cluster: name, Today: sideOf(d.Today[name]), After: sideOf(d.After[name])}
+		if c.Changes = changes(c.Today, c.After); len(c.Changes) == 0 {
+			r.Unchanged++
+			continue
+		}
+		r.Clusters = append(r.Clusters, c)
+	}
+	return r, nil
+}
+
+// Decide takes the plans Diff compares. The proposed policies get the
+// CleanupPolicy CRD's defaults and are compiled first, as admission
+// compiles them.
+func Decide(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, prune bool) (*Decisions, error) {
+	s, err := newStore(h)
+	if err != nil {
+		return nil, err
+	}
+	env, err := envOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if proposed, err = defaulted(ctx, s, proposed); err != nil {
+		return nil, err
+	}
+	if err := Validate(env, proposed); err != nil {
+		return nil, err
+	}
+	live, err := snapshot.ListPolicies(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	after, policyChanges := propose(live, proposed, prune, now)
+	d := &Decisions{Policies: policyChanges, Today: map[string]*decision.Plan{}, After: map[string]*decision.Plan{}}
+	today, next := newPlanner(ctx, s, env, now), newPlanner(ctx, s.withPolicies(after), env, now)
+	clusters := snapshot.NewManagedClusterList()
+	if err := s.List(ctx, clusters); err != nil {
+		return nil, err
+	}
+	for _, c := range clusters.Items {
+		d.Clusters = append(d.Clusters, c.GetName())
+	}
+	slices.Sort(d.Clusters)
+	for _, name := range d.Clusters {
+		if d.Today[name], err = today.plan(ctx, name); err != nil {
+			return nil, err
+		}
+		if d.After[name], err = next.plan(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Validate decodes and compiles each proposed policy as the admission
+// webhook does; the first refused one is returned, its fields named.
+func Validate(env *cel.Env, proposed []*unstructured.Unstructured) error {
+	for _, u := range proposed {
+		p, errs := cel.DecodePolicy(u.Object)
+		if len(errs) == 0 {
+			_, errs = cel.Compile(env, p)
+		}
+		if len(errs) > 0 {
+			return &InvalidError{Policy: u.GetName(), Errs: errs}
+		}
+	}
+	return nil
+}
+
+// propose is the policies after the change: each proposed one in place of
+// the live one of its name (its identity kept, its generation the next),
+// the new ones created now, and with prune the others being deleted.
+func propose(live []unstructured.Unstructured, proposed []*unstructured.Unstructured, prune bool, now time.Time) ([]*unstructured.Unstructured, []PolicyChange) {
+	byName := map[string]*unstructured.Unstructured{}
+	for _, u := range proposed {
+		byName[u.GetName()] = u
+	}
+	var out []*unstructured.Unstructured
+	var changes []PolicyChange
+	for i := range live {
+		l := &live[i]
+		p, ok := byName[l.GetName()]
+		switch {
+		case ok && equality.Semantic.DeepEqual(l.Object["spec"], p.Object["spec"]):
+			out = append(out, l)
+			changes = append(changes, PolicyChange{Name: l.GetName(), Change: "unchanged"})
+		case ok:
+			u := p.DeepCopy()
+			u.SetUID(l.GetUID())
+			u.SetGeneration(l.GetGeneration() + 1)
+			u.SetCreationTimestamp(l.GetCreationTimestamp())
+			u.SetDeletionTimestamp(l.GetDeletionTimestamp())
+			u.SetFinalizers(l.GetFinalizers())
+			out = append(out, u)
+			changes = append(changes, PolicyChange{Name: l.GetName(), Change: "changed"})
+		case prune && l.GetDeletionTimestamp() == nil:
+			u := l.DeepCopy()
+			u.SetDeletionTimestamp(&metav1.Time{Time: now})
+			out = append(out, u)
+			changes = append(changes, PolicyChange{Name: l.GetName(), Change: "deleted"})
+		default:
+			out = append(out, l)
+		}
+		delete(byName, l.GetName())
+	}
+	for _, u := range proposed {
+		if _, ok := byName[u.GetName()]; !ok {
+			continue
+		}
+		n := u.DeepCopy()
+		n.SetUID(types.UID("proposed-" + u.GetName()))
+		n.SetGeneration(1)
+		n.SetCreationTimestamp(metav1.Time{Time: now})
+		n.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("CleanupPolicy"))
+		out = append(out, n)
+		changes = append(changes, PolicyChange{Name: u.GetName(), Change: "added"})
+	}
+	slices.SortFunc(changes, func(a, b PolicyChange) int { return strings.Compare(a.Name, b.Name) })
+	return out, changes
+}
