@@ -94,20 +94,21 @@ func populate(ctx context.Context, c client.Client, f fleet) error {
 			}
 		}()
 	}
-	// Namespaces first, then clusters, add-ons and works.
+	// Each cluster, then its namespace as OCM's registration hub makes it
+	// (after the cluster, labelled with its name: a teardown deletes no
+	// other), then add-ons and works.
 	for i := range f.clusters {
 		name := clusterName(i)
 		jobs <- func() error {
-			return c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-		}
-	}
-	for i := range f.clusters {
-		name := clusterName(i)
-		jobs <- func() error {
-			return c.Create(ctx, &clusterv1.ManagedCluster{
+			err := c.Create(ctx, &clusterv1.ManagedCluster{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bench": "true"}},
 				Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
 			})
+			if err != nil {
+				return err
+			}
+			return c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+				Labels: map[string]string{"open-cluster-management.io/cluster-name": name}}})
 		}
 	}
 	for i := range f.clusters {
