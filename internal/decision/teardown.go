@@ -218,8 +218,10 @@ func (t *teardown) objectActions(objs []Object, group int, priority string) []Ac
 		switch {
 		case o.Meta.DeletionTimestamp == nil && !t.s.Memory.Deleted[uid]:
 			a.Verb = VerbDelete
-			if o.GVR == ManifestWorks {
-				a.ResourceVersion = o.Meta.ResourceVersion // deleted as decided on, or checked again
+			if o.GVR == ManifestWorks || o.Outside {
+				// Deleted as decided on, or checked again: outside the
+				// cluster namespace, its when decided it is the cluster's.
+				a.ResourceVersion = o.Meta.ResourceVersion
 			}
 			out = append(out, a)
 			if forcible {
