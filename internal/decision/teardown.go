@@ -2,6 +2,8 @@ package decision
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"slices"
 	"time"
 
@@ -234,6 +236,9 @@ func (t *teardown) objectActions(objs []Object, group int, priority string) []Ac
 		default:
 			a.Verb, a.For = VerbWait, "its finalizers to be removed"
 		}
+		if a.Agent = t.agentDeleting(o); a.Agent != "" {
+			a.For += "; the work agent reports " + a.Agent
+		}
 		out = append(out, a)
 	}
 	return out
@@ -265,4 +270,28 @@ func count(actions []Action, verb Verb, group int) int {
 		}
 	}
 	return n
+}
+
+// agentDeleting is what the work agent says of a work it is deleting, in
+// the work's Deleting condition (OCM 1.1 and later), or "" when the object
+// is no work or the condition is absent.
+func (t *teardown) agentDeleting(o Object) string {
+	if o.GVR != ManifestWorks || o.Meta.DeletionTimestamp == nil {
+		return ""
+	}
+	w := t.s.Works[o.Meta.UID]
+	if w == nil {
+		return ""
+	}
+	return AgentDeleting(w)
+}
+
+// AgentDeleting describes a work's Deleting condition: its status, reason
+// and message; "" without one.
+func AgentDeleting(w *workv1.ManifestWork) string {
+	c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkDeleting)
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s=%s since %s (%s: %s)", c.Type, c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason, c.Message)
 }

@@ -177,6 +177,9 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 	// stage is not deleted before it is gone.
 	msg := fmt.Sprintf("%s: %d %s remain; waiting for the finalizers of those being deleted: %s",
 		where, len(objs), s.GVR.Resource, Bounded(Keys(first), ", "))
+	if agent := agentSays(st.Actions); len(agent) > 0 {
+		msg += "; the work agent reports " + Bounded(agent, "; ")
+	}
 	if forced := count(st.Actions, VerbForce, 0); forced > 0 {
 		msg = fmt.Sprintf("%s: removed the work agent's finalizer from %d of the %d object(s) in the stage", where, forced, len(objs))
 	}
@@ -362,4 +365,16 @@ func splitList(v string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// agentSays lists what the work agent says of the works it is deleting,
+// one "ManifestWork name: condition" each.
+func agentSays(actions []Action) []string {
+	var out []string
+	for _, a := range actions {
+		if a.Agent != "" {
+			out = append(out, "ManifestWork "+a.Name+": "+a.Agent)
+		}
+	}
+	return out
 }
