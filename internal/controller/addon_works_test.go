@@ -36,9 +36,10 @@ var _ = Describe("Add-on works and the work agent's Deleting condition", func() 
 	It("writes no deleteOption on an add-on's work and holds its teardown, saying how to keep the manifests", func() {
 		fleetCluster("aw-1", nil, true)
 		settings := manifest("v1", "ConfigMap", "default", "settings")
-		agentWork("aw-1", "addon-search-deploy", "addon-manager", settings)
+		other := manifest("v1", "ConfigMap", "default", "other")
+		agentWork("aw-1", "addon-search-deploy", "addon-manager", settings, other)
 		labelAddonWork("aw-1", "addon-search-deploy", "search")
-		agentWork("aw-1", "app", "test", settings)
+		agentWork("aw-1", "app", "test", settings, other)
 		Expect(k8s.Create(ctx, cleanupPolicy("addon-rules", v1alpha1.CleanupPolicySpec{
 			Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-settings", When: "manifest.metadata.name == 'settings'"}},
 		}))).To(Succeed())

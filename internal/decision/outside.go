@@ -61,3 +61,15 @@ func (s Stage) where() string {
 	}
 	return ""
 }
+
+// ReadResources lists every resource a cluster's cleanup reads, in the
+// cluster namespace or at its stages' places, without duplicates.
+func ReadResources(p *cel.Policy) []schema.GroupVersionResource {
+	out := Resources(p)
+	for _, pl := range Places(p) {
+		if !slices.Contains(out, pl.GVR) {
+			out = append(out, pl.GVR)
+		}
+	}
+	return out
+}
