@@ -238,6 +238,8 @@ type MonitoredResource struct {
 }
 
 // DeletionStage is one step of a cluster's cleanup.
+// +kubebuilder:validation:XValidation:rule="!(has(self.namespaces) && size(self.namespaces) > 0 && has(self.clusterScoped) && self.clusterScoped)",message="a stage names namespaces or is clusterScoped, not both"
+// +kubebuilder:validation:XValidation:rule="((!has(self.namespaces) || size(self.namespaces) == 0) && (!has(self.clusterScoped) || !self.clusterScoped)) || (has(self.when) && size(self.when) > 0)",message="a stage outside the cluster namespace (namespaces or clusterScoped) needs a when that selects the cluster's objects: without one it would delete every object of the resource there"
 type DeletionStage struct {
 	// name identifies the stage in conditions, events and metrics.
 	// +required
@@ -248,12 +250,40 @@ type DeletionStage struct {
 
 	GroupVersionResource `json:",inline"`
 
-	// when is an optional CEL filter over `object` (the resource's metadata),
-	// `cluster` and `variables`: only objects for which it is true belong to
-	// the stage. Empty: every object of the resource not taken by an earlier stage.
+	// when is a CEL filter over `object` (the resource's metadata: apiVersion,
+	// kind and metadata), `cluster` and `variables`: only objects for which
+	// it is true belong to the stage. Empty: every object of the resource
+	// not taken by an earlier stage. Required when the stage names
+	// namespaces or is clusterScoped.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	When string `json:"when,omitempty"`
+
+	// namespaces are the namespaces, other than the cluster namespace, where
+	// the stage finds the cluster's objects of a namespaced resource (Argo CD
+	// cluster Secrets in argocd, say), selected by when. Never every
+	// namespace: each is named, and `*` is refused. Empty: the cluster
+	// namespace.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:XValidation:rule="self != '*'",message="every namespace is never a stage's: name each namespace"
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// clusterScoped, when true, says the stage's resource is cluster-scoped
+	// (a ClusterRoleBinding named for the cluster, say), and its objects
+	// that when selects are the cluster's.
+	// +optional
+	ClusterScoped bool `json:"clusterScoped,omitempty"`
+}
+
+// OutsideClusterNamespace says whether the stage finds its objects outside
+// the cluster namespace: in listed namespaces or cluster-scoped.
+func (s DeletionStage) OutsideClusterNamespace() bool {
+	return len(s.Namespaces) > 0 || s.ClusterScoped
 }
 
 // DeletionSignal is the ManifestWork that tells the managed cluster it is being deleted.

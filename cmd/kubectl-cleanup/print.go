@@ -65,7 +65,7 @@ func printPlan(w io.Writer, p *decision.Plan) {
 			printGate(st, step)
 		case decision.StepStage:
 			stage++
-			printStage(w, st, stage, stages, step)
+			printStage(w, p.Cluster, st, stage, stages, step)
 		case decision.StepNamespace:
 			printNamespace(st, step)
 		case decision.StepFinish:
@@ -160,7 +160,7 @@ func printGate(st decision.Step, step stepPrinter) {
 	step(st, "gate: wait until no %s remain (%s)", st.Resource, exist)
 }
 
-func printStage(w io.Writer, st decision.Step, i, n int, step stepPrinter) {
+func printStage(w io.Writer, cluster string, st decision.Step, i, n int, step stepPrinter) {
 	where := fmt.Sprintf("stage %s (%d of %d, %s)", st.Name, i, n, st.Resource)
 	switch {
 	case len(st.Actions) == 0:
@@ -179,18 +179,26 @@ func printStage(w io.Writer, st decision.Step, i, n int, step stepPrinter) {
 				continue
 			}
 			priority, collection = a.Priority, collection || a.Collection
+			name := a.Name
+			if a.Namespace != "" && a.Namespace != cluster {
+				name = a.Namespace + "/" + a.Name // outside the cluster namespace
+			}
 			switch a.Verb {
 			case decision.VerbWait:
-				names = append(names, a.Name+" (deleting)")
+				agent := ""
+				if a.Agent != "" {
+					agent = "; the work agent reports " + a.Agent
+				}
+				names = append(names, name+" (deleting"+agent+")")
 			case decision.VerbForce:
 				// After its delete, or once it is deleting.
-				if i := slices.Index(names, a.Name); i >= 0 {
+				if i := slices.Index(names, name); i >= 0 {
 					names[i] += " (then remove the work agent's finalizer: " + a.For + ")"
 				} else {
-					names = append(names, a.Name+" (deleting; remove the work agent's finalizer: "+a.For+")")
+					names = append(names, name+" (deleting; remove the work agent's finalizer: "+a.For+")")
 				}
 			default:
-				names = append(names, a.Name)
+				names = append(names, name)
 			}
 		}
 		how := ""

@@ -18,7 +18,7 @@ func TestPrintCollection(t *testing.T) {
 		st := decision.Step{Kind: decision.StepStage, Name: "manifestworks", Resource: "manifestworks.work.open-cluster-management.io",
 			State: decision.StateNext, Actions: acts}
 		var b strings.Builder
-		printStage(&b, st, 2, 2, func(decision.Step, string, ...any) {})
+		printStage(&b, "c1", st, 2, 2, func(decision.Step, string, ...any) {})
 		return b.String()
 	}
 	// Every work that remains, one group: one request.
@@ -27,6 +27,24 @@ func TestPrintCollection(t *testing.T) {
 	}
 	// A cleanup-priority split: one by one.
 	if got, want := printed(del("a", 0, false), del("b", 1, false)), "      cleanup-priority 10: a\n      cleanup-priority 20: b\n"; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestPrintOutside: an object outside the cluster namespace is named with
+// its namespace, and a work stuck deleting with what its agent says.
+func TestPrintOutside(t *testing.T) {
+	st := decision.Step{Kind: decision.StepStage, Name: "argocd-clusters", Resource: "secrets", State: decision.StateNext,
+		Actions: []decision.Action{
+			{Verb: decision.VerbDelete, Resource: "secrets", Namespace: "argocd", Name: "cluster-c1", Priority: "unset"},
+			{Verb: decision.VerbWait, Resource: "secrets", Namespace: "c1", Name: "local", Priority: "unset",
+				Agent: "Deleting=True since 2026-01-01T00:00:00Z (WorkDeleting: ManifestWork is being deleted)"},
+		}}
+	var b strings.Builder
+	printStage(&b, "c1", st, 1, 1, func(decision.Step, string, ...any) {})
+	want := "      cleanup-priority unset: argocd/cluster-c1, local (deleting; the work agent reports " +
+		"Deleting=True since 2026-01-01T00:00:00Z (WorkDeleting: ManifestWork is being deleted))\n"
+	if got := b.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

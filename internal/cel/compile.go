@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -169,6 +170,7 @@ func (c *compiler) compileResources(specPath *field.Path, monitored []v1alpha1.M
 		path := specPath.Child("deletionStages").Index(i)
 		c.checkName(path.Child("name"), st.Name, stageNames)
 		c.checkGVR(path, st.GroupVersionResource)
+		c.checkOutside(path, st)
 		stageWhen = append(stageWhen, c.compileOptional(ScopeObject, path.Child("when"), st.When))
 	}
 	return monitoredWhen, stageWhen
@@ -386,4 +388,23 @@ func declTypeOf(t *cel.Type) *apiservercel.DeclType {
 		return apiservercel.NewMapType(declTypeOf(params[0]), declTypeOf(params[1]), -1)
 	}
 	return apiservercel.DynType
+}
+
+// checkOutside checks a stage outside the cluster namespace: named
+// namespaces, never every one, or cluster-scoped, not both; and a when,
+// without which the stage would take every object of its resource there.
+func (c *compiler) checkOutside(path *field.Path, st v1alpha1.DeletionStage) {
+	for i, ns := range st.Namespaces {
+		if ns == "" || ns == "*" {
+			c.errs = append(c.errs, field.Invalid(path.Child("namespaces").Index(i), ns,
+				"every namespace is never a stage's: name each namespace"))
+		}
+	}
+	if len(st.Namespaces) > 0 && st.ClusterScoped {
+		c.errs = append(c.errs, field.Invalid(path.Child("clusterScoped"), true, "a stage names namespaces or is clusterScoped, not both"))
+	}
+	if st.OutsideClusterNamespace() && strings.TrimSpace(st.When) == "" {
+		c.errs = append(c.errs, field.Required(path.Child("when"),
+			"a stage outside the cluster namespace (namespaces or clusterScoped) needs a when that selects the cluster's objects: without one it would delete every object of the resource there"))
+	}
 }

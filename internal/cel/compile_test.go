@@ -366,6 +366,42 @@ func TestCompileErrors(t *testing.T) {
 			want:  []string{"Required value"},
 		},
 		{
+			name: "stage in other namespaces without a when",
+			edit: func(s *v1alpha1.CleanupPolicySpec) {
+				s.DeletionStages = []v1alpha1.DeletionStage{{Name: "argocd", Namespaces: []string{"argocd"},
+					GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "secrets"}}}
+			},
+			field: "spec.deletionStages[0].when",
+			want:  []string{"Required value", "would delete every object of the resource there"},
+		},
+		{
+			name: "cluster-scoped stage without a when",
+			edit: func(s *v1alpha1.CleanupPolicySpec) {
+				s.DeletionStages = []v1alpha1.DeletionStage{{Name: "roles", ClusterScoped: true,
+					GroupVersionResource: v1alpha1.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}}}
+			},
+			field: "spec.deletionStages[0].when",
+			want:  []string{"Required value"},
+		},
+		{
+			name: "stage in every namespace",
+			edit: func(s *v1alpha1.CleanupPolicySpec) {
+				s.DeletionStages = []v1alpha1.DeletionStage{{Name: "all", Namespaces: []string{"argocd", "*"}, When: "true",
+					GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "secrets"}}}
+			},
+			field: "spec.deletionStages[0].namespaces[1]",
+			want:  []string{"name each namespace"},
+		},
+		{
+			name: "stage both in namespaces and cluster-scoped",
+			edit: func(s *v1alpha1.CleanupPolicySpec) {
+				s.DeletionStages = []v1alpha1.DeletionStage{{Name: "both", Namespaces: []string{"argocd"}, ClusterScoped: true, When: "true",
+					GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "secrets"}}}
+			},
+			field: "spec.deletionStages[0].clusterScoped",
+			want:  []string{"not both"},
+		},
+		{
 			name: "non-positive timeout",
 			edit: func(s *v1alpha1.CleanupPolicySpec) {
 				s.RemoveStrategy.Timeout = &metav1.Duration{Duration: -time.Second}

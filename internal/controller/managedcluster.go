@@ -219,7 +219,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 	}
 	// Its teardown will list these: watched from now, a deletion starts
 	// from a synced cache.
-	a.watches.prepare(ctx, decision.Resources(p))
+	a.watches.prepare(ctx, decision.ReadResources(p))
 	if p.Spec.DryRun {
 		return nil
 	}

@@ -61,7 +61,9 @@ func (a *ManifestWorkAdapter) ClusterName(w *workv1.ManifestWork) string { retur
 // generation the cache holds; when it holds another, the work's event
 // brings it back.
 func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *decision.Governed) (reconcile.Result, error) {
-	skip := decision.IsSignalWork(w) || (g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil)
+	// An add-on's work is its add-on manager's, which re-applies it: its
+	// deleteOption is not written (a teardown reports what it cannot keep).
+	skip := decision.IsSignalWork(w) || decision.AddonOf(w) != "" || (g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil)
 	if !skip && w.DeletionTimestamp == nil && g.Held == nil && g.Policy != nil && g.Policy.ReadsManifests() {
 		full, err := snapshot.WithManifests(ctx, a.APIReader, w)
 		switch {

@@ -196,8 +196,9 @@ func (r *recorder) hold(ctx context.Context, mc *unstructured.Unstructured, plan
 	if err != nil || o.rec == nil {
 		return err
 	}
-	if open := o.rec.OpenHold(); o.cm != nil && (open == nil && why == "" || open != nil && open.Reason == why) {
-		return nil // no hold begun or ended: nothing to write
+	noted := o.rec.NoteAgent(record.AgentNotes(plan))
+	if open := o.rec.OpenHold(); !noted && o.cm != nil && (open == nil && why == "" || open != nil && open.Reason == why) {
+		return nil // no hold begun or ended, no note: nothing to write
 	}
 	o.rec.Resolve(s.Now, "", doneIn(s))
 	update(o.rec, plan, s, why)

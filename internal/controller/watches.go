@@ -104,9 +104,16 @@ func (w *resourceWatches) SetController(c controller.Controller) {
 type accessError struct {
 	gvr schema.GroupVersionResource
 	err error
+	// deleteIn, when set, says it is delete the operator may not do,
+	// there: a namespace, or "cluster-scoped".
+	deleteIn string
 }
 
 func (e *accessError) Error() string {
+	if e.deleteIn != "" {
+		return fmt.Sprintf("the operator may not delete %s (%s), where a stage outside the cluster namespace deletes (grant delete on it there): %v",
+			decision.ResourceName(e.gvr), e.deleteIn, e.err)
+	}
 	return fmt.Sprintf("the operator may not list or watch %s (grant get, list and watch on it, as config/rbac/extra_resources_role.yaml does): %v",
 		decision.ResourceName(e.gvr), e.err)
 }
@@ -183,6 +190,32 @@ func (w *resourceWatches) mayWatch(ctx context.Context, gvr schema.GroupVersionR
 	if !review.Status.Allowed {
 		reason := cmp.Or(review.Status.Reason, review.Status.EvaluationError, "not allowed")
 		return &accessError{gvr: gvr, err: fmt.Errorf("watch is not allowed: %s", reason)}
+	}
+	return nil
+}
+
+// MayDelete implements snapshot.DeleteChecker: it asks the API server
+// whether the operator may delete the resource in the namespace ("":
+// cluster-scoped), for a stage outside the cluster namespace. Asked on
+// every read, so that a permission granted or taken away counts at once.
+func (w *resourceWatches) MayDelete(ctx context.Context, gvr schema.GroupVersionResource, namespace string) error {
+	where := cmp.Or(namespace, "cluster-scoped")
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "delete", Namespace: namespace,
+			Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}}}
+	switch err := w.client.Create(ctx, review); {
+	case apierrors.IsForbidden(err):
+		return &accessError{gvr: gvr, deleteIn: where,
+			err: fmt.Errorf("it may not ask whether it may delete it (create selfsubjectaccessreviews): %w", err)}
+	case err != nil:
+		return fmt.Errorf("asking whether the operator may delete %s %s: %w", decision.ResourceName(gvr), where, err)
+	}
+	if !review.Status.Allowed {
+		reason := cmp.Or(review.Status.Reason, review.Status.EvaluationError, "not allowed")
+		return &accessError{gvr: gvr, deleteIn: where, err: fmt.Errorf("delete is not allowed: %s", reason)}
 	}
 	return nil
 }

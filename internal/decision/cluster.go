@@ -30,7 +30,16 @@ type Stage struct {
 	Name string
 	GVR  schema.GroupVersionResource
 	When *cel.Expression // nil: every object not taken by an earlier stage
+	// Namespaces are where the stage finds its objects outside the
+	// cluster namespace; ClusterScoped says its resource is
+	// cluster-scoped. Neither: the cluster namespace.
+	Namespaces    []string
+	ClusterScoped bool
 }
+
+// Outside says whether the stage finds its objects outside the cluster
+// namespace.
+func (s Stage) Outside() bool { return len(s.Namespaces) > 0 || s.ClusterScoped }
 
 // Stages returns the policy's stages, or the default ones: add-ons, then
 // ManifestWorks.
@@ -43,7 +52,8 @@ func Stages(p *cel.Policy) []Stage {
 	}
 	out := make([]Stage, len(p.Spec.DeletionStages))
 	for i, s := range p.Spec.DeletionStages {
-		out[i] = Stage{Name: s.Name, GVR: gvr(s.GroupVersionResource), When: p.StageWhen[i]}
+		out[i] = Stage{Name: s.Name, GVR: gvr(s.GroupVersionResource), When: p.StageWhen[i],
+			Namespaces: s.Namespaces, ClusterScoped: s.ClusterScoped}
 	}
 	return out
 }
@@ -63,8 +73,9 @@ func MonitoredResources(p *cel.Policy) []Monitored {
 	return out
 }
 
-// Resources lists every resource a cluster's cleanup reads: monitored ones
-// and stages, without duplicates.
+// Resources lists every resource a cluster's cleanup reads in the cluster
+// namespace: monitored ones and stages, without duplicates. Stages outside
+// it are read at their Places.
 func Resources(p *cel.Policy) []schema.GroupVersionResource {
 	var out []schema.GroupVersionResource
 	add := func(g schema.GroupVersionResource) {
@@ -76,7 +87,9 @@ func Resources(p *cel.Policy) []schema.GroupVersionResource {
 		add(m.GVR)
 	}
 	for _, s := range Stages(p) {
-		add(s.GVR)
+		if !s.Outside() {
+			add(s.GVR)
+		}
 	}
 	return out
 }
@@ -136,6 +149,9 @@ type Object struct {
 	// Value is the metadata as CEL sees it, as `object`; nil: made from
 	// Meta when a filter reads it (most policies have none).
 	Value map[string]any
+	// Outside says the object was read outside the cluster namespace, for
+	// a stage that names namespaces or is clusterScoped.
+	Outside bool
 }
 
 // CELValue is the object as a `when` filter reads it.
@@ -146,8 +162,12 @@ func (o Object) CELValue() (map[string]any, error) {
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(o.Meta)
 }
 
-// Key names an object for messages: resource/name.
+// Key names an object for messages: resource/name, or
+// resource/namespace/name outside the cluster namespace.
 func (o Object) Key() string {
+	if o.Outside && o.Meta.Namespace != "" {
+		return o.GVR.Resource + "/" + o.Meta.Namespace + "/" + o.Meta.Name
+	}
 	return o.GVR.Resource + "/" + o.Meta.Name
 }
 
@@ -175,14 +195,23 @@ func Gate(p *cel.Policy, a *cel.Activation, byGVR map[schema.GroupVersionResourc
 }
 
 // AssignStages sorts the objects into the stages: each object belongs to the
-// first stage of its resource whose filter is true. Objects named in skip
-// (the deletion-signal work) belong to none. Within a stage, objects are in
-// deletion order (see DeletionOrder).
-func AssignStages(p *cel.Policy, a *cel.Activation, stages []Stage, byGVR map[schema.GroupVersionResource][]Object, skip func(Object) bool) ([][]Object, error) {
+// first stage of its resource whose filter is true. A stage in the cluster
+// namespace reads byGVR, one outside it the objects of its Places in
+// outside. Objects named in skip (the deletion-signal work) belong to none.
+// Within a stage, objects are in deletion order (see DeletionOrder).
+func AssignStages(p *cel.Policy, a *cel.Activation, stages []Stage, byGVR map[schema.GroupVersionResource][]Object,
+	outside map[Place][]Object, skip func(Object) bool) ([][]Object, error) {
 	out := make([][]Object, len(stages))
 	taken := map[*metav1.PartialObjectMetadata]bool{}
 	for i, s := range stages {
-		for _, o := range byGVR[s.GVR] {
+		objs := byGVR[s.GVR]
+		if s.Outside() {
+			objs = nil
+			for _, pl := range s.Places() {
+				objs = append(objs, outside[pl]...)
+			}
+		}
+		for _, o := range objs {
 			if taken[o.Meta] || (skip != nil && skip(o)) {
 				continue
 			}

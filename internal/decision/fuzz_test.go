@@ -116,7 +116,7 @@ func checkTeardown(t *testing.T, env *cel.Env, in *fleet) {
 	holding, gateErr := decision.Gate(p, a, in.objects)
 	stages := decision.Stages(p)
 	signal := decision.SignalWorkName(p)
-	assigned, stagesErr := decision.AssignStages(p, a, stages, in.objects, func(o decision.Object) bool {
+	assigned, stagesErr := decision.AssignStages(p, a, stages, in.objects, nil, func(o decision.Object) bool {
 		return o.GVR == decision.ManifestWorks && signal != "" && o.Meta.Name == signal
 	})
 

@@ -3,7 +3,9 @@ package decision
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -125,4 +127,21 @@ func TeardownOrphaning(strategy v1alpha1.RemoveStrategyType, role SignalRole, ru
 		return DeleteOption{}, nil
 	}
 	return rules()
+}
+
+// AddonOf names the add-on whose manager made a ManifestWork (the label
+// OCM's add-on framework puts on the works it makes), or "".
+func AddonOf(w metav1.Object) string {
+	return w.GetLabels()[addonv1alpha1.AddonLabelKey]
+}
+
+// AddonUnreachable says why a teardown cannot give an add-on's work the
+// deleteOption its policy requires: the add-on manager re-applies its
+// works, so the operator does not write their deleteOption (a write war
+// it would lose), and says how to keep the manifests instead.
+func AddonUnreachable(key, addon string, have, want DeleteOption) string {
+	return fmt.Sprintf("%s belongs to add-on %s, whose manager re-applies it, so the operator does not write its spec.deleteOption: "+
+		"the policy requires %s, the work has %s; to keep those manifests on the managed cluster, annotate each %s in the add-on's manifests "+
+		"(its AddOnTemplate or agent add-on), which the add-on framework honours when it builds the work, or delete the cluster with a policy whose rules do not orphan them",
+		key, addon, want.Describe(), have.Describe(), addonv1alpha1.DeletionOrphanAnnotationKey)
 }

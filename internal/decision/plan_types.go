@@ -137,6 +137,9 @@ type Action struct {
 	Finalizer string `json:"finalizer,omitempty"`
 	// For says what a wait waits for, why a hold holds, why a keep keeps.
 	For string `json:"for,omitempty"`
+	// Agent is what the work agent says of a work it is deleting: its
+	// Deleting condition, where the agent writes one (OCM 1.1 and later).
+	Agent string `json:"agent,omitempty"`
 	// UID and ResourceVersion are the preconditions of the write: it
 	// applies to this object only, and a work only as it was decided on.
 	UID             types.UID `json:"uid,omitempty"`

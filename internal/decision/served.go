@@ -31,15 +31,25 @@ const (
 	Namespaced
 )
 
-// UnservedField is a field of a policy naming a resource not served in the
-// cluster namespace: not served at all, or cluster-scoped.
+// UnservedField is a field of a policy naming a resource not served as it
+// declares: not served at all, cluster-scoped where it reads a namespace,
+// or namespaced for a stage declared clusterScoped.
 type UnservedField struct {
 	Path          string
 	GVR           schema.GroupVersionResource
 	ClusterScoped bool
+	// WantClusterScoped says the field is a stage declared clusterScoped:
+	// its resource must be served cluster-scoped.
+	WantClusterScoped bool
+	// Namespaced says the API server serves the resource namespaced.
+	Namespaced bool
 }
 
 func (f UnservedField) String() string {
+	if f.WantClusterScoped && f.Namespaced {
+		return fmt.Sprintf("%s: resource %s/%s is namespaced; a clusterScoped stage deletes cluster-scoped objects only (name its namespaces instead)",
+			f.Path, ResourceName(f.GVR), f.GVR.Version)
+	}
 	if f.ClusterScoped {
 		return fmt.Sprintf("%s: resource %s/%s is cluster-scoped; only namespaced resources, read in the cluster namespace, can be monitored or deleted",
 			f.Path, ResourceName(f.GVR), f.GVR.Version)
@@ -60,7 +70,8 @@ func MonitoredFields(spec *v1alpha1.CleanupPolicySpec) []UnservedField {
 func StageFields(spec *v1alpha1.CleanupPolicySpec) []UnservedField {
 	out := make([]UnservedField, len(spec.DeletionStages))
 	for i, s := range spec.DeletionStages {
-		out[i] = UnservedField{Path: fmt.Sprintf("spec.deletionStages[%d]", i), GVR: gvr(s.GroupVersionResource)}
+		out[i] = UnservedField{Path: fmt.Sprintf("spec.deletionStages[%d]", i), GVR: gvr(s.GroupVersionResource),
+			WantClusterScoped: s.ClusterScoped}
 	}
 	return out
 }
@@ -76,10 +87,19 @@ func UnservedFields(spec *v1alpha1.CleanupPolicySpec, scope func(schema.GroupVer
 		if err != nil {
 			return nil, err
 		}
-		if sc != Namespaced {
-			f.ClusterScoped = sc == ClusterScoped
+		if f.Mismatched(sc) {
+			f.ClusterScoped, f.Namespaced = sc == ClusterScoped, sc == Namespaced
 			out = append(out, f)
 		}
 	}
 	return out, nil
+}
+
+// Mismatched says whether a resource served as sc cannot be read where the
+// field reads it.
+func (f UnservedField) Mismatched(sc Scope) bool {
+	if f.WantClusterScoped {
+		return sc != ClusterScoped
+	}
+	return sc != Namespaced
 }

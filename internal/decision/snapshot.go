@@ -40,8 +40,15 @@ type Snapshot struct {
 	Unserved map[schema.GroupVersionResource]bool
 	// ClusterScoped are the policy's resources the API server serves
 	// cluster-scoped: none of their objects is in the cluster namespace.
-	// They are not listed; a step naming one holds.
+	// They are not listed; a step naming one holds, unless it is a stage
+	// declared clusterScoped.
 	ClusterScoped map[schema.GroupVersionResource]bool
+	// Namespaced are the resources of stages declared clusterScoped that
+	// the API server serves namespaced: not listed, the stage holds.
+	Namespaced map[schema.GroupVersionResource]bool
+	// Outside are the objects, as metadata, of the stages outside the
+	// cluster namespace, at each of their places (Stage.Places).
+	Outside map[Place][]Object
 	// Now is the time of the decision.
 	Now time.Time
 	// ResourceOf names the resource of a kind (the API server's REST

@@ -2,6 +2,8 @@ package decision
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"slices"
 	"time"
 
@@ -218,8 +220,10 @@ func (t *teardown) objectActions(objs []Object, group int, priority string) []Ac
 		switch {
 		case o.Meta.DeletionTimestamp == nil && !t.s.Memory.Deleted[uid]:
 			a.Verb = VerbDelete
-			if o.GVR == ManifestWorks {
-				a.ResourceVersion = o.Meta.ResourceVersion // deleted as decided on, or checked again
+			if o.GVR == ManifestWorks || o.Outside {
+				// Deleted as decided on, or checked again: outside the
+				// cluster namespace, its when decided it is the cluster's.
+				a.ResourceVersion = o.Meta.ResourceVersion
 			}
 			out = append(out, a)
 			if forcible {
@@ -231,6 +235,9 @@ func (t *teardown) objectActions(objs []Object, group int, priority string) []Ac
 			a = t.force(a, "")
 		default:
 			a.Verb, a.For = VerbWait, "its finalizers to be removed"
+		}
+		if a.Agent = t.agentDeleting(o); a.Agent != "" {
+			a.For += "; the work agent reports " + a.Agent
 		}
 		out = append(out, a)
 	}
@@ -263,4 +270,28 @@ func count(actions []Action, verb Verb, group int) int {
 		}
 	}
 	return n
+}
+
+// agentDeleting is what the work agent says of a work it is deleting, in
+// the work's Deleting condition (OCM 1.1 and later), or "" when the object
+// is no work or the condition is absent.
+func (t *teardown) agentDeleting(o Object) string {
+	if o.GVR != ManifestWorks || o.Meta.DeletionTimestamp == nil {
+		return ""
+	}
+	w := t.s.Works[o.Meta.UID]
+	if w == nil {
+		return ""
+	}
+	return AgentDeleting(w)
+}
+
+// AgentDeleting describes a work's Deleting condition: its status, reason
+// and message; "" without one.
+func AgentDeleting(w *workv1.ManifestWork) string {
+	c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkDeleting)
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s=%s since %s (%s: %s)", c.Type, c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason, c.Message)
 }

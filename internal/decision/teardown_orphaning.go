@@ -36,6 +36,8 @@ func (t *teardown) orphaning() (Step, bool, bool) {
 		switch {
 		case err != nil:
 			a.Verb, a.For = VerbHold, fmt.Sprintf("%s: %v", o.Key(), err)
+		case !KeepsAtLeast(have, want) && AddonOf(w) != "":
+			a.Verb, a.For = VerbHold, AddonUnreachable(o.Key(), AddonOf(w), have, want)
 		case !KeepsAtLeast(have, want) && t.s.Memory.Restamps[w.UID] > MaxReapplies:
 			a.Verb, a.For = VerbHold, fmt.Sprintf("%s: another manager keeps reverting spec.deleteOption (now %s); the policy requires %s",
 				o.Key(), have.Describe(), want.Describe())

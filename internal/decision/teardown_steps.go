@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -100,8 +101,8 @@ func (t *teardown) gate() (Step, bool, bool) {
 func (t *teardown) heldOnUnserved(where string, fields []UnservedField) (string, bool) {
 	var parts []string
 	for _, f := range fields {
-		f.ClusterScoped = t.s.ClusterScoped[f.GVR]
-		if t.s.Unserved[f.GVR] || f.ClusterScoped {
+		f.ClusterScoped, f.Namespaced = t.s.ClusterScoped[f.GVR], t.s.Namespaced[f.GVR]
+		if t.s.Unserved[f.GVR] || (f.WantClusterScoped && f.Namespaced) || (!f.WantClusterScoped && f.ClusterScoped) {
 			parts = append(parts, f.String())
 		}
 	}
@@ -118,7 +119,7 @@ func (t *teardown) heldOnUnserved(where string, fields []UnservedField) (string,
 func (t *teardown) stages() bool {
 	stages := Stages(t.p)
 	signal := SignalWorkName(t.p)
-	assigned, err := AssignStages(t.p, t.g.Activation, stages, t.s.Objects, func(o Object) bool {
+	assigned, err := AssignStages(t.p, t.g.Activation, stages, t.s.Objects, t.s.Outside, func(o Object) bool {
 		return o.GVR == ManifestWorks && signal != "" && o.Meta.Name == signal
 	})
 	if err != nil {
@@ -137,7 +138,7 @@ func (t *teardown) stages() bool {
 // hub, and then nothing of them can exist.
 func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 	st := Step{Kind: StepStage, Name: s.Name, Resource: ResourceName(s.GVR)}
-	where := fmt.Sprintf("stage %s (%d of %d)", s.Name, i+1, n)
+	where := fmt.Sprintf("stage %s (%d of %d)%s", s.Name, i+1, n, s.where())
 	if len(t.p.Spec.DeletionStages) > 0 {
 		if msg, ok := t.heldOnUnserved(where, StageFields(t.p.Spec)[i:i+1]); ok {
 			st.Actions = []Action{{Verb: VerbHold, For: msg}}
@@ -169,18 +170,35 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 				"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
 				where, deleted, s.GVR.Resource, priority, Bounded(Keys(first), ", "), len(objs)),
 			Requeue: metav1.Duration{Duration: max(t.deadline.Sub(t.s.Now), 0)}}
+		outsideRetry(s, st.Report)
 		return st, false, false
 	}
 	// The group deleted first is what the stage waits for; the rest of the
 	// stage is not deleted before it is gone.
 	msg := fmt.Sprintf("%s: %d %s remain; waiting for the finalizers of those being deleted: %s",
 		where, len(objs), s.GVR.Resource, Bounded(Keys(first), ", "))
+	if agent := agentSays(st.Actions); len(agent) > 0 {
+		msg += "; the work agent reports " + Bounded(agent, "; ")
+	}
 	if forced := count(st.Actions, VerbForce, 0); forced > 0 {
 		msg = fmt.Sprintf("%s: removed the work agent's finalizer from %d of the %d object(s) in the stage", where, forced, len(objs))
 	}
 	st.Report = t.waiting(v1alpha1.ResourcesRemainingReason, msg, Keys(objs))
+	outsideRetry(s, st.Report)
 	return st, false, false
 }
+
+// outsideRetry bounds the wait of a stage outside the cluster namespace:
+// the events of its objects name no cluster, so the teardown looks again.
+func outsideRetry(s Stage, r *Report) {
+	if s.Outside() && r.Reason != v1alpha1.CleanupFailedReason && (r.Requeue.Duration <= 0 || r.Requeue.Duration > OutsideRetry) {
+		r.Requeue.Duration = OutsideRetry
+	}
+}
+
+// OutsideRetry is how often a teardown in a stage outside the cluster
+// namespace looks again at what remains of it.
+const OutsideRetry = 5 * time.Second
 
 // MinCollection is the fewest objects a group deleted in one
 // deletecollection holds: below it, one delete per object costs as much.
@@ -362,4 +380,16 @@ func splitList(v string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// agentSays lists what the work agent says of the works it is deleting,
+// one "ManifestWork name: condition" each.
+func agentSays(actions []Action) []string {
+	var out []string
+	for _, a := range actions {
+		if a.Agent != "" {
+			out = append(out, "ManifestWork "+a.Name+": "+a.Agent)
+		}
+	}
+	return out
 }

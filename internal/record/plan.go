@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
@@ -229,4 +230,33 @@ func Fingerprint(r *Record) string {
 // OptionOf describes a deleteOption as entries do.
 func OptionOf(d decision.DeleteOption) string {
 	return compactOption(d.PropagationPolicy, len(d.Orphans))
+}
+
+// AgentNotes are what the work agent says, in its Deleting condition, of
+// the works the plan's next step waits for, by UID.
+func AgentNotes(plan *decision.Plan) map[types.UID]string {
+	st := plan.Next()
+	if st == nil {
+		return nil
+	}
+	out := map[types.UID]string{}
+	for _, act := range st.Actions {
+		if act.Agent != "" {
+			out[act.UID] = "the work agent reports " + act.Agent
+		}
+	}
+	return out
+}
+
+// NoteAgent writes on each deleted work's entry what the work agent says
+// of it while it deletes it (AgentNotes); it reports whether a note changed.
+func (r *Record) NoteAgent(notes map[types.UID]string) bool {
+	changed := false
+	for i := range r.Entries {
+		e := &r.Entries[i]
+		if note, ok := notes[e.UID]; ok && e.Action == Deleted && e.Note != note {
+			e.Note, changed = note, true
+		}
+	}
+	return changed
 }

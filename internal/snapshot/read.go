@@ -28,6 +28,14 @@ type Lister interface {
 	List(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (items []metav1.PartialObjectMetadata, served bool, err error)
 }
 
+// DeleteChecker is a Lister that also says whether its reader may delete a
+// resource in a namespace ("" : cluster-scoped): a stage outside the
+// cluster namespace is read only where the operator may delete, else the
+// read fails with the checker's error and the teardown holds.
+type DeleteChecker interface {
+	MayDelete(ctx context.Context, gvr schema.GroupVersionResource, namespace string) error
+}
+
 // Reader reads, through the operator's cache or a live client, what the
 // decisions take: the governing policy of a cluster (Govern), and a deleted
 // cluster's teardown inputs (Read).
@@ -70,7 +78,8 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 	s := &decision.Snapshot{Cluster: g.Cluster, Now: time.Now(), Memory: mem, ResourceOf: r.resourceOf,
 		Objects: map[schema.GroupVersionResource][]decision.Object{}, Works: map[types.UID]*workv1.ManifestWork{},
 		Unserved: map[schema.GroupVersionResource]bool{}, ClusterScoped: map[schema.GroupVersionResource]bool{},
-		NamespaceDeny: r.NamespaceDeny}
+		NamespaceDeny: r.NamespaceDeny,
+		Namespaced:    map[schema.GroupVersionResource]bool{}, Outside: map[decision.Place][]decision.Object{}}
 	if r.Now != nil {
 		s.Now = r.Now()
 	}
@@ -121,7 +130,51 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 		}
 		s.Objects[gvr] = Objects(gvr, items)
 	}
+	if err := r.readOutside(ctx, s, lister, decision.Places(g.Policy)); err != nil {
+		return nil, err
+	}
 	return s, r.readSignalOwner(ctx, s, decision.SignalWorkName(g.Policy))
+}
+
+// readOutside lists the places of the stages outside the cluster
+// namespace. A resource served in another scope than the stage declares is
+// not listed (its stage holds); nor is one the lister says its reader may
+// not delete there.
+func (r *Reader) readOutside(ctx context.Context, s *decision.Snapshot, lister Lister, places []decision.Place) error {
+	for _, pl := range places {
+		if r.Mapper != nil {
+			scope, err := ScopeOf(r.Mapper, pl.GVR)
+			if err != nil {
+				return err
+			}
+			switch {
+			case scope == decision.ClusterScoped && pl.Namespace != "":
+				s.ClusterScoped[pl.GVR] = true
+				continue
+			case scope == decision.Namespaced && pl.Namespace == "":
+				s.Namespaced[pl.GVR] = true
+				continue
+			}
+		}
+		if checker, ok := lister.(DeleteChecker); ok {
+			if err := checker.MayDelete(ctx, pl.GVR, pl.Namespace); err != nil {
+				return err
+			}
+		}
+		items, served, err := lister.List(ctx, pl.GVR, pl.Namespace)
+		if err != nil {
+			return err
+		}
+		if !served {
+			s.Unserved[pl.GVR] = true
+		}
+		objs := Objects(pl.GVR, items)
+		for i := range objs {
+			objs[i].Outside = true
+		}
+		s.Outside[pl] = objs
+	}
+	return nil
 }
 
 // readWorks lists the works whole, once: their metadata for the stages,
