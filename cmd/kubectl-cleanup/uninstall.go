@@ -163,8 +163,12 @@ as it would without the operator:
     cleanup.fleetops.dev/prune from ConfigurationPolicies;
   - the ValidatingAdmissionPolicies ` + admissionpolicy.DeletingClusterPolicy + `,
     ` + admissionpolicy.DeletingWorkPolicy + `,
-    ` + admissionpolicy.DeletionProtectionPolicy + ` and
-    ` + admissionpolicy.DeleteConfirmationPolicy + `, and their bindings;
+    ` + admissionpolicy.DeletionProtectionPolicy + `,
+    ` + admissionpolicy.DeleteConfirmationPolicy + `,
+    ` + admissionpolicy.ProtectionMarkPolicy + `,
+    ` + admissionpolicy.ProtectedNamespacePolicy + `,
+    ` + admissionpolicy.AuthorityPolicy + ` and
+    ` + admissionpolicy.SignalManifestsPolicy + `, and their bindings;
   - the deletion-signal ManifestWorks, without signalling a deletion: each
     gets deleteOption Orphan and is deleted once the work agent applied it
     (--signal-works=keep leaves them as they are).

@@ -11,8 +11,7 @@ import (
 
 // NamespaceMissingMessage is the line logged at start when the records'
 // namespace does not exist.
-const NamespaceMissingMessage = "the operator's namespace does not exist: every teardown is held until it does, " +
-	"as no teardown record can be written; create it, or set --operator-namespace to one that exists"
+const NamespaceMissingMessage = "the operator's namespace does not exist: every teardown is held until it does, as no teardown record can be written; create it, or set --operator-namespace to one that exists"
 
 // NamespaceCheck says once, at start, that the namespace the records are
 // kept in does not exist: no teardown can go on until it does. Each

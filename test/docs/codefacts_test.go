@@ -78,12 +78,12 @@ func loadCodeFacts(tmp string) (codeFacts, error) {
 	}
 	for _, dir := range []string{"internal", "cmd", "api"} {
 		if err := eachGoFile(filepath.Join(root, dir), func(file *ast.File) {
-			f.readCalls(file, consts)
+			f.readCalls(file, consts, stringConsts(file))
 		}); err != nil {
 			return f, err
 		}
 	}
-	for _, obj := range admissionpolicy.Objects() {
+	for _, obj := range admissionpolicy.AllObjects(admissionpolicy.DefaultOperatorUser) {
 		if p, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicy); ok {
 			f.admissionPolicies = append(f.admissionPolicies, p.Name)
 		}
@@ -135,8 +135,8 @@ func stringConsts(file *ast.File) map[string]string {
 }
 
 // readCalls collects the log messages, Event reasons and metric names of a
-// file.
-func (f *codeFacts) readCalls(file *ast.File, consts map[string]string) {
+// file; a message may be a string constant the file declares (local).
+func (f *codeFacts) readCalls(file *ast.File, consts, local map[string]string) {
 	ast.Inspect(file, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.CallExpr:
@@ -146,6 +146,10 @@ func (f *codeFacts) readCalls(file *ast.File, consts map[string]string) {
 			}
 			switch {
 			case sel.Sel.Name == "Info" && len(n.Args) >= 1:
+				if id, ok := n.Args[0].(*ast.Ident); ok && local[id.Name] != "" {
+					f.addLog(local[id.Name])
+					break
+				}
 				f.addLog(flatten(n.Args[0], consts))
 			case sel.Sel.Name == "Error" && len(n.Args) >= 2:
 				f.addLog(flatten(n.Args[1], consts))
