@@ -548,8 +548,21 @@ func TestDeletingSuspendedPolicyKeepsItsClusters(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	mark, err := w.audit.size()
-	if err != nil {
+	// The status read above comes from the API server; the operator's cache
+	// may lag it, and a reconcile in that window writes the same Suspended
+	// status again. Mark once the operator has been quiet for a second.
+	var mark int64
+	if err := until(ctx, "the operator to stop writing", 100*time.Millisecond, func() (bool, error) {
+		m, err := w.audit.size()
+		if err != nil {
+			return false, err
+		}
+		if w.noWrites(ctx, m, time.Second, touchingAny([]string{c0.name}, p.Name)) != nil {
+			return false, nil
+		}
+		mark = m
+		return true, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.admin.Delete(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: p.Name}}); err != nil {
