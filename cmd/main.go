@@ -48,6 +48,7 @@ type flags struct {
 	operatorNamespace                   string
 	recordsPerCluster                   int
 	recordMaxAge                        time.Duration
+	blastRadius                         blastRadiusFlags
 }
 
 func main() {
@@ -108,6 +109,7 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"How many ended teardown records are kept per cluster, the newest; 0 keeps every one (within --teardown-record-max-age).")
 	fs.DurationVar(&f.recordMaxAge, "teardown-record-max-age", operator.DefaultRecordMaxAge,
 		"How long an ended teardown record is kept; 0 keeps it whatever its age (within --teardown-records-per-cluster).")
+	f.blastRadius.bind(fs)
 }
 
 // The client-side rate limit by default: above what an API server serves a
@@ -135,6 +137,9 @@ func run(f flags, log logr.Logger) error {
 		ConfirmationMaxAge: f.confirmationMaxAge,
 		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
+	if opts.BlastRadius, err = f.blastRadius.budget(); err != nil {
+		return err
+	}
 	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
 		return fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")
 	}

@@ -56,6 +56,8 @@ type ManagedClusterAdapter struct {
 	// ConfirmationMaxAge is how long a deletion confirmation counts; 0
 	// accepts none.
 	ConfirmationMaxAge time.Duration
+	// BlastRadius is the operator-wide budget, where a policy sets none.
+	BlastRadius v1alpha1.BlastRadius
 
 	// apiReader reads a work, managedFields included, when orphaning it
 	// conflicts, and to tell an earlier version's signal work.

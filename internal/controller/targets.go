@@ -11,6 +11,7 @@ import (
 
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -57,6 +58,8 @@ type Deps struct {
 	ConfirmationMaxAge time.Duration
 	// Records say where teardown records are kept, and for how long.
 	Records RecordOptions
+	// BlastRadius is the operator-wide budget, where a policy sets none.
+	BlastRadius v1alpha1.BlastRadius
 
 	clusters *ManagedClusterAdapter
 }
@@ -68,6 +71,7 @@ func (d *Deps) Clusters() *ManagedClusterAdapter {
 		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records)
 		d.clusters.Tally = d.Tally
 		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
+		d.clusters.BlastRadius = d.BlastRadius
 	}
 	return d.clusters
 }

@@ -191,7 +191,7 @@ func (r *recorder) done(mc *unstructured.Unstructured, plan *decision.Plan, acts
 func (r *recorder) hold(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, why string) error {
 	// Pre-cleanup hooks hold a teardown before its first write: they
 	// begin no record; the first write notes how long they held.
-	hooks := plan.Next() != nil && plan.Next().Kind == decision.StepHooks
+	hooks := plan.Next() != nil && (plan.Next().Kind == decision.StepHooks || plan.Next().Kind == decision.StepBlastRadius)
 	o, err := r.get(ctx, mc, plan, s, why != "" && !hooks)
 	if err != nil || o.rec == nil {
 		return err

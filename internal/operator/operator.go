@@ -72,6 +72,9 @@ type Options struct {
 	// Records say where teardown records are kept (empty namespace:
 	// record.Namespace) and for how long.
 	Records controller.RecordOptions
+	// BlastRadius is the operator-wide budget of teardowns, where a policy
+	// sets no spec.blastRadius; the zero value bounds nothing.
+	BlastRadius v1alpha1.BlastRadius
 }
 
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
@@ -114,6 +117,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 
 		ConfirmationMaxAge: cmp.Or(opts.ConfirmationMaxAge, DefaultConfirmationMaxAge),
 		Records:            opts.Records,
+		BlastRadius:        opts.BlastRadius,
 	}
 	deps.Records.Namespace = record.Namespace(opts.Records.Namespace)
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))

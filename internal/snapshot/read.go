@@ -56,6 +56,8 @@ type Reader struct {
 	CompactManifests bool
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// BlastRadius is the operator-wide budget, where a policy sets none.
+	BlastRadius v1alpha1.BlastRadius
 }
 
 // Read reads the cluster governed by g: its namespace whole, the works
@@ -85,6 +87,9 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 		return s, nil
 	}
 	if err := r.readWorks(ctx, s, g.Policy, ns.Name); err != nil {
+		return nil, err
+	}
+	if err := r.readFleet(ctx, s, g.Policy); err != nil {
 		return nil, err
 	}
 	lister := r.Lister
