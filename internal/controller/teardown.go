@@ -64,7 +64,7 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 // cache keeps their identity only).
 func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
 	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true,
-		BlastRadius: a.BlastRadius}
+		BlastRadius: a.BlastRadius, RecordsNamespace: a.records.opts.Namespace}
 }
 
 // execute makes the writes of the plan's next step, and reports once, at

@@ -3,6 +3,7 @@ package decision
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -27,9 +29,21 @@ type Fleet struct {
 	// finalizer whose governing-policy annotation names the policy, the
 	// cluster planned included.
 	Deleting []*unstructured.Unstructured
+	// Begun are the teardowns of the policy's clusters their records say
+	// began (the record is written before a teardown's first write), the
+	// clusters torn down and gone included.
+	Begun []Started
 	// Default is the operator-wide budget: each field the policy leaves
 	// unset is taken from it.
 	Default v1alpha1.BlastRadius
+}
+
+// Started is a teardown begun, as its record says: the cluster, and when it
+// was deleted.
+type Started struct {
+	Cluster string
+	UID     types.UID
+	Start   time.Time
 }
 
 // Budget is the blast radius a policy's teardowns are held to.
@@ -233,34 +247,45 @@ const turnRetry = 15 * time.Second
 // passed (until released, or, afterWindow Proceed, until a window passes
 // with no new deletion).
 func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured, now time.Time) *verdict {
-	var window []*unstructured.Unstructured
+	window := map[types.UID]Started{}
 	quiet, next := true, time.Duration(0)
-	for _, c := range f.Deleting {
-		ends := c.GetDeletionTimestamp().Add(b.Window).Sub(now)
-		if ends > 0 {
+	note := func(start time.Time) {
+		if ends := start.Add(b.Window).Sub(now); ends > 0 {
 			quiet = false
 			if next == 0 || ends < next {
 				next = ends
 			}
 		}
-		if b.counted(c, now) || c.GetUID() == mc.GetUID() && !heldByBudget(mc) {
-			window = append(window, c)
+	}
+	for _, r := range f.Begun {
+		note(r.Start)
+		if r.Start.After(now.Add(-b.Window)) {
+			window[r.UID] = r
 		}
 	}
-	slices.SortFunc(window, byDeletion)
-	rank := slices.IndexFunc(window, func(c *unstructured.Unstructured) bool { return c.GetUID() == mc.GetUID() })
+	for _, c := range f.Deleting {
+		note(c.GetDeletionTimestamp().Time)
+		delete(window, c.GetUID())
+		if b.counted(c, now) {
+			window[c.GetUID()] = Started{Cluster: c.GetName(), UID: c.GetUID(), Start: c.GetDeletionTimestamp().Time}
+		}
+	}
+	ranked := slices.SortedFunc(maps.Values(window), func(x, y Started) int {
+		return cmp.Or(x.Start.Truncate(time.Second).Compare(y.Start.Truncate(time.Second)), cmp.Compare(x.Cluster, y.Cluster))
+	})
+	rank := slices.IndexFunc(ranked, func(c Started) bool { return c.UID == mc.GetUID() })
 	switch {
 	case rank >= 0 && rank < b.MaxTeardowns:
 		return nil
 	case rank < 0 && quiet && b.AfterWindow == v1alpha1.AfterWindowProceed:
 		return nil
 	}
-	names := make([]string, 0, len(window))
-	for _, c := range window {
-		names = append(names, c.GetName())
+	names := make([]string, 0, len(ranked))
+	for _, c := range ranked {
+		names = append(names, c.Cluster)
 	}
 	msg := fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s): %d teardown(s) of its clusters counted within the window: %s",
-		policy, b, len(window), Bounded(names, ", "))
+		policy, b, len(ranked), Bounded(names, ", "))
 	if rank < 0 {
 		msg = fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s) since a burst past it; its window passed and afterWindow is %s",
 			policy, b, b.AfterWindow)

@@ -9,6 +9,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // readFleet reads, for a deleted cluster whose policy (or the operator)
@@ -40,6 +41,18 @@ func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Pol
 		f.Deleting[i] = s.Cluster
 	} else {
 		f.Deleting = append(f.Deleting, s.Cluster)
+	}
+	if r.RecordsNamespace != "" {
+		// Teardowns begun count, by their records, after their clusters
+		// are gone; within the longest window a budget may name.
+		b := decision.BudgetOf(p.Spec.BlastRadius, r.BlastRadius, f.Governed)
+		started, err := record.StartedUnder(ctx, r.Client, r.RecordsNamespace, p.Name, s.Now.Add(-b.Window))
+		if err != nil {
+			return err
+		}
+		for _, st := range started {
+			f.Begun = append(f.Begun, decision.Started{Cluster: st.Cluster, UID: st.UID, Start: st.Start})
+		}
 	}
 	s.Fleet = f
 	return nil

@@ -58,6 +58,9 @@ type Reader struct {
 	Now func() time.Time
 	// BlastRadius is the operator-wide budget, where a policy sets none.
 	BlastRadius v1alpha1.BlastRadius
+	// RecordsNamespace is where teardown records are kept: the blast
+	// radius counts the teardowns they say began. Empty: none are read.
+	RecordsNamespace string
 }
 
 // Read reads the cluster governed by g: its namespace whole, the works
