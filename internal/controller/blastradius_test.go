@@ -18,13 +18,17 @@ import (
 )
 
 // burstFleet makes governed clusters, each with one work, and returns the
-// resourceVersion of each work.
-func burstFleet(policy, label string, names ...string) map[string]string {
+// generation of each work (a stamp or any spec write changes it).
+func burstFleet(policy, label string, b *v1alpha1.BlastRadius, names ...string) map[string]string {
 	works := map[string]string{}
 	for _, n := range names {
 		fleetCluster(n, map[string]string{"burst": label}, true)
-		works[n] = work(n, "app", nil).GetResourceVersion()
+		works[n] = fmt.Sprint(work(n, "app", nil).GetGeneration())
 	}
+	Expect(k8s.Create(ctx, cleanupPolicy(policy, v1alpha1.CleanupPolicySpec{
+		ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == '" + label + "'",
+		BlastRadius:     b,
+	}))).To(Succeed())
 	for _, n := range names {
 		governedBy(n, policy)
 	}
@@ -46,9 +50,9 @@ func heldByBudget(name, reason string) string {
 
 // untouched checks that nothing of the cluster's teardown was written: its
 // work as it was, not deleting, and its namespace unlabelled.
-func untouched(g Gomega, name, workRV string) {
+func untouched(g Gomega, name, workGen string) {
 	w := work0(g, name)
-	g.Expect(w.GetResourceVersion()).To(Equal(workRV), "the work of %s was written", name)
+	g.Expect(fmt.Sprint(w.GetGeneration())).To(Equal(workGen), "the work of %s was written", name)
 	g.Expect(w.GetDeletionTimestamp()).To(BeNil())
 	ns := &corev1.Namespace{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, ns)).To(Succeed())
@@ -93,12 +97,8 @@ var _ = Describe("Blast radius", func() {
 	AfterEach(deleteAll)
 
 	It("lets the first maxTeardowns of a burst go and holds the rest untouched, across a restart, until released or the budget is raised", func() {
-		Expect(k8s.Create(ctx, cleanupPolicy("br-burst", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'a'",
-			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(2)},
-		}))).To(Succeed())
 		names := []string{"br-a", "br-b", "br-c", "br-d", "br-e"}
-		works := burstFleet("br-burst", "a", names...)
+		works := burstFleet("br-burst", "a", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(2)}, names...)
 		// Deleted in order: by deletion time, then name, the first two.
 		for _, n := range names {
 			deleteCluster(n)
@@ -143,12 +143,8 @@ var _ = Describe("Blast radius", func() {
 	})
 
 	It("never holds a begun teardown when the budget is lowered; a release reaches no deletion after it", func() {
-		Expect(k8s.Create(ctx, cleanupPolicy("br-lower", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'b'",
-			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(2)},
-		}))).To(Succeed())
 		names := []string{"bl-a", "bl-b", "bl-c", "bl-d", "bl-e"}
-		works := burstFleet("br-lower", "b", names...)
+		works := burstFleet("br-lower", "b", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(2)}, names...)
 		agent.setStuck("bl-a", "app", true)
 		agent.setStuck("bl-b", "app", true)
 		deleteCluster("bl-a")
@@ -191,11 +187,7 @@ var _ = Describe("Blast radius", func() {
 
 	It("keeps a held teardown held past its window until the policy says to go on; a deletion after the window goes", func() {
 		window := &metav1.Duration{Duration: 4 * time.Second}
-		Expect(k8s.Create(ctx, cleanupPolicy("br-window", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'c'",
-			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window},
-		}))).To(Succeed())
-		works := burstFleet("br-window", "c", "bw-a", "bw-b", "bw-c")
+		works := burstFleet("br-window", "c", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window}, "bw-a", "bw-b", "bw-c")
 		deleteCluster("bw-a")
 		deleteCluster("bw-b")
 		clusterGone("bw-a")
@@ -218,20 +210,19 @@ var _ = Describe("Blast radius", func() {
 
 	It("paces teardowns at maxConcurrent, the others waiting their turn untouched", func() {
 		one := int32(1)
-		Expect(k8s.Create(ctx, cleanupPolicy("br-pace", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'd'",
-			BlastRadius:     &v1alpha1.BlastRadius{MaxConcurrent: &one},
-		}))).To(Succeed())
 		names := []string{"bp-a", "bp-b", "bp-c"}
-		works := burstFleet("br-pace", "d", names...)
+		works := burstFleet("br-pace", "d", &v1alpha1.BlastRadius{MaxConcurrent: &one}, names...)
 		for _, n := range names {
 			agent.setStuck(n, "app", true)
 			deleteCluster(n)
 		}
 		Eventually(func(g Gomega) { g.Expect(contentDelete(g, "bp-a").Reason).To(Equal(v1alpha1.ResourcesRemainingReason)) }).Should(Succeed())
 		for _, n := range names[1:] {
-			msg := heldByBudget(n, v1alpha1.WaitingForTurnReason)
-			Expect(msg).To(ContainSubstring("1 teardown(s) in progress (bp-a)"))
+			Eventually(func(g Gomega) {
+				c := contentDelete(g, n)
+				g.Expect(c.Reason).To(Equal(v1alpha1.WaitingForTurnReason))
+				g.Expect(c.Message).To(ContainSubstring("1 teardown(s) in progress (bp-a)"))
+			}).Should(Succeed())
 		}
 		Consistently(func(g Gomega) {
 			for _, n := range names[1:] {
