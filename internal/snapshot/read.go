@@ -78,6 +78,12 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 	if g.Held != nil || g.Cluster == nil {
 		return s, nil
 	}
+	if g.Policy != nil {
+		// The blast radius holds a teardown, the namespace or not.
+		if err := r.readFleet(ctx, s, g.Policy); err != nil {
+			return nil, err
+		}
+	}
 	ns := &corev1.Namespace{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: g.Cluster.GetName()}, ns); {
 	case apierrors.IsNotFound(err):
@@ -90,9 +96,6 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 		return s, nil
 	}
 	if err := r.readWorks(ctx, s, g.Policy, ns.Name); err != nil {
-		return nil, err
-	}
-	if err := r.readFleet(ctx, s, g.Policy); err != nil {
 		return nil, err
 	}
 	lister := r.Lister
