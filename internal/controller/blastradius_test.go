@@ -240,3 +240,24 @@ var _ = Describe("Blast radius", func() {
 		clusterGone("bp-c")
 	})
 })
+
+var _ = Describe("Blast radius validation", func() {
+	AfterEach(deleteAll)
+
+	It("admits a count or a share, and refuses anything else naming the field", func() {
+		share := intstr.FromString("10%")
+		Expect(k8s.Create(ctx, cleanupPolicy("br-share", v1alpha1.CleanupPolicySpec{
+			BlastRadius: &v1alpha1.BlastRadius{MaxTeardowns: &share, Window: &metav1.Duration{Duration: 30 * time.Minute}},
+		}))).To(Succeed())
+		zero := int32(0)
+		for field, b := range map[string]*v1alpha1.BlastRadius{
+			"spec.blastRadius.maxTeardowns":  {MaxTeardowns: func() *intstr.IntOrString { v := intstr.FromString("150%"); return &v }()},
+			"spec.blastRadius.maxTeardowns ": {MaxTeardowns: maxTeardowns(-1)},
+			"spec.blastRadius.window":        {Window: &metav1.Duration{}},
+			"spec.blastRadius.maxConcurrent": {MaxConcurrent: &zero},
+		} {
+			err := k8s.Create(ctx, cleanupPolicy("br-bad", v1alpha1.CleanupPolicySpec{BlastRadius: b}))
+			Expect(err).To(MatchError(ContainSubstring(strings.TrimSpace(field))), "%s", field)
+		}
+	})
+})
