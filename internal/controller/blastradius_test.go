@@ -108,8 +108,9 @@ var _ = Describe("Blast radius", func() {
 		for _, n := range names[2:] {
 			msg := heldByBudget(n, v1alpha1.BlastRadiusExceededReason)
 			Expect(msg).To(ContainSubstring("CleanupPolicy br-burst (maxTeardowns 2 within 1h0m0s)"))
-			// The clusters counted, those gone included (their records).
-			Expect(msg).To(ContainSubstring("5 teardown(s) of its clusters counted within the window: br-a, br-b, br-c, br-d, br-e"))
+			// The clusters counted as of its report, the first two (gone
+			// or going) and itself included.
+			Expect(msg).To(MatchRegexp(`\d teardown\(s\) of its clusters counted within the window: br-a, br-b, (br-., )*` + n))
 		}
 		Consistently(func(g Gomega) {
 			for _, n := range names[2:] {
