@@ -25,7 +25,7 @@ var exitCodes = []struct {
 }{
 	{exitOK, "success"},
 	{exitRefused, "refused: a guard rail said no or has not said yes (uninstall with the operator running or a teardown in " +
-		"progress; confirm-delete of a cluster not protected from deletion, or not accepted in time; release with no teardown held); "+
+		"progress; confirm-delete of a cluster not protected from deletion, or not accepted in time; release with no teardown held); " +
 		"nothing was changed"},
 	{exitUsage, "usage error: unknown command or flag, wrong number of arguments, a flag value out of its range"},
 	{exitNotFound, "not found: the named ManagedCluster, teardown record or operator does not exist"},

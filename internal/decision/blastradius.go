@@ -238,6 +238,11 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 		policy, b, len(running), Bounded(running, ", "), turn)}
 }
 
+// heldRetry is how soon, at most, a held teardown looks again, so that its
+// message counts the deletions since (another cluster's deletion brings no
+// event for this one); sooner when a counted deletion leaves the window.
+const heldRetry = time.Minute
+
 // turnRetry is how soon a teardown waiting its turn looks again: another
 // cluster's teardown ending brings no event for this one.
 const turnRetry = 15 * time.Second
@@ -291,6 +296,9 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 			policy, b, b.AfterWindow)
 	}
 	msg += fmt.Sprintf("; nothing is written or deleted until it is released: kubectl cleanup release --policy %s --clusters %s", policy, mc.GetName())
+	if next == 0 || next > heldRetry {
+		next = heldRetry
+	}
 	return &verdict{reason: v1alpha1.BlastRadiusExceededReason, message: msg, requeue: next}
 }
 
