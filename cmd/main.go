@@ -61,6 +61,7 @@ type flags struct {
 	signalKinds                         kindsFlag
 	signalMaxBytes, signalMaxTotalBytes int
 	namespaceDeny                       string
+	blastRadius                         blastRadiusFlags
 }
 
 // kindsFlag is a comma-separated list of apiVersion/Kind; unset, the
@@ -159,6 +160,7 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"How many ended teardown records are kept per cluster, the newest; 0 keeps every one (within --teardown-record-max-age).")
 	fs.DurationVar(&f.recordMaxAge, "teardown-record-max-age", operator.DefaultRecordMaxAge,
 		"How long an ended teardown record is kept; 0 keeps it whatever its age (within --teardown-records-per-cluster).")
+	f.blastRadius.bind(fs)
 }
 
 // The client-side rate limit by default: above what an API server serves a
@@ -205,6 +207,9 @@ func run(f flags, log logr.Logger) error {
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("--namespace-deny: %q is not a pattern: %w", p, err)
 		}
+	}
+	if opts.BlastRadius, err = f.blastRadius.budget(); err != nil {
+		return err
 	}
 	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
 		return fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")

@@ -150,3 +150,29 @@ current-context: c
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestBlastRadiusFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flags blastRadiusFlags
+		err   string
+	}{
+		{blastRadiusFlags{window: time.Hour}, ""},
+		{blastRadiusFlags{maxTeardowns: "5", window: time.Hour, maxConcurrent: 2}, ""},
+		{blastRadiusFlags{maxTeardowns: "10%", window: time.Hour}, ""},
+		{blastRadiusFlags{maxTeardowns: "ten", window: time.Hour}, "--blast-radius-max-teardowns"},
+		{blastRadiusFlags{maxTeardowns: "101%", window: time.Hour}, "--blast-radius-max-teardowns"},
+		{blastRadiusFlags{maxTeardowns: "-1", window: time.Hour}, "--blast-radius-max-teardowns"},
+		{blastRadiusFlags{window: 0}, "--blast-radius-window"},
+		{blastRadiusFlags{window: time.Hour, maxConcurrent: -1}, "--max-concurrent-teardowns"},
+	} {
+		b, err := tc.flags.budget()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%+v: %v", tc.flags, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%+v: got %v, want an error naming %s", tc.flags, err, tc.err)
+		case tc.err == "" && tc.flags.maxTeardowns != "" && b.MaxTeardowns.String() != tc.flags.maxTeardowns:
+			t.Errorf("%+v: maxTeardowns %s", tc.flags, b.MaxTeardowns)
+		}
+	}
+}

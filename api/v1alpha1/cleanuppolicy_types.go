@@ -134,6 +134,13 @@ type CleanupPolicySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// blastRadius bounds how many of the policy's clusters' teardowns may
+	// begin within a window, and how many may run at once. Absent: the
+	// operator's defaults (its --blast-radius-* and
+	// --max-concurrent-teardowns flags), which bound nothing unless set.
+	// +optional
+	BlastRadius *BlastRadius `json:"blastRadius,omitempty"`
+
 	// deletionProtection is a CEL expression over `cluster` and `variables`
 	// that returns bool. Where it is true the operator labels the governed
 	// ManagedCluster cleanup.fleetops.dev/deletion-protected=true, and

@@ -82,7 +82,7 @@ confirm-delete and uninstall say so when given -n.
 
 	root.AddCommand(newPlanCommand(o), newStatusCommand(o), newHistoryCommand(o))
 	root.AddCommand(newUninstallCommand(o))
-	root.AddCommand(newConfirmDeleteCommand(o))
+	root.AddCommand(newConfirmDeleteCommand(o), newReleaseCommand(o))
 	root.AddCommand(newVersionCommand(o))
 	root.AddCommand(newDiffCommand(o), newSnapshotCommand(o))
 	return root, o

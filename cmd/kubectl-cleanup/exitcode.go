@@ -26,7 +26,8 @@ var exitCodes = []struct {
 }{
 	{exitOK, "success"},
 	{exitRefused, "refused: a guard rail said no or has not said yes (uninstall with the operator running or a teardown in " +
-		"progress; confirm-delete of a cluster not protected from deletion, or not accepted in time); nothing was changed"},
+		"progress; confirm-delete of a cluster not protected from deletion, or not accepted in time; release with no teardown held); " +
+		"nothing was changed"},
 	{exitDiffers, "diff: the proposed CleanupPolicies change something (0: they change nothing)"},
 	{exitUsage, "usage error: unknown command or flag, wrong number of arguments, a flag value out of its range"},
 	{exitNotFound, "not found: the named ManagedCluster, teardown record or operator does not exist"},

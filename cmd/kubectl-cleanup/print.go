@@ -57,6 +57,10 @@ func printPlan(w io.Writer, p *decision.Plan) {
 					fmt.Fprintf(w, "      hook: %s\n", h)
 				}
 			}
+		case decision.StepBlastRadius:
+			for _, a := range st.Actions {
+				step(st, "hold: %s", a.For)
+			}
 		case decision.StepOrphaning:
 			printOrphaning(w, p, st, step)
 		case decision.StepSignal:

@@ -35,3 +35,9 @@ func DeleteAll(ctx context.Context, c client.Client, reader client.Reader, mc *u
 	done, err := a.deleteAll(ctx, mc, plan, acts)
 	return sets.List(done), testutil.ToFloat64(a.Metrics.DeletedObjects.WithLabelValues(resource)), err
 }
+
+// BlastRadiusHeld is the teardowns a policy's blast radius holds, as this
+// process reported them.
+func BlastRadiusHeld(policy string) float64 {
+	return testutil.ToFloat64(blastRadiusHeld.WithLabelValues(policy))
+}

@@ -62,6 +62,8 @@ type ManagedClusterAdapter struct {
 	// NamespaceDeny are the namespaces a teardown never deletes
 	// (decision.NamespaceDenyList); nil: decision.DefaultNamespaceDeny.
 	NamespaceDeny []string
+	// BlastRadius is the operator-wide budget, where a policy sets none.
+	BlastRadius v1alpha1.BlastRadius
 
 	// apiReader reads a work, managedFields included, when orphaning it
 	// conflicts, and to tell an earlier version's signal work.

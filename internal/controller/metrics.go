@@ -154,7 +154,8 @@ func NewMetrics() *Metrics {
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, m.Remaining, stampedObjects,
-		m.ClusterDeletion, m.ClusterTimeout, m.ClusterStep, m.PolicyCondition, m.PolicyClusters, m.PolicyObjects, m.WatchedResources}
+		m.ClusterDeletion, m.ClusterTimeout, m.ClusterStep, m.PolicyCondition, m.PolicyClusters, m.PolicyObjects, m.WatchedResources,
+		blastRadiusHeld, blastRadiusHolds}
 }
 
 // observeStep records the step a cluster's cleanup reports, under the plan
@@ -228,6 +229,7 @@ func (m *Metrics) forget(cluster string) {
 	if m == nil {
 		return
 	}
+	observeBlastRadius(cluster, "", "")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.steps[cluster]; ok {

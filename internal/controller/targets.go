@@ -11,6 +11,7 @@ import (
 
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
@@ -65,6 +66,8 @@ type Deps struct {
 	// NamespaceDeny are namespaces, beyond decision.DefaultNamespaceDeny
 	// and the operator's own, that a teardown never deletes.
 	NamespaceDeny []string
+	// BlastRadius is the operator-wide budget, where a policy sets none.
+	BlastRadius v1alpha1.BlastRadius
 
 	clusters *ManagedClusterAdapter
 }
@@ -78,6 +81,7 @@ func (d *Deps) Clusters() *ManagedClusterAdapter {
 		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
 		d.clusters.SignalLimits = d.SignalLimits
 		d.clusters.NamespaceDeny = decision.NamespaceDenyList(record.Namespace(d.Records.Namespace), d.NamespaceDeny)
+		d.clusters.BlastRadius = d.BlastRadius
 	}
 	return d.clusters
 }

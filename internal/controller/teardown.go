@@ -64,7 +64,7 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 // cache keeps their identity only).
 func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
 	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true,
-		NamespaceDeny: a.NamespaceDeny}
+		NamespaceDeny: a.NamespaceDeny, BlastRadius: a.BlastRadius, RecordsNamespace: a.records.opts.Namespace}
 }
 
 // execute makes the writes of the plan's next step, and reports once, at
@@ -282,7 +282,7 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		// A waiting report (hooks) is announced when its condition is
 		// written, not on each reconcile while it waits.
 		typ := corev1.EventTypeNormal
-		if r.Reason == v1alpha1.CleanupFailedReason {
+		if r.Reason == v1alpha1.CleanupFailedReason || r.Reason == v1alpha1.BlastRadiusExceededReason {
 			typ = corev1.EventTypeWarning
 		}
 		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
@@ -297,6 +297,9 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	a.Metrics.observeStep(mc, plan, r.Reason)
+	if plan != nil {
+		observeBlastRadius(mc.GetName(), plan.Policy, r.Reason)
+	}
 	requeue := max(r.Requeue.Duration, 0)
 	if held > 0 && (requeue == 0 || held < requeue) {
 		requeue = held

@@ -95,10 +95,10 @@ func (r *recorder) get(ctx context.Context, mc *unstructured.Unstructured, plan 
 		if ns := s.Namespace; ns != nil && (ns.Labels[v1alpha1.ClusterDeletingLabel] != "" || ns.DeletionTimestamp != nil) {
 			o.rec.Resumed = true
 		}
-		// Pre-cleanup hooks held the teardown until now: nothing, the
-		// record included, is written while they hold.
+		// Pre-cleanup hooks or the blast radius held the teardown until
+		// now: nothing, the record included, is written while they hold.
 		if c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); c != nil &&
-			c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.WaitingForHooksReason {
+			c.Status == metav1.ConditionUnknown && slices.Contains(heldBeforeFirstWrite, c.Reason) {
 			end := metav1.NewTime(s.Now)
 			o.rec.Holds = append(o.rec.Holds, record.Hold{Reason: c.Message, Start: o.rec.Start, End: &end})
 		}
@@ -191,7 +191,7 @@ func (r *recorder) done(mc *unstructured.Unstructured, plan *decision.Plan, acts
 func (r *recorder) hold(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, why string) error {
 	// Pre-cleanup hooks hold a teardown before its first write: they
 	// begin no record; the first write notes how long they held.
-	hooks := plan.Next() != nil && plan.Next().Kind == decision.StepHooks
+	hooks := plan.Next() != nil && (plan.Next().Kind == decision.StepHooks || plan.Next().Kind == decision.StepBlastRadius)
 	o, err := r.get(ctx, mc, plan, s, why != "" && !hooks)
 	if err != nil || o.rec == nil {
 		return err
@@ -347,3 +347,7 @@ func doneIn(s *decision.Snapshot) func(*record.Entry) bool {
 		return false
 	}
 }
+
+// heldBeforeFirstWrite are the reasons of the holds before a teardown's
+// first write that its record notes once it begins.
+var heldBeforeFirstWrite = []string{v1alpha1.WaitingForHooksReason, v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingForTurnReason}

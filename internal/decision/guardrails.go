@@ -118,7 +118,7 @@ func CleanupStart(s *Snapshot) (time.Time, bool) {
 			continue
 		}
 		switch {
-		case c.Status == metav1.ConditionUnknown && (c.Reason == v1alpha1.WaitingForHooksReason || c.Reason == v1alpha1.ResumedReason):
+		case c.Status == metav1.ConditionUnknown && slices.Contains(notStarted, c.Reason):
 			start = s.Now
 		case c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(start):
 			start = c.LastTransitionTime.Time

@@ -24,8 +24,11 @@ type Plan struct {
 	// the steps say what it would do once resumed.
 	Suspended string `json:"suspended,omitempty"`
 	// Hooks are the pre-cleanup hook annotations that hold the teardown.
-	Hooks  []string `json:"hooks,omitempty"`
-	DryRun bool     `json:"dryRun,omitempty"`
+	Hooks []string `json:"hooks,omitempty"`
+	// BlastRadius, when set, says why the policy's blast radius holds the
+	// teardown before its first write.
+	BlastRadius string `json:"blastRadius,omitempty"`
+	DryRun      bool   `json:"dryRun,omitempty"`
 	// Deleting is true when the cluster is already being deleted.
 	Deleting  bool                        `json:"deleting,omitempty"`
 	Strategy  v1alpha1.RemoveStrategyType `json:"strategy,omitempty"`
@@ -47,14 +50,17 @@ type StepKind string
 
 // The steps of a teardown, in their order; stages repeat.
 const (
-	StepResumed   StepKind = "resumed"
-	StepHooks     StepKind = "hooks"
-	StepOrphaning StepKind = "orphaning"
-	StepSignal    StepKind = "signal"
-	StepGate      StepKind = "gate"
-	StepStage     StepKind = "stage"
-	StepNamespace StepKind = "namespace"
-	StepFinish    StepKind = "finish"
+	StepResumed StepKind = "resumed"
+	StepHooks   StepKind = "hooks"
+	// StepBlastRadius holds a teardown the policy's blast radius does not
+	// let begin yet (BlastRadiusExceeded, WaitingForTurn).
+	StepBlastRadius StepKind = "blastRadius"
+	StepOrphaning   StepKind = "orphaning"
+	StepSignal      StepKind = "signal"
+	StepGate        StepKind = "gate"
+	StepStage       StepKind = "stage"
+	StepNamespace   StepKind = "namespace"
+	StepFinish      StepKind = "finish"
 )
 
 // StepState says where a step stands.

@@ -54,6 +54,9 @@ type Snapshot struct {
 	// ResourceOf names the resource of a kind (the API server's REST
 	// mapping), for orphaning rules.
 	ResourceOf func(schema.GroupVersionKind) (string, error)
+	// Fleet is what the policy's blast radius reads of the hub; nil when
+	// no budget applies (the teardown is not held by one).
+	Fleet *Fleet
 	// Memory is what the executor did that the cache may not show yet;
 	// empty for the preview.
 	Memory Memory

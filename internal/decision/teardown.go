@@ -72,7 +72,7 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 		t.deadline = start.Add(Timeout(p))
 	}
 	plan.Works = t.workPlans()
-	if t.resumed() && t.hooks() && t.add(t.orphaning()) && t.add(t.signal()) && t.add(t.gate()) && t.stages() && t.add(t.namespace()) {
+	if t.resumed() && t.hooks() && t.blastRadius() && t.add(t.orphaning()) && t.add(t.signal()) && t.add(t.gate()) && t.stages() && t.add(t.namespace()) {
 		t.add(t.finish())
 	}
 	t.labelOnlyWhileNeeded()

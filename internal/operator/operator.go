@@ -83,6 +83,9 @@ type Options struct {
 	// decision.DefaultNamespaceDeny and the operator's own, that a
 	// teardown never deletes.
 	NamespaceDeny []string
+	// BlastRadius is the operator-wide budget of teardowns, where a policy
+	// sets no spec.blastRadius; the zero value bounds nothing.
+	BlastRadius v1alpha1.BlastRadius
 }
 
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
@@ -127,6 +130,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Records:            opts.Records,
 		SignalLimits:       opts.SignalLimits.OrDefault(),
 		NamespaceDeny:      opts.NamespaceDeny,
+		BlastRadius:        opts.BlastRadius,
 	}
 	deps.Records.Namespace = record.Namespace(opts.Records.Namespace)
 	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,11 @@ const (
 	// EndAnnotation is when the teardown ended (RFC 3339), for retention
 	// to read without decoding the record.
 	EndAnnotation = "cleanup.fleetops.dev/ended"
+	// StartAnnotation is when the teardown's cluster was deleted (RFC
+	// 3339) and PolicyAnnotation the policy that governs it, for the
+	// blast radius to count teardowns begun without decoding the record.
+	StartAnnotation  = "cleanup.fleetops.dev/started"
+	PolicyAnnotation = "cleanup.fleetops.dev/policy"
 )
 
 // Keys of a record's ConfigMap: the record as JSON in data, or, above
@@ -129,6 +135,10 @@ func Encode(r *Record, cm *corev1.ConfigMap) error {
 		cm.Annotations = map[string]string{}
 	}
 	delete(cm.Annotations, EndAnnotation)
+	cm.Annotations[StartAnnotation] = r.Start.UTC().Format(time.RFC3339)
+	if r.Policy != "" {
+		cm.Annotations[PolicyAnnotation] = r.Policy
+	}
 	if r.End != nil {
 		cm.Annotations[EndAnnotation] = r.End.UTC().Format("2006-01-02T15:04:05Z")
 	}

@@ -67,6 +67,11 @@ type Reader struct {
 	// NamespaceDeny are the namespaces a teardown never deletes
 	// (decision.NamespaceKept); nil: decision.DefaultNamespaceDeny.
 	NamespaceDeny []string
+	// BlastRadius is the operator-wide budget, where a policy sets none.
+	BlastRadius v1alpha1.BlastRadius
+	// RecordsNamespace is where teardown records are kept: the blast
+	// radius counts the teardowns they say began. Empty: none are read.
+	RecordsNamespace string
 }
 
 // Read reads the cluster governed by g: its namespace whole, the works
@@ -85,6 +90,12 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 	}
 	if g.Held != nil || g.Cluster == nil {
 		return s, nil
+	}
+	if g.Policy != nil {
+		// The blast radius holds a teardown, the namespace or not.
+		if err := r.readFleet(ctx, s, g.Policy); err != nil {
+			return nil, err
+		}
 	}
 	ns := &corev1.Namespace{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: g.Cluster.GetName()}, ns); {

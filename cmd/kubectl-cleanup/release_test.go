@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
+)
+
+// TestRelease: with the operator running as its own service account, a
+// policy whose blast radius allows no teardown holds both clusters deleted;
+// the plan shows the hold; release names what it releases, only the
+// clusters asked for, and the operator lets exactly those go.
+func TestRelease(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	env, err := testenv.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
+	cfg, err := env.OperatorConfig(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	running, err := env.StartOperator(ctx, cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(running.Stop()).To(Succeed()) }()
+
+	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	zero := intstr.FromInt32(0)
+	policy := &v1alpha1.CleanupPolicy{}
+	policy.Name = "fleet"
+	policy.Spec.RemoveStrategy.Default = v1alpha1.RemoveStrategyRequired
+	policy.Spec.BlastRadius = &v1alpha1.BlastRadius{MaxTeardowns: &zero}
+	g.Expect(c.Create(ctx, policy)).To(Succeed())
+	names := []string{"eu-1", "eu-2", "eu-3"}
+	for _, name := range names {
+		g.Expect(createCluster(ctx, c, name)).To(Succeed())
+	}
+	for _, name := range names {
+		g.Eventually(func(g Gomega) {
+			mc := get(ctx, g, c, managedClusterGVK, client.ObjectKey{Name: name})
+			g.Expect(mc.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+
+	// Nothing held yet: nothing to release (exit 1).
+	out, err := kubectlCleanup(t, env.Kubeconfig, "release", "--policy", "fleet")
+	g.Expect(exitCode(err, true)).To(Equal(exitRefused), out)
+	out, err = kubectlCleanup(t, env.Kubeconfig, "release")
+	g.Expect(exitCode(err, true)).To(Equal(exitUsage), out)
+
+	for _, name := range names[:2] {
+		g.Expect(c.Delete(ctx, unstructuredObject(managedClusterGVK, "", name))).To(Succeed())
+	}
+	for _, name := range names[:2] {
+		g.Eventually(func(g Gomega) {
+			mc := get(ctx, g, c, managedClusterGVK, client.ObjectKey{Name: name})
+			g.Expect(heldByBlastRadius(mc)).To(BeTrue())
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	out, err = kubectlCleanup(t, env.Kubeconfig, "plan", "eu-1")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("hold: held by the blast radius of CleanupPolicy fleet (maxTeardowns 0 within 1h0m0s)"))
+
+	out, err = kubectlCleanup(t, env.Kubeconfig, "release", "--policy", "fleet", "--clusters", "nope")
+	g.Expect(exitCode(err, true)).To(Equal(exitNotFound), out)
+
+	out, err = kubectlCleanup(t, env.Kubeconfig, "release", "--policy", "fleet", "--clusters", "eu-1,eu-3")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`ManagedCluster eu-1: teardown released \(cleanup.fleetops.dev/blast-radius-released=1/\S+\)\.`))
+	g.Expect(out).To(ContainSubstring("ManagedCluster eu-3: not held by the blast radius of CleanupPolicy fleet; nothing written."))
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "eu-1"}, unstructuredObject(managedClusterGVK, "", "eu-1")))
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "eu-1 was not released")
+	g.Consistently(func(g Gomega) {
+		mc := get(ctx, g, c, managedClusterGVK, client.ObjectKey{Name: "eu-2"})
+		g.Expect(heldByBlastRadius(mc)).To(BeTrue())
+		g.Expect(mc.GetAnnotations()).NotTo(HaveKey(v1alpha1.BlastRadiusReleasedAnnotation))
+	}).WithTimeout(2 * time.Second).Should(Succeed())
+
+	out, err = kubectlCleanup(t, env.Kubeconfig, "release", "--policy", "fleet", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring(`"released": [`))
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "eu-2"}, unstructuredObject(managedClusterGVK, "", "eu-2")))
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "eu-2 was not released")
+}

@@ -1,0 +1,327 @@
+package decision
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// Fleet is what the blast-radius budget of a policy reads of the hub, all
+// from the API server's state (never from what a process remembers), so
+// that every replica and every restart decides alike.
+type Fleet struct {
+	// Governed is how many ManagedClusters the policy governs: the base of
+	// a percentage maxTeardowns.
+	Governed int
+	// Deleting are the ManagedClusters being deleted under the operator's
+	// finalizer whose governing-policy annotation names the policy, the
+	// cluster planned included.
+	Deleting []*unstructured.Unstructured
+	// Begun are the teardowns of the policy's clusters their records say
+	// began (the record is written before a teardown's first write), the
+	// clusters torn down and gone included.
+	Begun []Started
+	// Default is the operator-wide budget: each field the policy leaves
+	// unset is taken from it.
+	Default v1alpha1.BlastRadius
+}
+
+// Started is a teardown begun, as its record says: the cluster, and when it
+// was deleted.
+type Started struct {
+	Cluster string
+	UID     types.UID
+	Start   time.Time
+}
+
+// Budget is the blast radius a policy's teardowns are held to.
+type Budget struct {
+	// MaxTeardowns is how many teardowns may begin within Window; -1: no bound.
+	MaxTeardowns int
+	// Share is the percentage MaxTeardowns was computed from; "" for a count.
+	Share  string
+	Window time.Duration
+	// MaxConcurrent is how many may be in progress at once; 0: no bound.
+	MaxConcurrent int
+	AfterWindow   v1alpha1.AfterWindow
+}
+
+// BudgetOf is the budget of a policy's spec.blastRadius, each unset field
+// from the operator's default, for a policy governing governed clusters.
+func BudgetOf(spec *v1alpha1.BlastRadius, def v1alpha1.BlastRadius, governed int) Budget {
+	b := Budget{MaxTeardowns: -1, Window: v1alpha1.DefaultBlastRadiusWindow.Duration, AfterWindow: v1alpha1.AfterWindowHold}
+	pick := def
+	if spec != nil {
+		pick = *spec
+		if pick.MaxTeardowns == nil {
+			pick.MaxTeardowns = def.MaxTeardowns
+		}
+		if pick.Window == nil {
+			pick.Window = def.Window
+		}
+		if pick.MaxConcurrent == nil {
+			pick.MaxConcurrent = def.MaxConcurrent
+		}
+		if pick.AfterWindow == "" {
+			pick.AfterWindow = def.AfterWindow
+		}
+	}
+	if m := pick.MaxTeardowns; m != nil {
+		if m.Type == intstr.String {
+			b.Share = m.StrVal
+		}
+		// A share rounds down: when in doubt, hold.
+		n, err := intstr.GetScaledValueFromIntOrPercent(m, governed, false)
+		if err != nil || n < 0 {
+			n = 0
+		}
+		b.MaxTeardowns = n
+	}
+	if pick.Window != nil && pick.Window.Duration > 0 {
+		b.Window = pick.Window.Duration
+	}
+	if pick.MaxConcurrent != nil && *pick.MaxConcurrent > 0 {
+		b.MaxConcurrent = int(*pick.MaxConcurrent)
+	}
+	if pick.AfterWindow != "" {
+		b.AfterWindow = pick.AfterWindow
+	}
+	return b
+}
+
+// String names the budget as the condition and the plan show it.
+func (b Budget) String() string {
+	var parts []string
+	if b.MaxTeardowns >= 0 {
+		n := strconv.Itoa(b.MaxTeardowns)
+		if b.Share != "" {
+			n += " (" + b.Share + " of the governed clusters)"
+		}
+		parts = append(parts, fmt.Sprintf("maxTeardowns %s within %s", n, b.Window))
+	}
+	if b.MaxConcurrent > 0 {
+		parts = append(parts, fmt.Sprintf("maxConcurrent %d", b.MaxConcurrent))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// notStarted are the reasons of a ContentDeleteSuccess condition written
+// before the teardown's first write.
+var notStarted = []string{v1alpha1.WaitingForHooksReason, v1alpha1.ResumedReason,
+	v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingForTurnReason}
+
+// Begun says whether the teardown of a deleted cluster has begun: its
+// ContentDeleteSuccess condition says so (False or True, or Unknown with a
+// reason other than a hold before the first write). A begun teardown is
+// never held by the budget.
+func Begun(mc *unstructured.Unstructured) bool {
+	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	return c != nil && (c.Status != metav1.ConditionUnknown || !slices.Contains(notStarted, c.Reason))
+}
+
+// heldByBudget says whether the cluster's condition says the budget held it.
+func heldByBudget(mc *unstructured.Unstructured) bool {
+	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	return c != nil && c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.BlastRadiusExceededReason
+}
+
+// inProgress says whether a teardown has begun and not finished.
+func inProgress(mc *unstructured.Unstructured) bool {
+	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	return Begun(mc) && c.Status != metav1.ConditionTrue
+}
+
+// byDeletion orders clusters by their deletion, then name.
+func byDeletion(a, b *unstructured.Unstructured) int {
+	if c := a.GetDeletionTimestamp().Compare(b.GetDeletionTimestamp().Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.GetName(), b.GetName())
+}
+
+// ReleaseClockSkew is how far in the future a release's time may be and
+// still count, as for a deletion confirmation.
+const ReleaseClockSkew = ConfirmationClockSkew
+
+// Released says whether the cluster carries a release of its held teardown
+// that counts at now: "<count>/<time>", count a positive number, time in
+// RFC 3339, written after the cluster's deletion (a release never reaches a
+// deletion that came after it) and not in the future. why says why a
+// release the cluster carries does not count.
+func Released(mc *unstructured.Unstructured, now time.Time) (ok bool, why string) {
+	v, has := mc.GetAnnotations()[v1alpha1.BlastRadiusReleasedAnnotation]
+	if !has {
+		return false, ""
+	}
+	count, at, found := strings.Cut(v, "/")
+	n, err := strconv.Atoi(count)
+	if !found || err != nil || n < 1 {
+		return false, fmt.Sprintf("%s is %q, not <count>/<time>", v1alpha1.BlastRadiusReleasedAnnotation, v)
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	ts := mc.GetDeletionTimestamp()
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("%s is %q: its time is not RFC 3339", v1alpha1.BlastRadiusReleasedAnnotation, v)
+	case t.After(now.Add(ReleaseClockSkew)):
+		return false, fmt.Sprintf("%s is %q, in the future", v1alpha1.BlastRadiusReleasedAnnotation, v)
+	case ts == nil || t.Before(ts.Time.Truncate(time.Second)):
+		return false, fmt.Sprintf("%s is %q, written before the cluster's deletion", v1alpha1.BlastRadiusReleasedAnnotation, v)
+	}
+	return true, ""
+}
+
+// counted says whether a deleting cluster counts against the budget at
+// now: its deletion within the window; or its teardown begun within it (a
+// burst the operator met late); or not begun and not held yet (a deletion
+// nobody counted). A teardown held past its window counts no more: it
+// stays held until released.
+func (b Budget) counted(mc *unstructured.Unstructured, now time.Time) bool {
+	since := now.Add(-b.Window)
+	if mc.GetDeletionTimestamp().Time.After(since) {
+		return true
+	}
+	if !Begun(mc) {
+		return !heldByBudget(mc)
+	}
+	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	return c.LastTransitionTime.After(since)
+}
+
+// verdict is what the budget says of one teardown not begun.
+type verdict struct {
+	reason, message string
+	requeue         time.Duration
+}
+
+// budgetVerdict decides whether the budget holds the teardown of mc, a
+// deleted cluster whose teardown has not begun: nil when it may begin.
+func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructured, now time.Time) *verdict {
+	released, _ := Released(mc, now)
+	if b.MaxTeardowns >= 0 && !released {
+		if v := b.exceeded(policy, f, mc, now); v != nil {
+			return v
+		}
+	}
+	if b.MaxConcurrent <= 0 {
+		return nil
+	}
+	running, pending := []string{}, []*unstructured.Unstructured{}
+	for _, c := range f.Deleting {
+		switch {
+		case inProgress(c):
+			running = append(running, c.GetName())
+		case !Begun(c) && !heldByBudget(c) || c.GetUID() == mc.GetUID():
+			pending = append(pending, c)
+		}
+	}
+	slices.SortFunc(pending, byDeletion)
+	turn := slices.IndexFunc(pending, func(c *unstructured.Unstructured) bool { return c.GetUID() == mc.GetUID() })
+	if len(running)+turn < b.MaxConcurrent {
+		return nil
+	}
+	slices.Sort(running)
+	return &verdict{reason: v1alpha1.WaitingForTurnReason, requeue: turnRetry, message: fmt.Sprintf(
+		"waiting its turn under the blast radius of CleanupPolicy %s (%s): %d teardown(s) in progress (%s) and %d before it; nothing is written until one ends",
+		policy, b, len(running), Bounded(running, ", "), turn)}
+}
+
+// heldRetry is how soon, at most, a held teardown looks again, so that its
+// message counts the deletions since (another cluster's deletion brings no
+// event for this one); sooner when a counted deletion leaves the window.
+const heldRetry = time.Minute
+
+// turnRetry is how soon a teardown waiting its turn looks again: another
+// cluster's teardown ending brings no event for this one.
+const turnRetry = 15 * time.Second
+
+// exceeded holds mc when it is beyond the first maxTeardowns of the
+// teardowns counted, or when the budget held it before and its window
+// passed (until released, or, afterWindow Proceed, until a window passes
+// with no new deletion).
+func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured, now time.Time) *verdict {
+	window := map[types.UID]Started{}
+	quiet, next := true, time.Duration(0)
+	note := func(start time.Time) {
+		if ends := start.Add(b.Window).Sub(now); ends > 0 {
+			quiet = false
+			if next == 0 || ends < next {
+				next = ends
+			}
+		}
+	}
+	for _, r := range f.Begun {
+		note(r.Start)
+		if r.Start.After(now.Add(-b.Window)) {
+			window[r.UID] = r
+		}
+	}
+	for _, c := range f.Deleting {
+		note(c.GetDeletionTimestamp().Time)
+		delete(window, c.GetUID())
+		if b.counted(c, now) {
+			window[c.GetUID()] = Started{Cluster: c.GetName(), UID: c.GetUID(), Start: c.GetDeletionTimestamp().Time}
+		}
+	}
+	ranked := slices.SortedFunc(maps.Values(window), func(x, y Started) int {
+		return cmp.Or(x.Start.Truncate(time.Second).Compare(y.Start.Truncate(time.Second)), cmp.Compare(x.Cluster, y.Cluster))
+	})
+	rank := slices.IndexFunc(ranked, func(c Started) bool { return c.UID == mc.GetUID() })
+	switch {
+	case rank >= 0 && rank < b.MaxTeardowns:
+		return nil
+	case rank < 0 && quiet && b.AfterWindow == v1alpha1.AfterWindowProceed:
+		return nil
+	}
+	names := make([]string, 0, len(ranked))
+	for _, c := range ranked {
+		names = append(names, c.Cluster)
+	}
+	msg := fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s): %d teardown(s) of its clusters counted within the window: %s",
+		policy, b, len(ranked), Bounded(names, ", "))
+	if rank < 0 {
+		msg = fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s) since a burst past it; its window passed and afterWindow is %s",
+			policy, b, b.AfterWindow)
+	}
+	msg += fmt.Sprintf("; nothing is written or deleted until it is released: kubectl cleanup release --policy %s --clusters %s", policy, mc.GetName())
+	if next == 0 || next > heldRetry {
+		next = heldRetry
+	}
+	return &verdict{reason: v1alpha1.BlastRadiusExceededReason, message: msg, requeue: next}
+}
+
+// blastRadius adds, while the policy's budget holds the teardown, the step
+// that holds it before its first write: it writes nothing but the condition
+// (Unknown: the cleanup has not started), with a Warning Event. A teardown
+// begun is never held; a snapshot without a fleet (no budget) has no such
+// step.
+func (t *teardown) blastRadius() bool {
+	f := t.s.Fleet
+	if f == nil || !t.plan.Deleting || t.plan.DryRun || Begun(t.s.Cluster) {
+		return true
+	}
+	b := BudgetOf(t.p.Spec.BlastRadius, f.Default, f.Governed)
+	v := budgetVerdict(t.p.Name, b, f, t.s.Cluster, t.s.Now)
+	if v == nil {
+		return true
+	}
+	st := Step{Kind: StepBlastRadius, Actions: []Action{{Verb: VerbHold, Resource: ManagedClustersResource, Name: t.plan.Cluster, For: v.message}}}
+	st.Report = &Report{Pending: true, Reason: v.reason, Message: v.message, Requeue: metav1.Duration{Duration: v.requeue}}
+	if v.reason == v1alpha1.BlastRadiusExceededReason {
+		st.Report.Event, st.Report.Action = v.reason, "BlastRadius"
+	}
+	t.plan.BlastRadius = v.message
+	return t.add(st, false, false)
+}

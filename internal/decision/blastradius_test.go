@@ -1,0 +1,131 @@
+package decision_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// deleting is a cluster deleted at t, with its ContentDeleteSuccess
+// reason (status Unknown for a hold before the first write, False else);
+// "" for none.
+func deleting(name string, t time.Time, reason string) *unstructured.Unstructured {
+	mc := &unstructured.Unstructured{Object: map[string]any{}}
+	mc.SetName(name)
+	mc.SetUID(types.UID("uid-" + name))
+	ts := metav1.NewTime(t)
+	mc.SetDeletionTimestamp(&ts)
+	if reason != "" {
+		status := "False"
+		if reason == v1alpha1.BlastRadiusExceededReason || reason == v1alpha1.WaitingForTurnReason {
+			status = "Unknown"
+		}
+		_ = unstructured.SetNestedSlice(mc.Object, []any{map[string]any{"type": v1alpha1.ContentDeleteSuccessCondition,
+			"status": status, "reason": reason, "message": "m", "lastTransitionTime": t.UTC().Format(time.RFC3339)}}, "status", "conditions")
+	}
+	return mc
+}
+
+func TestBudgetOfTakesEachUnsetFieldFromTheDefault(t *testing.T) {
+	share := intstr.FromString("10%")
+	two := int32(2)
+	def := v1alpha1.BlastRadius{MaxTeardowns: &share, MaxConcurrent: &two}
+	five := intstr.FromInt32(5)
+	b := decision.BudgetOf(&v1alpha1.BlastRadius{MaxTeardowns: &five}, def, 100)
+	if b.MaxTeardowns != 5 || b.MaxConcurrent != 2 || b.Window != time.Hour || b.AfterWindow != v1alpha1.AfterWindowHold {
+		t.Fatalf("got %+v", b)
+	}
+	// A share rounds down: 10% of 19 is 1, of 5 is 0.
+	if b := decision.BudgetOf(nil, def, 19); b.MaxTeardowns != 1 {
+		t.Fatalf("10%% of 19: got %d", b.MaxTeardowns)
+	}
+	if b := decision.BudgetOf(nil, def, 5); b.MaxTeardowns != 0 {
+		t.Fatalf("10%% of 5: got %d", b.MaxTeardowns)
+	}
+	if b := decision.BudgetOf(nil, v1alpha1.BlastRadius{}, 5); b.MaxTeardowns != -1 || b.MaxConcurrent != 0 {
+		t.Fatalf("no budget: got %+v", b)
+	}
+}
+
+func TestBudgetVerdict(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	b := decision.Budget{MaxTeardowns: 2, Window: time.Hour, AfterWindow: v1alpha1.AfterWindowHold}
+	a := deleting("a", now.Add(-10*time.Minute), v1alpha1.ResourcesRemainingReason)
+	c := deleting("c", now.Add(-5*time.Minute), "")
+	d := deleting("d", now.Add(-5*time.Minute), "")
+	gone := decision.Started{Cluster: "b", UID: "uid-b", Start: now.Add(-20 * time.Minute)}
+	f := &decision.Fleet{Deleting: []*unstructured.Unstructured{d, c, a}, Begun: []decision.Started{gone}}
+	for _, tc := range []struct {
+		name string
+		b    decision.Budget
+		f    *decision.Fleet
+		mc   *unstructured.Unstructured
+		now  time.Time
+		want string
+	}{
+		{"a gone teardown counts: c is third", b, f, c, now, v1alpha1.BlastRadiusExceededReason},
+		{"without the gone one, c is second", b, &decision.Fleet{Deleting: f.Deleting}, c, now, ""},
+		{"ties break by name", b, &decision.Fleet{Deleting: f.Deleting}, d, now, v1alpha1.BlastRadiusExceededReason},
+		{"a budget raised lets it go", decision.Budget{MaxTeardowns: 3, Window: time.Hour}, f, c, now, ""},
+		{"the gone one past the window counts no more", b, f, c, now.Add(41 * time.Minute), ""},
+	} {
+		if got := decision.BudgetVerdict("p", tc.b, tc.f, tc.mc, tc.now); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+
+	// Held, and its window passed: Hold keeps it, Proceed lets it go
+	// once no deletion is within the window.
+	held := deleting("h", now.Add(-2*time.Hour), v1alpha1.BlastRadiusExceededReason)
+	quiet := &decision.Fleet{Deleting: []*unstructured.Unstructured{held}}
+	if got := decision.BudgetVerdict("p", b, quiet, held, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Errorf("Hold past the window: got %q", got)
+	}
+	proceed := b
+	proceed.AfterWindow = v1alpha1.AfterWindowProceed
+	if got := decision.BudgetVerdict("p", proceed, quiet, held, now); got != "" {
+		t.Errorf("Proceed past a quiet window: got %q", got)
+	}
+	busy := &decision.Fleet{Deleting: []*unstructured.Unstructured{held, deleting("n", now.Add(-time.Minute), v1alpha1.ResourcesRemainingReason)}}
+	if got := decision.BudgetVerdict("p", proceed, busy, held, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Errorf("Proceed with a deletion within the window: got %q", got)
+	}
+
+	// maxConcurrent: one in progress, the next in line waits.
+	pace := decision.Budget{MaxTeardowns: -1, Window: time.Hour, MaxConcurrent: 1}
+	if got := decision.BudgetVerdict("p", pace, f, c, now); got != v1alpha1.WaitingForTurnReason {
+		t.Errorf("maxConcurrent 1 with one in progress: got %q", got)
+	}
+	pace.MaxConcurrent = 2
+	if got := decision.BudgetVerdict("p", pace, f, c, now); got != "" {
+		t.Errorf("maxConcurrent 2, c first in line: got %q", got)
+	}
+	if got := decision.BudgetVerdict("p", pace, f, d, now); got != v1alpha1.WaitingForTurnReason {
+		t.Errorf("maxConcurrent 2, d second in line: got %q", got)
+	}
+}
+
+func TestReleased(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mc := deleting("a", now.Add(-time.Hour), v1alpha1.BlastRadiusExceededReason)
+	for value, want := range map[string]bool{
+		"2/" + now.Add(-time.Minute).Format(time.RFC3339):   true,
+		"2/" + now.Add(-2*time.Hour).Format(time.RFC3339):   false, // before the deletion
+		"2/" + now.Add(10*time.Minute).Format(time.RFC3339): false, // in the future
+		"0/" + now.Format(time.RFC3339):                     false,
+		"2/yesterday":                                       false,
+		now.Format(time.RFC3339):                            false,
+	} {
+		mc.SetAnnotations(map[string]string{v1alpha1.BlastRadiusReleasedAnnotation: value})
+		if got, why := decision.Released(mc, now); got != want || !got && why == "" {
+			t.Errorf("%q: got %v (%s), want %v", value, got, why, want)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package snapshot
+
+import (
+	"context"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
+)
+
+// readFleet reads, for a deleted cluster whose policy (or the operator)
+// sets a blast radius, the policy's clusters: how many it governs and those
+// being deleted under the operator's finalizer. A cluster belongs to the
+// policy by its governing-policy annotation, which the operator writes with
+// its finalizer: the same set for every replica and every restart.
+func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Policy) error {
+	if s.Cluster.GetDeletionTimestamp() == nil || p.Spec.BlastRadius == nil && !bounds(r.BlastRadius) {
+		return nil
+	}
+	list := NewManagedClusterList()
+	if err := r.Client.List(ctx, list); err != nil {
+		return err
+	}
+	f := &decision.Fleet{Default: r.BlastRadius}
+	for i := range list.Items {
+		mc := &list.Items[i]
+		if !slices.Contains(mc.GetFinalizers(), v1alpha1.ClusterCleanupFinalizer) || decision.Pin(mc) != p.Name {
+			continue
+		}
+		f.Governed++
+		if mc.GetDeletionTimestamp() != nil {
+			f.Deleting = append(f.Deleting, mc)
+		}
+	}
+	// The cluster planned counts as read, even when the list is behind it.
+	if i := slices.IndexFunc(f.Deleting, func(c *unstructured.Unstructured) bool { return c.GetUID() == s.Cluster.GetUID() }); i >= 0 {
+		f.Deleting[i] = s.Cluster
+	} else {
+		f.Deleting = append(f.Deleting, s.Cluster)
+	}
+	if r.RecordsNamespace != "" {
+		// Teardowns begun count, by their records, after their clusters
+		// are gone; within the longest window a budget may name.
+		b := decision.BudgetOf(p.Spec.BlastRadius, r.BlastRadius, f.Governed)
+		started, err := record.StartedUnder(ctx, r.Client, r.RecordsNamespace, p.Name, s.Now.Add(-b.Window))
+		if err != nil {
+			return err
+		}
+		for _, st := range started {
+			f.Begun = append(f.Begun, decision.Started{Cluster: st.Cluster, UID: st.UID, Start: st.Start})
+		}
+	}
+	s.Fleet = f
+	return nil
+}
+
+// bounds says whether a budget bounds anything.
+func bounds(b v1alpha1.BlastRadius) bool {
+	return b.MaxTeardowns != nil || b.MaxConcurrent != nil
+}
