@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
@@ -28,6 +29,9 @@ type Expression struct {
 	// map, filter, ...): only such an evaluation can run long on little
 	// cost, and only it is bounded in time (see evalCost).
 	iterates bool
+	// fast evaluates the expression without the program where it can
+	// (see fast.go); nil where the expression is outside its subset.
+	fast fastNode
 	// ast is the checked expression.
 	ast *celast.AST
 	// readsManifests says an orphaning rule reads more of a work's
@@ -248,11 +252,14 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 			est.Max, uint64(MaxEstimatedCost))))
 		return nil
 	}
-	// The base environment already sets what every program needs: cost
-	// tracking with the per-call limit, and optimization (constant folding,
-	// and constant matches() patterns compiled once with the program).
 	iterates := iterates(ast)
-	var opts []cel.ProgramOption
+	opts := []cel.ProgramOption{
+		cel.CostLimit(PerCallCostLimit),
+		// A constant pattern of matches() is compiled once, with the
+		// program, not on every call. The environment refused invalid
+		// literal patterns already, so this refuses nothing more.
+		cel.OptimizeRegex(interpreter.MatchesRegexOptimization),
+	}
 	if iterates {
 		opts = append(opts, cel.InterruptCheckFrequency(checkFrequency))
 	}
@@ -261,7 +268,7 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 		c.errs = append(c.errs, field.InternalError(path, err))
 		return nil
 	}
-	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, ast: ast.NativeRep(),
+	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, fast: compileFast(ast.NativeRep()), ast: ast.NativeRep(),
 		readsManifests: scope == ScopeManifest && readsManifests(ast)}
 }
 

@@ -166,6 +166,20 @@ func (e *Expression) evalCost(a *Activation) (ref.Val, uint64, error) {
 		// evaluation is bounded by its own deadline, not by ctx.)
 		return nil, 0, &EvalError{Path: e.Path.String(), Err: err}
 	}
+	if e.fast != nil {
+		// The fast path has no deadline: it stops past the per-call cost
+		// limit, and its work grows with the cost it charges.
+		if val, cost, ok := fastEval(e.fast, a); ok {
+			a.budget.spend(int64(cost))
+			return val, cost, nil
+		}
+	}
+	return e.evalProgram(a)
+}
+
+// evalProgram evaluates the expression with its tracked program, as
+// evalCost does where the fast path gives up.
+func (e *Expression) evalProgram(a *Activation) (ref.Val, uint64, error) {
 	var (
 		val     ref.Val
 		details *cel.EvalDetails

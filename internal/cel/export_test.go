@@ -45,3 +45,19 @@ func (a *Activation) LibraryAdapted(budget *Budget) *Activation {
 	}
 	return out
 }
+
+// HasFastPath reports whether e has a fast path.
+func (e *Expression) HasFastPath() bool { return e.fast != nil }
+
+// EvalFast evaluates e on its fast path alone; ok is false where the fast
+// path leaves the evaluation to the program. The budget is not charged.
+func (e *Expression) EvalFast(a *Activation) (val ref.Val, cost uint64, ok bool) {
+	if e.fast == nil {
+		return nil, 0, false
+	}
+	return fastEval(e.fast, a)
+}
+
+// EvalProgram evaluates e with its tracked program alone, as evalCost
+// does where the fast path gives up.
+func (e *Expression) EvalProgram(a *Activation) (ref.Val, uint64, error) { return e.evalProgram(a) }

@@ -35,6 +35,8 @@ import (
 //     is an EvalError. (The actual cost is not held to the estimate: on
 //     dynamic variables, such as manifest, cel-go's estimate can be a step
 //     or two below the actual cost. The per-call limit is what bounds it.)
+//   - where the fast path answers an evaluation, the tracked program
+//     succeeds with the same value at the same cost;
 //   - renaming the reserved word namespace keeps an expression's length, so
 //     error positions stay true, and restores to the text as written.
 func FuzzCompile(f *testing.F) {
@@ -155,6 +157,7 @@ func checkCompiled(t *testing.T, g *exprGen, p *cel.Policy) {
 		}
 		cost, err := evalReturns(t, x, a)
 		sameAsLibrary(t, x, a, err)
+		sameAsProgram(t, x, a)
 		if err != nil {
 			var evalErr *cel.EvalError
 			if !errors.As(err, &evalErr) {
@@ -190,6 +193,27 @@ func sameAsLibrary(t *testing.T, x scoped, a *cel.Activation, err error) {
 	}
 	if b, ok := val.(types.Bool); ok && err == nil && libVal != b {
 		t.Fatalf("%s: %v here, %v through the library's adapter:\n%s", x.expr.Path, val, libVal, x.src)
+	}
+}
+
+// sameAsProgram evaluates x on its fast path and with its tracked program
+// and fails the test unless, where the fast path answers, the program
+// succeeds with the same value at the same cost.
+func sameAsProgram(t *testing.T, x scoped, a *cel.Activation) {
+	t.Helper()
+	val, cost, ok := x.expr.EvalFast(a)
+	if !ok {
+		return
+	}
+	progVal, progCost, progErr := x.expr.EvalProgram(a)
+	switch {
+	case cel.Transient(progErr):
+	case progErr != nil:
+		t.Fatalf("%s: the fast path answered %v, the program failed: %v\n%s", x.expr.Path, val, progErr, x.src)
+	case cost != progCost:
+		t.Fatalf("%s: the fast path's cost %d, the program's %d\n%s", x.expr.Path, cost, progCost, x.src)
+	case !sameFastVal(val, progVal):
+		t.Fatalf("%s: the fast path's %v, the program's %v\n%s", x.expr.Path, val, progVal, x.src)
 	}
 }
 
