@@ -60,6 +60,7 @@ CHART ?= charts/cleanup-operator
 chart: ## Copy into the Helm chart what it embeds from config/, and set its appVersion to VERSION.
 	cp config/crd/bases/cleanup.fleetops.dev_cleanuppolicies.yaml $(CHART)/crds/
 	cp config/rbac/role.yaml $(CHART)/files/manager-role.yaml
+	cp config/rbac/bootstrap_role.yaml $(CHART)/files/bootstrap-role.yaml
 	cp config/webhook/manifests.yaml $(CHART)/files/webhook-manifests.yaml
 	cp config/prometheus/rule.yaml $(CHART)/files/prometheus-rule.yaml
 	cp config/grafana/cleanup-operator.json $(CHART)/files/cleanup-operator.json

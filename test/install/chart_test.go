@@ -80,6 +80,7 @@ func TestChartFilesMatchConfig(t *testing.T) {
 	copies := map[string]string{
 		"config/crd/bases/cleanup.fleetops.dev_cleanuppolicies.yaml": "crds/cleanup.fleetops.dev_cleanuppolicies.yaml",
 		"config/rbac/role.yaml":                "files/manager-role.yaml",
+		"config/rbac/bootstrap_role.yaml":      "files/bootstrap-role.yaml",
 		"config/webhook/manifests.yaml":        "files/webhook-manifests.yaml",
 		"config/prometheus/rule.yaml":          "files/prometheus-rule.yaml",
 		"config/grafana/cleanup-operator.json": "files/cleanup-operator.json",

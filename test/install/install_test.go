@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -207,6 +208,14 @@ func governsAFleet(ctx context.Context, t *testing.T, c client.Client, run *mana
 
 	policy := cleanupPolicy("install-test", "cluster.metadata.labels['env'] == 'install-test'")
 	g.Expect(c.Create(ctx, policy)).To(Succeed(), run.logs())
+
+	// The installed rights let the operator create every admission policy
+	// it guards (the bootstrap role): a path without them runs unguarded.
+	for _, obj := range admissionpolicy.AllObjects(admissionpolicy.DefaultOperatorUser) {
+		g.Eventually(func() error {
+			return c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "%T %s: %s", obj, obj.GetName(), run.logs())
+	}
 
 	cluster := &unstructured.Unstructured{}
 	cluster.SetAPIVersion("cluster.open-cluster-management.io/v1")
