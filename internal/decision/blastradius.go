@@ -262,10 +262,13 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 			}
 		}
 	}
+	// begun teardowns hold their slots first: one not begun, deleted
+	// earlier or sorting earlier, must not take a slot a begun one used.
+	begun := map[types.UID]bool{}
 	for _, r := range f.Begun {
 		note(r.Start)
 		if r.Start.After(now.Add(-b.Window)) {
-			window[r.UID] = r
+			window[r.UID], begun[r.UID] = r, true
 		}
 	}
 	for _, c := range f.Deleting {
@@ -273,10 +276,12 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 		delete(window, c.GetUID())
 		if b.counted(c, now) {
 			window[c.GetUID()] = Started{Cluster: c.GetName(), UID: c.GetUID(), Start: c.GetDeletionTimestamp().Time}
+			begun[c.GetUID()] = Begun(c)
 		}
 	}
 	ranked := slices.SortedFunc(maps.Values(window), func(x, y Started) int {
-		return cmp.Or(x.Start.Truncate(time.Second).Compare(y.Start.Truncate(time.Second)), cmp.Compare(x.Cluster, y.Cluster))
+		return cmp.Or(cmp.Compare(boolRank(begun[x.UID]), boolRank(begun[y.UID])),
+			x.Start.Truncate(time.Second).Compare(y.Start.Truncate(time.Second)), cmp.Compare(x.Cluster, y.Cluster))
 	})
 	rank := slices.IndexFunc(ranked, func(c Started) bool { return c.UID == mc.GetUID() })
 	switch {
@@ -300,6 +305,14 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 		next = heldRetry
 	}
 	return &verdict{reason: v1alpha1.BlastRadiusExceededReason, message: msg, requeue: next}
+}
+
+// boolRank orders true before false.
+func boolRank(v bool) int {
+	if v {
+		return 0
+	}
+	return 1
 }
 
 // blastRadius adds, while the policy's budget holds the teardown, the step

@@ -14,7 +14,8 @@ import (
 )
 
 // deleting is a cluster deleted at t, with its ContentDeleteSuccess
-// reason (status Unknown for a hold before the first write, False else);
+// reason (status Unknown for a hold before the first write: hooks, the
+// blast radius, its turn; False else);
 // "" for none.
 func deleting(name string, t time.Time, reason string) *unstructured.Unstructured {
 	mc := &unstructured.Unstructured{Object: map[string]any{}}
@@ -24,7 +25,7 @@ func deleting(name string, t time.Time, reason string) *unstructured.Unstructure
 	mc.SetDeletionTimestamp(&ts)
 	if reason != "" {
 		status := "False"
-		if reason == v1alpha1.BlastRadiusExceededReason || reason == v1alpha1.WaitingForTurnReason {
+		if reason == v1alpha1.BlastRadiusExceededReason || reason == v1alpha1.WaitingForTurnReason || reason == v1alpha1.WaitingForHooksReason {
 			status = "Unknown"
 		}
 		_ = unstructured.SetNestedSlice(mc.Object, []any{map[string]any{"type": v1alpha1.ContentDeleteSuccessCondition,
@@ -79,6 +80,22 @@ func TestBudgetVerdict(t *testing.T) {
 		if got := decision.BudgetVerdict("p", tc.b, tc.f, tc.mc, tc.now); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
+	}
+
+	// A teardown begun keeps its slot: a cluster deleted earlier whose
+	// teardown had not begun (its policy suspended, or hooks holding it)
+	// does not take the slot from it, nor does a later one that sorts
+	// before it by name within the same second.
+	one := decision.Budget{MaxTeardowns: 1, Window: time.Hour, AfterWindow: v1alpha1.AfterWindowHold}
+	early := deleting("early", now.Add(-30*time.Minute), v1alpha1.WaitingForHooksReason)
+	started := deleting("started", now.Add(-10*time.Minute), v1alpha1.ResourcesRemainingReason)
+	if got := decision.BudgetVerdict("p", one, &decision.Fleet{Deleting: []*unstructured.Unstructured{early, started}}, early, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Errorf("an earlier deletion after a begun teardown took its slot: got %q", got)
+	}
+	zeta := deleting("zeta", now.Add(-time.Minute), v1alpha1.ResourcesRemainingReason)
+	alpha := deleting("alpha", now.Add(-time.Minute), "")
+	if got := decision.BudgetVerdict("p", one, &decision.Fleet{Deleting: []*unstructured.Unstructured{alpha, zeta}}, alpha, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Errorf("a same-second deletion sorting first took a begun teardown's slot: got %q", got)
 	}
 
 	// Held, and its window passed: Hold keeps it, Proceed lets it go
