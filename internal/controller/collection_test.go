@@ -328,7 +328,10 @@ var _ = Describe("Deleting a group in one request", func() {
 					return k8s.Update(ctx, restored)
 				}).Should(Succeed())
 			})
-			ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, nil)
+			// The operator's guard puts the edited object back within moments;
+			// what it wrote stays unsettled for AdmissionSettle, so the
+			// collection is refused whether the edit or the restore is seen.
+			ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, controller.AdmissionSettle, nil)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(ok).To(BeFalse())
 			Expect(deletingWorks(namespace, "w-0", "w-1", "w-2")).To(BeEmpty())
