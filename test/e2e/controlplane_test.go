@@ -251,6 +251,8 @@ func checkControllerManager() {
 func operatorKubeconfig() string {
 	const user = "cleanup-operator"
 	roles := clusterRoles(filepath.Join(paths.root, "config", "rbac", "role.yaml"))
+	// The bootstrap role: creating and keeping the admission policies.
+	roles = append(roles, clusterRoles(filepath.Join(paths.root, "config", "rbac", "bootstrap_role.yaml"))...)
 	roles = append(roles, rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "cleanup-operator-e2e-extra"},
 		Rules: []rbacv1.PolicyRule{{
