@@ -268,3 +268,22 @@ func userKubeconfig(ctx context.Context, t *testing.T, g *WithT, c client.Client
 	g.Expect(os.WriteFile(path, raw, 0o600)).To(Succeed())
 	return path
 }
+
+// hubWithOperator starts an API server and, on it, the operator as its own
+// service account; both stop when the test ends. It returns the server and
+// an administrator's client.
+func hubWithOperator(ctx context.Context, t *testing.T) (*testenv.Env, client.Client) {
+	t.Helper()
+	g := NewWithT(t)
+	env, err := testenv.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(env.Stop()).To(Succeed()) })
+	cfg, err := env.OperatorConfig(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	running, err := env.StartOperator(ctx, cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(running.Stop()).To(Succeed()) })
+	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	return env, c
+}

@@ -11,8 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestRelease: with the operator running as its own service account, a
@@ -24,17 +22,7 @@ func TestRelease(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	cfg, err := env.OperatorConfig(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	running, err := env.StartOperator(ctx, cfg)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(running.Stop()).To(Succeed()) }()
-
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := hubWithOperator(ctx, t)
 	zero := intstr.FromInt32(0)
 	policy := &v1alpha1.CleanupPolicy{}
 	policy.Name = "fleet"
