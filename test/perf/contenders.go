@@ -36,6 +36,8 @@ type run struct {
 	admin  client.Client
 	fleet  fleet
 	mgrBin string
+	// maxConcurrent is the teardown case's pace for operator-paced.
+	maxConcurrent int
 }
 
 // instance is a started contender.
@@ -49,6 +51,8 @@ type instance struct {
 	// contender's teardown is done.
 	teardown func(ctx context.Context) error
 	stop     func()
+	// note, when set, says what the contender alone measured.
+	note func() string
 }
 
 // contender is one way of tearing the fleet's clusters down.
@@ -89,19 +93,28 @@ var contenders = map[string]contender{
 	"operator-fast": {name: "operator, --kube-api-qps=5000 --kube-api-burst=5000", user: userOperator,
 		about: "as operator, with the client limits lifted",
 		start: startOperator(true, "--kube-api-qps=5000", "--kube-api-burst=5000")},
+	"operator-paced": {name: "operator, paced", user: userOperator,
+		about: "as operator, the policy's spec.blastRadius.maxConcurrent at the case's pace (50 for the storm): a storm torn down at the pace the hub chose",
+		start: startOperatorPaced(true, -1)},
 }
 
 // contenderOrder is the order of the table's columns.
-var contenderOrder = []string{"bare", "bare16", "bare16-watch", "bare16-watch-meta", "bare16-admission", "bare16-collection", "ocm", "operator", "operator-cold", "operator-fast"}
+var contenderOrder = []string{"bare", "bare16", "bare16-watch", "bare16-watch-meta", "bare16-admission", "bare16-collection", "ocm", "operator", "operator-cold", "operator-fast", "operator-paced"}
 
 // createPolicy creates a CleanupPolicy that governs every cluster, with
-// the default stages (add-ons, then works) and the Required strategy.
-func createPolicy(ctx context.Context, c client.Client) error {
+// the default stages (add-ons, then works) and the Required strategy; with
+// maxConcurrent > 0, a blast radius that runs at most that many teardowns
+// at once and bounds nothing else.
+func createPolicy(ctx context.Context, c client.Client, maxConcurrent int) error {
+	spec := map[string]any{"removeStrategy": map[string]any{"default": "Required"}}
+	if maxConcurrent > 0 {
+		spec["blastRadius"] = map[string]any{"maxConcurrent": int64(maxConcurrent)}
+	}
 	pol := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cleanup.fleetops.dev/v1alpha1",
 		"kind":       "CleanupPolicy",
 		"metadata":   map[string]any{"name": "bench"},
-		"spec":       map[string]any{"removeStrategy": map[string]any{"default": "Required"}},
+		"spec":       spec,
 	}}
 	return c.Create(ctx, pol)
 }
@@ -186,8 +199,19 @@ func (op *operatorProcess) watchExit(ctx context.Context) (context.Context, cont
 // (admissionSettle), as on a hub where it has run for more than a few
 // seconds.
 func startOperator(settled bool, extra ...string) func(ctx context.Context, r *run) (*instance, error) {
+	return startOperatorPaced(settled, 0, extra...)
+}
+
+// startOperatorPaced is startOperator with a policy whose blast radius
+// allows maxConcurrent teardowns at once (0: no bound; -1: the case's
+// maxConcurrent); the instance's note says how many it saw under way at
+// once.
+func startOperatorPaced(settled bool, maxConcurrent int, extra ...string) func(ctx context.Context, r *run) (*instance, error) {
 	return func(ctx context.Context, r *run) (*instance, error) {
-		if err := createPolicy(ctx, r.admin); err != nil {
+		if maxConcurrent < 0 {
+			maxConcurrent = r.maxConcurrent
+		}
+		if err := createPolicy(ctx, r.admin, maxConcurrent); err != nil {
 			return nil, err
 		}
 		op, err := startManager(ctx, r, extra...)
@@ -209,18 +233,28 @@ func startOperator(settled bool, extra ...string) func(ctx context.Context, r *r
 				return nil, firstErr(op.exited(), fmt.Errorf("waiting for the operator's admission policy to settle: %w", err))
 			}
 		}
-		return &instance{
+		var peak peakConcurrency
+		inst := &instance{
 			pid: op.cmd.Process.Pid,
 			teardown: func(ctx context.Context) error {
 				wctx, cancel := op.watchExit(ctx)
 				defer cancel()
+				if maxConcurrent > 0 {
+					go peak.watch(wctx, r.admin)
+				}
 				if err := waitClustersGone(wctx, r.admin); err != nil {
 					return firstErr(op.exited(), err)
 				}
 				return nil
 			},
 			stop: op.stop,
-		}, nil
+		}
+		if maxConcurrent > 0 {
+			inst.note = func() string {
+				return fmt.Sprintf("at most %d teardowns under way at once (maxConcurrent %d)", peak.max.Load(), maxConcurrent)
+			}
+		}
+		return inst, nil
 	}
 }
 

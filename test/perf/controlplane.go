@@ -255,14 +255,15 @@ func (cp *controlPlane) kubeconfig(name string, groups ...string) (string, error
 }
 
 // operatorKubeconfig binds the ClusterRoles the operator ships with
-// (config/rbac/role.yaml and extra_resources_role.yaml) to the operator's
+// (config/rbac/role.yaml, extra_resources_role.yaml and bootstrap_role.yaml,
+// which creates its admission policies) to the operator's
 // user and returns a kubeconfig for it.
 func (cp *controlPlane) operatorKubeconfig(ctx context.Context, p paths) (string, error) {
 	cs, err := kubernetes.NewForConfig(cp.admin)
 	if err != nil {
 		return "", err
 	}
-	for _, file := range []string{"role.yaml", "extra_resources_role.yaml"} {
+	for _, file := range []string{"role.yaml", "extra_resources_role.yaml", "bootstrap_role.yaml"} {
 		roles, err := clusterRoles(filepath.Join(p.root, "config", "rbac", file))
 		if err != nil {
 			return "", err

@@ -64,12 +64,18 @@ type fleet struct {
 	// that every contender deletes add-ons, then the even works, then the
 	// odd ones.
 	prioritised bool
+	// inOneCall deletes the clusters with one deletecollection, as a
+	// script decommissioning a region would.
+	inOneCall bool
 }
 
 func (f fleet) String() string {
 	s := fmt.Sprintf("%d cluster(s) x (%d add-ons + %d works)", f.clusters, f.addons, f.works)
 	if f.prioritised {
 		s += ", works in 2 priorities"
+	}
+	if f.inOneCall {
+		s += ", deleted in one call"
 	}
 	return s
 }
@@ -80,26 +86,13 @@ var payload = strings.Repeat("x", 512)
 
 // populate creates the fleet with up to 32 requests in flight.
 func populate(ctx context.Context, c client.Client, f fleet) error {
-	jobs := make(chan func() error)
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for job := range jobs {
-				if err := job(); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
 	// Each cluster, then its namespace as OCM's registration hub makes it
 	// (after the cluster, labelled with its name: a teardown deletes no
-	// other), then add-ons and works.
+	// other); once every namespace exists, add-ons and works.
+	var clusters, content []func() error
 	for i := range f.clusters {
 		name := clusterName(i)
-		jobs <- func() error {
+		clusters = append(clusters, func() error {
 			err := c.Create(ctx, &clusterv1.ManagedCluster{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bench": "true"}},
 				Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
@@ -109,25 +102,50 @@ func populate(ctx context.Context, c client.Client, f fleet) error {
 			}
 			return c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 				Labels: map[string]string{"open-cluster-management.io/cluster-name": name}}})
-		}
-	}
-	for i := range f.clusters {
-		ns := clusterName(i)
+		})
 		for j := range f.addons {
-			jobs <- func() error {
+			content = append(content, func() error {
 				return c.Create(ctx, &addonv1alpha1.ManagedClusterAddOn{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("addon-%02d", j)},
+					ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: fmt.Sprintf("addon-%02d", j)},
 				})
-			}
+			})
 		}
 		for j := range f.works {
-			jobs <- func() error { return c.Create(ctx, newWork(ns, j, f.prioritised)) }
+			content = append(content, func() error { return c.Create(ctx, newWork(name, j, f.prioritised)) })
 		}
 	}
-	close(jobs)
+	if err := parallel(clusters); err != nil {
+		return fmt.Errorf("creating the fleet: %w", err)
+	}
+	if err := parallel(content); err != nil {
+		return fmt.Errorf("creating the fleet: %w", err)
+	}
+	return nil
+}
+
+// parallel runs the jobs 32 at a time and returns the first error.
+func parallel(jobs []func() error) error {
+	queue := make(chan func() error)
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for job := range queue {
+				if err := job(); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	for _, job := range jobs {
+		queue <- job
+	}
+	close(queue)
 	wg.Wait()
 	if err, ok := firstErr.Load().(error); ok {
-		return fmt.Errorf("creating the fleet: %w", err)
+		return err
 	}
 	return nil
 }
@@ -201,13 +219,26 @@ func waitClustersGone(ctx context.Context, c client.Client) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d clusters left: %w", len(got), ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(pollEvery(len(got))):
 		}
 	}
 }
 
+// pollEvery is how often the harness lists the clusters while it waits:
+// often for a few, less for many, so that its own lists do not load the
+// API server it measures.
+func pollEvery(clusters int) time.Duration {
+	if clusters <= 20 {
+		return 20 * time.Millisecond
+	}
+	return 250 * time.Millisecond
+}
+
 // deleteClusters deletes every cluster of the fleet, as a user would.
 func deleteClusters(ctx context.Context, c client.Client, f fleet) error {
+	if f.inOneCall {
+		return c.DeleteAllOf(ctx, &clusterv1.ManagedCluster{})
+	}
 	for i := range f.clusters {
 		mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName(i)}}
 		if err := c.Delete(ctx, mc); err != nil {

@@ -60,7 +60,7 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 		return res, err
 	}
 	fmt.Fprintf(out, "- created the fleet in %.1f s\n", time.Since(began).Seconds())
-	if err := createPolicy(ctx, admin); err != nil {
+	if err := createPolicy(ctx, admin, 0); err != nil {
 		return res, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.timeout)

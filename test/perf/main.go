@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -36,6 +37,9 @@ type teardownCase struct {
 	name       string
 	fleet      fleet
 	agentDelay time.Duration
+	// maxConcurrent is the pace of the operator-paced contender (50 where
+	// the case sets none).
+	maxConcurrent int
 }
 
 var teardownCases = map[string]teardownCase{
@@ -46,6 +50,12 @@ var teardownCases = map[string]teardownCase{
 		fleet: fleet{clusters: 1, addons: 2, works: 4, prioritised: true}, agentDelay: 300 * time.Millisecond},
 	"twenty": {name: "20 clusters at once, 2 addons + 100 works each, agent 300 ms",
 		fleet: fleet{clusters: 20, addons: 2, works: 100}, agentDelay: 300 * time.Millisecond},
+	// storm is a region decommissioned: 200 clusters deleted in one call.
+	"storm": {name: "storm: 200 clusters at once, 2 addons + 50 works each, agent 300 ms",
+		fleet: fleet{clusters: 200, addons: 2, works: 50, inOneCall: true}, agentDelay: 300 * time.Millisecond},
+	// storm-tiny is the storm's shape for the smoke test.
+	"storm-tiny": {name: "storm, tiny: 3 clusters at once, 2 addons + 3 works each, agent 300 ms",
+		fleet: fleet{clusters: 3, addons: 2, works: 3, inOneCall: true}, agentDelay: 300 * time.Millisecond, maxConcurrent: 1},
 }
 
 // config is what the environment chooses (see docs/developer/performance.md).
@@ -125,7 +135,7 @@ func readConfig() (config, error) {
 	}
 	for _, s := range c.cases {
 		if _, ok := teardownCases[s]; !ok {
-			return c, fmt.Errorf("BENCH_TEARDOWN_CASES: unknown case %q (one, twenty, tiny)", s)
+			return c, fmt.Errorf("BENCH_TEARDOWN_CASES: unknown case %q (one, twenty, storm, tiny, storm-tiny)", s)
 		}
 	}
 	for _, s := range c.contenders {
@@ -238,6 +248,8 @@ type teardownResult struct {
 	inProcess bool
 	load      string
 	cpu       cpuUse // from the deletion of the clusters to the end
+	probe     probeResult
+	note      string // what the contender alone measured
 }
 
 func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, out io.Writer) ([]teardownResult, error) {
@@ -252,8 +264,8 @@ func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string,
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s: %w", tc.name, c.name, err)
 			}
-			fmt.Fprintf(out, "- %s%s: %.2f s, %d writes, peak RSS %s%s, CPU %s (load %s)\n", c.name, roundOf(round, cfg.rounds), res.took.Seconds(),
-				res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.cpu, res.load)
+			fmt.Fprintf(out, "- %s%s: %.2f s, %d writes, peak RSS %s%s, CPU %s (load %s); probe %s\n", c.name, roundOf(round, cfg.rounds), res.took.Seconds(),
+				res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.cpu, res.load, res.probe)
 			runs[i] = append(runs[i], res)
 		}
 	}
@@ -282,7 +294,11 @@ func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string,
 		if r.swept > 0 {
 			swept = fmt.Sprintf(" (%d of the works it found by its 2 s sweep, not its watch)", r.swept)
 		}
-		fmt.Fprintf(out, "- %s: %s; the simulated agent wrote %d%s.\n", r.c.name, r.c.about, r.agent, swept)
+		note := ""
+		if r.note != "" {
+			note = "; " + r.note
+		}
+		fmt.Fprintf(out, "- %s: %s; the simulated agent wrote %d%s%s; probe %s.\n", r.c.name, r.c.about, r.agent, swept, note, r.probe)
 	}
 	return results, nil
 }
@@ -333,7 +349,7 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 	if err := startAgent(rctx, agentCfg, tc.agentDelay); err != nil {
 		return res, err
 	}
-	r := &run{p: p, cp: cp, admin: admin, fleet: tc.fleet, mgrBin: mgrBin}
+	r := &run{p: p, cp: cp, admin: admin, fleet: tc.fleet, mgrBin: mgrBin, maxConcurrent: cmp.Or(tc.maxConcurrent, 50)}
 	inst, err := c.start(rctx, r)
 	if err != nil {
 		return res, err
@@ -348,6 +364,12 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 	if err != nil {
 		return res, err
 	}
+	pr, err := startProbe(rctx, cp, admin)
+	if err != nil {
+		return res, err
+	}
+	probeFrom := time.Now()
+	time.Sleep(probeIdle)
 	res.cpu = startCPU(inst.pid, inst.inProcess)
 	start := time.Now()
 	if err := deleteClusters(rctx, admin, tc.fleet); err != nil {
@@ -358,6 +380,13 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 	}
 	end := time.Now()
 	res.cpu.stop()
+	res.probe = probeResult{idle: pr.between(probeFrom, start), during: pr.between(start, end)}
+	if inst.note != nil {
+		res.note = inst.note()
+	}
+	if err := pr.failed(); err != nil {
+		return res, fmt.Errorf("the probe client: %w", err)
+	}
 	if err := prof.wait(); err != nil {
 		return res, err
 	}

@@ -68,11 +68,28 @@ func TestSmoke(t *testing.T) {
 					t.Errorf("no CPU time measured for %s: %s", name, res.cpu)
 				}
 			}
+			if res.probe.idle.n == 0 || res.probe.during.n == 0 || res.probe.during.get <= 0 || res.probe.during.list <= 0 {
+				t.Errorf("the probe measured nothing: %s", res.probe)
+			}
 			if res.agent != 4 {
 				t.Errorf("the simulated agent wrote %d times, want 4 (one finalizer removal per work)", res.agent)
 			}
 		})
 	}
+	t.Run("storm, paced", func(t *testing.T) {
+		storm := teardownCases["storm-tiny"]
+		res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, "storm-paced"), storm, contenders["operator-paced"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%.2f s, %s; %s", res.took.Seconds(), res.writes, res.note)
+		if want := "at most 1 teardowns under way at once (maxConcurrent 1)"; res.note != want {
+			t.Errorf("pace: got %q, want %q", res.note, want)
+		}
+		if res.writes["delete managedclusters"]+res.writes["deletecollection managedclusters"] != 0 {
+			t.Errorf("the operator deleted clusters: %s", res.writes)
+		}
+	})
 	t.Run("bare16, waiting by watch", func(t *testing.T) {
 		byWatch := p
 		byWatch.bareWaitsByWatch = true
