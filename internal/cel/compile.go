@@ -9,7 +9,6 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
-	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
@@ -253,13 +252,10 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 		return nil
 	}
 	iterates := iterates(ast)
-	opts := []cel.ProgramOption{
-		cel.CostLimit(PerCallCostLimit),
-		// A constant pattern of matches() is compiled once, with the
-		// program, not on every call. The environment refused invalid
-		// literal patterns already, so this refuses nothing more.
-		cel.OptimizeRegex(interpreter.MatchesRegexOptimization),
-	}
+	// The base environment sets the rest on every program: the per-call
+	// cost limit (PerCallCostLimit), cost tracking, and OptOptimize, which
+	// also compiles a constant pattern of matches() once, with the program.
+	var opts []cel.ProgramOption
 	if iterates {
 		opts = append(opts, cel.InterruptCheckFrequency(checkFrequency))
 	}

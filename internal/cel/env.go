@@ -10,6 +10,7 @@ import (
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -61,7 +62,9 @@ func (s Scope) Variables() []string { return scopeVariables[s] }
 // total cost of the expressions one reconcile evaluates.
 const (
 	// PerCallCostLimit stops one evaluation that runs longer than about 0.1 s.
-	PerCallCostLimit = 1_000_000
+	// It is the API server's, which the base environment sets on every
+	// program it plans.
+	PerCallCostLimit = celconfig.PerCallLimit
 	// MaxEstimatedCost refuses, at compile time, an expression whose worst
 	// case on the largest object the API server stores exceeds it.
 	MaxEstimatedCost = 10 * PerCallCostLimit
