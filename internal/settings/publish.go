@@ -46,7 +46,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (p *Publisher) NeedLeaderElection() bool { return true }
 
-// publish creates the ConfigMap, or replaces its data and labels.
+// publish creates the ConfigMap, or replaces its data.
 func (p *Publisher) publish(ctx context.Context) error {
 	want, err := p.Settings.ConfigMap()
 	if err != nil {
@@ -61,11 +61,5 @@ func (p *Publisher) publish(ctx context.Context) error {
 		return err
 	}
 	got.Data = want.Data
-	if got.Labels == nil {
-		got.Labels = map[string]string{}
-	}
-	for k, v := range want.Labels {
-		got.Labels[k] = v
-	}
 	return p.Client.Update(ctx, got)
 }

@@ -99,8 +99,9 @@ func (s *Settings) ConfigMap() (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.OperatorNamespace, Name: ConfigMapName,
-			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}},
+		// No label of the operator's: it is not one of the marks
+		// uninstall removes, and goes with the namespace.
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.OperatorNamespace, Name: ConfigMapName},
 		Data: map[string]string{DataKey: string(raw)},
 	}, nil
 }
