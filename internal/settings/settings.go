@@ -102,7 +102,7 @@ func (s *Settings) ConfigMap() (*corev1.ConfigMap, error) {
 		// No label of the operator's: it is not one of the marks
 		// uninstall removes, and goes with the namespace.
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.OperatorNamespace, Name: ConfigMapName},
-		Data: map[string]string{DataKey: string(raw)},
+		Data:       map[string]string{DataKey: string(raw)},
 	}, nil
 }
 
