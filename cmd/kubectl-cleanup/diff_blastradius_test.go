@@ -24,11 +24,11 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
-// fleetPolicy is policy fleet, governing every cluster, with spec.blastRadius
-// when blastRadius is not empty.
-const fleetPolicy = `apiVersion: cleanup.fleetops.dev/v1alpha1
+// policyDoc is a policy of a name governing every cluster, with more of
+// its spec (spec.blastRadius) when given.
+const policyDoc = `apiVersion: cleanup.fleetops.dev/v1alpha1
 kind: CleanupPolicy
-metadata: {name: fleet}
+metadata: {name: %s}
 spec:
   removeStrategy: {default: Required}
 %s`
@@ -62,11 +62,12 @@ func TestDiffBlastRadius(t *testing.T) {
 		g.Expect(s.TeardownRecordMaxAge.Duration).To(Equal(2 * time.Hour))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	dir := t.TempDir()
-	file := func(name, blastRadius string) string {
-		path := filepath.Join(dir, name+".yaml")
-		g.Expect(os.WriteFile(path, fmt.Appendf(nil, fleetPolicy, blastRadius), 0o600)).To(Succeed())
+	policyFile := func(file, policy, spec string) string {
+		path := filepath.Join(dir, file+".yaml")
+		g.Expect(os.WriteFile(path, fmt.Appendf(nil, policyDoc, policy, spec), 0o600)).To(Succeed())
 		return path
 	}
+	file := func(name, spec string) string { return policyFile(name, "fleet", spec) }
 	live, lowered, raised := file("live", ""), file("lowered", "  blastRadius: {maxTeardowns: 1}"), file("raised", "  blastRadius: {maxTeardowns: 3}")
 	tooLong := file("too-long", "  blastRadius: {window: 3h}")
 
@@ -181,4 +182,17 @@ func TestDiffBlastRadius(t *testing.T) {
 		g.Expect(code).To(Equal(exitOK), errOut)
 		g.Expect(errOut).To(ContainSubstring("Warning: the operator's settings could not be read"))
 	})
+
+	t.Run("a live policy whose window outlasts the records is warned of", func(t *testing.T) {
+		g := NewWithT(t)
+		// As one admitted before the records' age was lowered (no webhook
+		// runs now): it governs no cluster.
+		long := policyFile("long", "long", "  clusterSelector: \"false\"\n  blastRadius: {window: 3h}")
+		g.Expect(applyFile(ctx, c, long)).To(Succeed())
+		_, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", live)
+		g.Expect(code).To(Equal(exitOK), errOut)
+		g.Expect(errOut).To(ContainSubstring("Warning: CleanupPolicy long: spec.blastRadius.window: Invalid value: \"3h0m0s\": " +
+			"longer than the operator keeps teardown records (--teardown-record-max-age 2h0m0s)"))
+	})
 }
+

@@ -139,6 +139,7 @@ func Take(ctx context.Context, c client.Reader, disc discovery.DiscoveryInterfac
 	if err := h.takeOperator(ctx, c, record.Namespace(operatorNamespace)); err != nil {
 		return nil, err
 	}
+	h.warnWindows(policies.Items)
 	return h, nil
 }
 

@@ -8,13 +8,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/settings"
+	webhook "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
 
 var configMapsGR = schema.GroupResource{Resource: "configmaps"}
@@ -72,4 +75,19 @@ func (h *Hub) takeRecords(ctx context.Context, c client.Reader, namespace string
 		h.Objects = append(h.Objects, obj)
 	}
 	return nil
+}
+
+// warnWindows warns of the live policies whose blast-radius window is
+// longer than the operator keeps its records: admitted before the records'
+// age was lowered, their budgets count fewer teardowns than began.
+func (h *Hub) warnWindows(live []unstructured.Unstructured) {
+	for i := range live {
+		p, errs := cel.DecodePolicy(live[i].Object)
+		if len(errs) > 0 || p == nil {
+			continue
+		}
+		if errs := webhook.CheckWindow(p.Spec.BlastRadius, h.Operator.TeardownRecordMaxAge.Duration); len(errs) > 0 {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("CleanupPolicy %s: %s", p.Name, errs.ToAggregate()))
+		}
+	}
 }
