@@ -2,6 +2,7 @@ package settings
 
 import (
 	"context"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +21,8 @@ type Publisher struct {
 	Client   client.Client
 	Reader   client.Reader
 	Settings *Settings
-	// Retry is how soon a failed write is tried again; 0: 10s.
+	// Retry is how soon a failed write is tried again first, doubling up
+	// to five minutes; 0: 5s.
 	Retry time.Duration
 }
 
@@ -30,9 +32,10 @@ func (p *Publisher) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("settings")
 	retry := p.Retry
 	if retry <= 0 {
-		retry = 10 * time.Second
+		retry = 5 * time.Second
 	}
-	_ = wait.PollUntilContextCancel(ctx, retry, true, func(ctx context.Context) (bool, error) {
+	backoff := wait.Backoff{Duration: retry, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Minute}
+	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		if err := p.publish(ctx); err != nil {
 			log.Error(err, "cannot publish the operator's settings; kubectl cleanup previews with the plugin's defaults")
 			return false, nil
