@@ -195,4 +195,3 @@ func TestDiffBlastRadius(t *testing.T) {
 			"longer than the operator keeps teardown records (--teardown-record-max-age 2h0m0s)"))
 	})
 }
-
