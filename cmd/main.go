@@ -96,6 +96,41 @@ func main() {
 	}
 }
 
+// options are the operator's options the flags set, or an error naming
+// the flag that is wrong.
+func (f flags) options() (operator.Options, error) {
+	opts := operator.Options{ClusterConcurrency: f.clusterConcurrency,
+		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
+		ConfirmationMaxAge: f.confirmationMaxAge, NamespaceDeny: splitPatterns(f.namespaceDeny),
+		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
+			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
+	opts.SignalLimits = admissionpolicy.SignalLimits{Kinds: f.signalKinds, MaxBytes: f.signalMaxBytes, MaxTotalBytes: f.signalMaxTotalBytes}
+	if err := opts.SignalLimits.Validate(); err != nil {
+		return opts, err
+	}
+	for _, p := range opts.NamespaceDeny {
+		if _, err := path.Match(p, ""); err != nil {
+			return opts, fmt.Errorf("--namespace-deny: %q is not a pattern: %w", p, err)
+		}
+	}
+	var err error
+	if opts.BlastRadius, err = f.blastRadius.budget(); err != nil {
+		return opts, err
+	}
+	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
+		return opts, fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")
+	}
+	if f.recordMaxAge > 0 && f.blastRadius.window > f.recordMaxAge {
+		// The budget counts gone clusters by their records: see CheckWindow.
+		return opts, fmt.Errorf("--blast-radius-window %s is longer than --teardown-record-max-age %s: the teardowns of clusters "+
+			"already gone would not be counted for the whole window; shorten the window or raise the record age", f.blastRadius.window, f.recordMaxAge)
+	}
+	if f.progressInterval == 0 {
+		opts.ProgressInterval = -1 // every change; the option's 0 is the default
+	}
+	return opts, nil
+}
+
 func (f *flags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0",
 		"The address the metrics endpoint binds to, :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
@@ -178,6 +213,11 @@ func run(f flags, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	opts, err := f.options()
+	if err != nil {
+		return err
+	}
+	opts.EnableWebhooks = enableWebhooks
 	var certs *certRotation
 	if enableWebhooks && f.webhookCertRotation {
 		if certs, err = newCertRotation(f, record.Namespace(f.operatorNamespace)); err != nil {
@@ -193,29 +233,6 @@ func run(f flags, log logr.Logger) error {
 		if err := certs.add(ctx, mgr); err != nil {
 			return err
 		}
-	}
-	opts := operator.Options{EnableWebhooks: enableWebhooks, ClusterConcurrency: f.clusterConcurrency,
-		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
-		ConfirmationMaxAge: f.confirmationMaxAge, NamespaceDeny: splitPatterns(f.namespaceDeny),
-		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
-			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
-	opts.SignalLimits = admissionpolicy.SignalLimits{Kinds: f.signalKinds, MaxBytes: f.signalMaxBytes, MaxTotalBytes: f.signalMaxTotalBytes}
-	if err := opts.SignalLimits.Validate(); err != nil {
-		return err
-	}
-	for _, p := range opts.NamespaceDeny {
-		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("--namespace-deny: %q is not a pattern: %w", p, err)
-		}
-	}
-	if opts.BlastRadius, err = f.blastRadius.budget(); err != nil {
-		return err
-	}
-	if f.recordsPerCluster < 0 || f.recordMaxAge < 0 {
-		return fmt.Errorf("--teardown-records-per-cluster and --teardown-record-max-age must not be negative")
-	}
-	if f.progressInterval == 0 {
-		opts.ProgressInterval = -1 // every change; the option's 0 is the default
 	}
 	if _, err := operator.Setup(ctx, mgr, opts); err != nil {
 		return fmt.Errorf("setting up the operator: %w", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
+	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -214,9 +215,13 @@ func TestExitCodesAndFlags(t *testing.T) {
 	g.Expect(r.code).To(Equal(exitRefused), r.err)
 	g.Expect(r.err).To(ContainSubstring("refusing: the operator still seems to run (Deployment ops/cleanup-operator-controller-manager"))
 
-	// The same version: no warning.
+	// The same version, and the settings an operator publishes (no operator
+	// runs here): no warning.
 	d.Spec.Template.Spec.Containers[0].Image = "registry.example/cleanup-operator:" + testVersion
 	g.Expect(c.Update(ctx, d)).To(Succeed())
+	published, err := settings.Defaults(record.DefaultNamespace).ConfigMap()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Create(ctx, published)).To(Succeed())
 	r = plugin("status")
 	g.Expect(r.code).To(Equal(exitOK), r.err)
 	g.Expect(r.err).To(BeEmpty())

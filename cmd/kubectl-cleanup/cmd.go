@@ -27,6 +27,9 @@ type options struct {
 	ran bool
 	// versionChecked says the operator's version was compared once.
 	versionChecked bool
+	// settingsNamespace is --operator-namespace of the commands that
+	// decide as the operator does.
+	settingsNamespace string
 }
 
 // Annotations of the commands -n does not apply to: the value says why.
@@ -121,14 +124,17 @@ func (o *options) operatorNamespace(flag string) (string, error) {
 }
 
 func newPlanCommand(o *options) *cobra.Command {
-	return noNamespace(&cobra.Command{
+	return o.operatorNamespaceFlag(noNamespace(&cobra.Command{
 		Use:   "plan CLUSTER",
 		Short: "Print what deleting the cluster would do, step by step",
 		Long: `plan prints the CleanupPolicy that governs the cluster, the remove strategy,
 the deletion signal and the monitored resources the cleanup waits for, each
 stage with the objects it would delete in order, the namespace decision, and
 the orphaned manifests and prune behaviours, as the operator would decide
-them now.`,
+them now. It decides with the operator's settings (its blast radius, the
+namespaces it never deletes, how long a deletion confirmation counts), as
+the operator publishes them in its namespace, and counts its teardown
+records; what it cannot read it says, and takes the operator's defaults.`,
 		Example: `  kubectl cleanup plan prod-eu
   kubectl cleanup plan prod-eu -o yaml`,
 		Args:              cobra.ExactArgs(1),
@@ -144,14 +150,14 @@ them now.`,
 			}
 			return o.print(plan, func(w io.Writer) { printPlan(w, plan) })
 		},
-	}, clusterScoped)
+	}, clusterScoped))
 }
 
 // clusterScoped says why -n does not apply to the commands on clusters.
 const clusterScoped = "ManagedClusters are cluster-scoped, and each cluster's objects live in the namespace of its name"
 
 func newStatusCommand(o *options) *cobra.Command {
-	return noNamespace(&cobra.Command{
+	return o.operatorNamespaceFlag(noNamespace(&cobra.Command{
 		Use:   "status",
 		Short: "List the clusters in cleanup, their step and what remains",
 		Example: `  kubectl cleanup status
@@ -172,7 +178,7 @@ func newStatusCommand(o *options) *cobra.Command {
 			}
 			return o.print(status, func(w io.Writer) { printStatus(w, status); printProtected(w, protected) })
 		},
-	}, clusterScoped)
+	}, clusterScoped))
 }
 
 // client connects to the API server the kubeconfig names, once --output
@@ -214,7 +220,8 @@ func (o *options) preview(ctx context.Context) (*preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newPreview(ctx, c, c.RESTMapper())
+	st, records := o.operatorSettings(ctx, c)
+	return newPreview(ctx, c, c.RESTMapper(), st, records)
 }
 
 // print writes v as JSON or YAML, or as text with the given printer.

@@ -37,7 +37,16 @@ and decides every ManagedCluster twice with the operator's code: with the
 live policies (today) and with the proposed ones in place of those of the
 same name (after). It prints each cluster whose decisions change: the
 governing policy, strategy, protection, and what deleting it would delete,
-orphan, keep or hold.
+orphan, keep or hold; for a cluster being deleted, whether the blast radius
+of its policy holds its teardown (BlastRadiusExceeded, WaitingForTurn), and,
+per policy, the teardowns held today and after.
+
+The decisions take the operator's settings as it publishes them in its
+namespace (--operator-namespace), and count the teardowns its records say
+began; what cannot be read is said on standard error, and the operator's
+defaults stand in. A proposed blast-radius window longer than the operator
+keeps its records (--teardown-record-max-age) is refused, as admission
+refuses it.
 
 Live policies the files do not name stay as they are; with --prune they
 count as deleted. With --snapshot the hub is read from a file written by
@@ -58,7 +67,7 @@ Exit status as kubectl diff: 0 nothing changes, 1 something changes, above
 	cmd.Flags().StringSliceVarP(&d.files, "filename", "f", nil, "Files or directories of the proposed CleanupPolicies (repeatable).")
 	cmd.Flags().StringVar(&d.snapshot, "snapshot", "", "Read the hub from this file (kubectl cleanup snapshot) instead of the API server.")
 	cmd.Flags().BoolVar(&d.prune, "prune", false, "Count the live CleanupPolicies the files do not name as deleted.")
-	return noNamespace(cmd, clusterScoped)
+	return o.operatorNamespaceFlag(noNamespace(cmd, clusterScoped))
 }
 
 func (d *diffOptions) run(ctx context.Context, o *options) error {
@@ -79,6 +88,7 @@ func (d *diffOptions) run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	o.warn(h.Warnings)
 	r, err := review.Diff(ctx, h, proposed, d.prune)
 	var invalid *review.InvalidError
 	if errors.As(err, &invalid) {
@@ -96,6 +106,13 @@ func (d *diffOptions) run(ctx context.Context, o *options) error {
 	return nil
 }
 
+// warn prints each warning on standard error.
+func (o *options) warn(warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintln(o.streams.ErrOut, "Warning: "+w+".")
+	}
+}
+
 // hub is the snapshot --snapshot names, or one taken from the API server
 // once it validated the proposed policies.
 func (d *diffOptions) hub(ctx context.Context, o *options, proposed []*unstructured.Unstructured) (*review.Hub, error) {
@@ -109,7 +126,7 @@ func (d *diffOptions) hub(ctx context.Context, o *options, proposed []*unstructu
 	if err := dryRun(ctx, c, proposed, o.streams.ErrOut); err != nil {
 		return nil, err
 	}
-	return review.Take(ctx, c, disc, proposed, true)
+	return review.Take(ctx, c, disc, proposed, true, o.settingsNamespace)
 }
 
 // hubClients connect to the API server the kubeconfig names.
@@ -176,11 +193,16 @@ of the expressions' variables, and the metadata of every resource the
 CleanupPolicies' monitored resources and stages name (with -f, those of the
 proposed policies too), in every namespace.
 
+It holds too the settings the operator publishes in its namespace (its
+blast radius, the namespaces it never deletes, how long teardown records are
+kept, ...) and the labels and start, policy and end annotations of its
+teardown records there, which the blast radius counts. What it cannot read
+it says on standard error and in the snapshot's warnings: the operator's
+default flags stand in for settings it cannot read.
+
 It never holds Secrets (a policy naming them is refused by diff offline), nor
 the data of a Secret written inside another object, nor managedFields (but a
-deletion-signal work's) and last-applied annotations. Events, the operator's
-teardown records and its flags are not in it: diff assumes the operator's
-defaults.`,
+deletion-signal work's) and last-applied annotations, nor Events.`,
 		Example: `  kubectl cleanup snapshot > hub.json
   kubectl cleanup snapshot -f policies/ > hub.json`,
 		Args: cobra.NoArgs,
@@ -196,10 +218,11 @@ defaults.`,
 			if err != nil {
 				return err
 			}
-			h, err := review.Take(cmd.Context(), c, disc, proposed, false)
+			h, err := review.Take(cmd.Context(), c, disc, proposed, false, o.settingsNamespace)
 			if err != nil {
 				return err
 			}
+			o.warn(h.Warnings)
 			if o.output == "" {
 				o.output = "json"
 			}
@@ -207,5 +230,5 @@ defaults.`,
 		},
 	}
 	cmd.Flags().StringSliceVarP(&d.files, "filename", "f", nil, "Files or directories of proposed CleanupPolicies whose resources to take too.")
-	return noNamespace(cmd, clusterScoped)
+	return o.operatorNamespaceFlag(noNamespace(cmd, clusterScoped))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/review"
 )
@@ -15,6 +16,9 @@ func printDiff(w io.Writer, r *review.Report) {
 	for _, p := range r.Policies {
 		fmt.Fprintf(w, "CleanupPolicy %s: %s\n", p.Name, p.Change)
 	}
+	for _, h := range r.Holds {
+		fmt.Fprintf(w, "CleanupPolicy %s: its blast radius holds %s today, %s after\n", h.Policy, heldList(h.Today), heldList(h.After))
+	}
 	for _, c := range r.Clusters {
 		fmt.Fprintf(w, "\nManagedCluster %s\n", c.Cluster)
 		t, a := c.Today, c.After
@@ -22,6 +26,9 @@ func printDiff(w io.Writer, r *review.Report) {
 		scalar(w, "held", orNone(t.Held), orNone(a.Held))
 		scalar(w, "suspended", orNone(t.Suspended), orNone(a.Suspended))
 		scalar(w, "strategy", orNone(t.Strategy), orNone(a.Strategy))
+		if t.BlastRadius != a.BlastRadius {
+			fmt.Fprintf(w, "  blast radius:\n    today: %s\n    after: %s\n", mayBegin(t), mayBegin(a))
+		}
 		scalar(w, "protected", fmt.Sprint(t.Protected), fmt.Sprint(a.Protected))
 		scalar(w, "protection error", orNone(t.ProtectionError), orNone(a.ProtectionError))
 		lines(w, "a deletion would delete", t.Delete, a.Delete)
@@ -31,6 +38,22 @@ func printDiff(w io.Writer, r *review.Report) {
 		lines(w, "prune", t.Prune, a.Prune)
 	}
 	fmt.Fprintf(w, "\n%d cluster(s) change, %d unchanged.\n", len(r.Clusters), r.Unchanged)
+}
+
+// heldList names the teardowns held, or none.
+func heldList(held []string) string {
+	if len(held) == 0 {
+		return "no teardown"
+	}
+	return fmt.Sprintf("%d teardown(s): %s", len(held), strings.Join(held, ", "))
+}
+
+// mayBegin is what the blast radius says of a cluster's teardown.
+func mayBegin(s review.Side) string {
+	if s.BlastRadius == "" {
+		return "not held by the blast radius"
+	}
+	return s.BlastRadius
 }
 
 func orNone(s string) string {

@@ -15,7 +15,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/record"
+	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -25,13 +25,18 @@ import (
 type preview struct {
 	client client.Reader
 	reader *snapshot.Reader
+	// confirmationMaxAge is how long the operator counts a deletion confirmation.
+	confirmationMaxAge time.Duration
 }
 
 // newPreview compiles policies against the CRD schemas the API server
 // serves, as the operator does. A user who may not read CRDs gets untyped
 // variables: the decisions are the same, only the type checks of the
 // expressions are skipped.
-func newPreview(ctx context.Context, c client.Reader, mapper meta.RESTMapper) (*preview, error) {
+//
+// It decides with the operator's settings st, counting the teardown
+// records in records ("": none).
+func newPreview(ctx context.Context, c client.Reader, mapper meta.RESTMapper, st *settings.Settings, records string) (*preview, error) {
 	schemas, _, err := snapshot.LoadSchemas(ctx, c)
 	switch {
 	case apierrors.IsForbidden(err):
@@ -43,8 +48,9 @@ func newPreview(ctx context.Context, c client.Reader, mapper meta.RESTMapper) (*
 	if err != nil {
 		return nil, err
 	}
-	return &preview{client: c, reader: &snapshot.Reader{Client: c, Cache: cel.NewCache(env), Governance: decision.NewGovernance(),
-		Mapper: mapper, APIReader: c, NamespaceDeny: decision.NamespaceDenyList(record.Namespace(""), nil)}}, nil
+	return &preview{client: c, confirmationMaxAge: st.DeleteConfirmationMaxAge.Duration,
+		reader: &snapshot.Reader{Client: c, Cache: cel.NewCache(env), Governance: decision.NewGovernance(), Mapper: mapper, APIReader: c,
+			NamespaceDeny: st.NamespaceDenyList(), BlastRadius: st.BlastRadius, RecordsNamespace: records}}, nil
 }
 
 // plan is the plan of one cluster, with the prune decisions of its
@@ -63,9 +69,7 @@ func (p *preview) plan(ctx context.Context, name string) (*decision.Plan, error)
 	}
 	plan := decision.PlanTeardown(g, s)
 	if g.Cluster.GetDeletionTimestamp() == nil {
-		// The operator's validity of a confirmation is its flag: the
-		// preview assumes the default.
-		protection := decision.DecideProtection(g, time.Now(), decision.DefaultConfirmationMaxAge)
+		protection := decision.DecideProtection(g, time.Now(), p.confirmationMaxAge)
 		plan.Protection = &protection
 	}
 	if plan.Held == "" && s.Namespace != nil {

@@ -175,8 +175,9 @@ as it would without the operator:
 
 It leaves the deleteOption of ManifestWorks and the pruneObjectBehavior of
 ConfigurationPolicies (real settings), the cleanup-decisions ConfigMaps (hub
-templates may read them), the teardown records in the operator's namespace
-(kubectl cleanup history reads them) and the CleanupPolicies.
+templates may read them), the teardown records and the settings ConfigMap in
+the operator's namespace (kubectl cleanup history and diff read them) and the
+CleanupPolicies.
 
 Uninstall the operator first (make undeploy, or delete its OLM Subscription
 and CSV): a running operator would put its finalizers back, and uninstall

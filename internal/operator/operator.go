@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -29,6 +30,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/flowcontrol"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
+	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
@@ -94,8 +96,8 @@ const DefaultConfirmationMaxAge = decision.DefaultConfirmationMaxAge
 // Retention of teardown records by default: ten ended records per cluster,
 // none older than 90 days.
 const (
-	DefaultRecordsPerCluster = 10
-	DefaultRecordMaxAge      = 90 * 24 * time.Hour
+	DefaultRecordsPerCluster = settings.DefaultRecordsPerCluster
+	DefaultRecordMaxAge      = settings.DefaultRecordMaxAge
 )
 
 // DefaultClusterConcurrency is how many clusters are torn down at once by default.
@@ -166,8 +168,28 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Every: min(max(opts.Records.Retention.MaxAge/10, time.Minute), time.Hour)}); err != nil {
 		return nil, err
 	}
+	if err := mgr.Add(&settings.Publisher{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Settings: SettingsOf(opts)}); err != nil {
+		return nil, err
+	}
 	registerMetrics(op)
 	return op, nil
+}
+
+// SettingsOf are the settings of opts that change a decision, as the
+// operator publishes them for the plugin's previews.
+func SettingsOf(opts Options) *settings.Settings {
+	s := settings.Defaults(record.Namespace(opts.Records.Namespace))
+	s.BlastRadius = opts.BlastRadius
+	if s.BlastRadius.Window == nil {
+		s.BlastRadius.Window = &metav1.Duration{Duration: v1alpha1.DefaultBlastRadiusWindow.Duration}
+	}
+	s.NamespaceDeny = opts.NamespaceDeny
+	s.DeleteConfirmationMaxAge.Duration = cmp.Or(opts.ConfirmationMaxAge, DefaultConfirmationMaxAge)
+	s.TeardownRecordMaxAge.Duration = opts.Records.Retention.MaxAge
+	s.TeardownRecordsPerCluster = opts.Records.Retention.PerCluster
+	l := opts.SignalLimits.OrDefault()
+	s.SignalManifests = settings.SignalManifests{Kinds: l.Kinds, MaxBytes: l.MaxBytes, MaxTotalBytes: l.MaxTotalBytes}
+	return s
 }
 
 // setupGuard starts the watcher that puts back the admission and
@@ -301,7 +323,7 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 		return err
 	}
 	if opts.EnableWebhooks {
-		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env, opts.SignalLimits.OrDefault()); err != nil {
+		if err := webhookv1alpha1.SetupCleanupPolicyWebhookWithManager(mgr, env, opts.SignalLimits.OrDefault(), opts.Records.Retention.MaxAge); err != nil {
 			return fmt.Errorf("setting up the CleanupPolicy webhook: %w", err)
 		}
 	}

@@ -16,7 +16,10 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
+	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	webhook "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
 
 // ReportAPIVersion and ReportKind name the machine-readable form of a diff.
@@ -34,6 +37,17 @@ type Report struct {
 	Clusters []ClusterDiff `json:"clusters"`
 	// Unchanged counts the clusters whose decisions stay the same.
 	Unchanged int `json:"unchanged"`
+	// Holds are, for each policy whose blast radius would hold other
+	// teardowns after the change than today, the clusters it holds.
+	Holds []PolicyHolds `json:"holds,omitempty"`
+}
+
+// PolicyHolds are the teardowns of clusters being deleted that a policy's
+// blast radius holds, today and after the change: "cluster (reason)".
+type PolicyHolds struct {
+	Policy string   `json:"policy"`
+	Today  []string `json:"today"`
+	After  []string `json:"after"`
 }
 
 // PolicyChange is what becomes of one CleanupPolicy.
@@ -47,7 +61,7 @@ type PolicyChange struct {
 type ClusterDiff struct {
 	Cluster string `json:"cluster"`
 	// Changes name the fields that differ: governance, strategy,
-	// protection, delete, orphan, keep, hold, prune.
+	// blastRadius, protection, delete, orphan, keep, hold, prune.
 	Changes []string `json:"changes"`
 	Today   Side     `json:"today"`
 	After   Side     `json:"after"`
@@ -96,7 +110,44 @@ func Diff(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, pr
 		}
 		r.Clusters = append(r.Clusters, c)
 	}
+	r.Holds = holds(d)
 	return r, nil
+}
+
+// holds lists, by policy, the teardowns its blast radius holds today and
+// after, for the policies where they differ.
+func holds(d *Decisions) []PolicyHolds {
+	byPolicy := map[string]*PolicyHolds{}
+	note := func(plan *decision.Plan, after bool) {
+		s := sideOf(plan)
+		if s.BlastRadius == "" {
+			return
+		}
+		h := byPolicy[s.Policy]
+		if h == nil {
+			h = &PolicyHolds{Policy: s.Policy, Today: []string{}, After: []string{}}
+			byPolicy[s.Policy] = h
+		}
+		reason, _, _ := strings.Cut(s.BlastRadius, ":")
+		held := plan.Cluster + " (" + reason + ")"
+		if after {
+			h.After = append(h.After, held)
+		} else {
+			h.Today = append(h.Today, held)
+		}
+	}
+	for _, name := range d.Clusters {
+		note(d.Today[name], false)
+		note(d.After[name], true)
+	}
+	var out []PolicyHolds
+	for _, h := range byPolicy {
+		if !slices.Equal(h.Today, h.After) {
+			out = append(out, *h)
+		}
+	}
+	slices.SortFunc(out, func(a, b PolicyHolds) int { return strings.Compare(a.Policy, b.Policy) })
+	return out
 }
 
 // Decide takes the plans Diff compares. The proposed policies get the
@@ -114,7 +165,11 @@ func Decide(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, 
 	if proposed, err = defaulted(ctx, s, proposed); err != nil {
 		return nil, err
 	}
-	if err := Validate(env, proposed); err != nil {
+	st := h.Operator
+	if st == nil {
+		st = settings.Defaults(record.Namespace(""))
+	}
+	if err := Validate(env, st, proposed); err != nil {
 		return nil, err
 	}
 	live, err := snapshot.ListPolicies(ctx, s)
@@ -124,7 +179,7 @@ func Decide(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, 
 	now := time.Now()
 	after, policyChanges := propose(live, proposed, prune, now)
 	d := &Decisions{Policies: policyChanges, Today: map[string]*decision.Plan{}, After: map[string]*decision.Plan{}}
-	today, next := newPlanner(ctx, s, env, now), newPlanner(ctx, s.withPolicies(after), env, now)
+	today, next := newPlanner(s, env, st, h.Records, now), newPlanner(s.withPolicies(after), env, st, h.Records, now)
 	clusters := snapshot.NewManagedClusterList()
 	if err := s.List(ctx, clusters); err != nil {
 		return nil, err
@@ -145,12 +200,19 @@ func Decide(ctx context.Context, h *Hub, proposed []*unstructured.Unstructured, 
 }
 
 // Validate decodes and compiles each proposed policy as the admission
-// webhook does; the first refused one is returned, its fields named.
-func Validate(env *cel.Env, proposed []*unstructured.Unstructured) error {
+// webhook of an operator of settings st does; the first refused one is
+// returned, its fields named.
+func Validate(env *cel.Env, st *settings.Settings, proposed []*unstructured.Unstructured) error {
 	for _, u := range proposed {
 		p, errs := cel.DecodePolicy(u.Object)
 		if len(errs) == 0 {
 			_, errs = cel.Compile(env, p)
+		}
+		if len(errs) == 0 && p.Spec.DeletionSignal != nil {
+			errs = st.SignalLimits().Check(p.Spec.DeletionSignal.Manifests)
+		}
+		if len(errs) == 0 {
+			errs = webhook.CheckWindow(p.Spec.BlastRadius, st.TeardownRecordMaxAge.Duration)
 		}
 		if len(errs) > 0 {
 			return &InvalidError{Policy: u.GetName(), Errs: errs}

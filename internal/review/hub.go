@@ -19,6 +19,8 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
+	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -48,8 +50,19 @@ type Hub struct {
 	Omitted []Omitted `json:"omitted,omitempty"`
 	// Objects are ManagedClusters, CleanupPolicies, Namespaces,
 	// ManifestWorks, ConfigurationPolicies and Policies whole, the CRDs of
-	// the expressions' variables and CleanupPolicies, and the metadata of the Listed resources.
+	// the expressions' variables and CleanupPolicies, the metadata of the
+	// Listed resources, and that of the teardown records.
 	Objects []map[string]any `json:"objects"`
+	// Operator are the operator's settings the decisions take (the blast
+	// radius, the namespaces never deleted, ...): those it publishes, else
+	// its defaults, as Warnings then say. Absent: the defaults.
+	Operator *settings.Settings `json:"operator,omitempty"`
+	// Records is the namespace whose teardown records (their metadata)
+	// Objects hold; empty when they could not be read.
+	Records string `json:"records,omitempty"`
+	// Warnings say what could not be read, and what the decisions assume
+	// instead.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Resource is one served resource.
@@ -85,11 +98,13 @@ var (
 	}
 )
 
-// Take reads a hub: discovery, the kinds always taken, and the metadata of
-// every resource the live policies and the proposed ones name. Secrets are
-// left out unless withSecrets (a snapshot kept in memory by a live diff,
-// never written: their metadata only).
-func Take(ctx context.Context, c client.Reader, disc discovery.DiscoveryInterface, proposed []*unstructured.Unstructured, withSecrets bool) (*Hub, error) {
+// Take reads a hub: discovery, the kinds always taken, the metadata of
+// every resource the live policies and the proposed ones name, and the
+// operator's settings and teardown records in operatorNamespace (empty:
+// record.Namespace). Secrets are left out unless withSecrets (a snapshot
+// kept in memory by a live diff, never written: their metadata only).
+func Take(ctx context.Context, c client.Reader, disc discovery.DiscoveryInterface, proposed []*unstructured.Unstructured,
+	withSecrets bool, operatorNamespace string) (*Hub, error) {
 	h := &Hub{APIVersion: HubAPIVersion, Kind: HubKind, Listed: []string{}, Objects: []map[string]any{}}
 	if err := h.discover(disc); err != nil {
 		return nil, err
@@ -121,6 +136,10 @@ func Take(ctx context.Context, c client.Reader, disc discovery.DiscoveryInterfac
 			return nil, err
 		}
 	}
+	if err := h.takeOperator(ctx, c, record.Namespace(operatorNamespace)); err != nil {
+		return nil, err
+	}
+	h.warnWindows(policies.Items)
 	return h, nil
 }
 

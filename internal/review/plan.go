@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -19,11 +20,17 @@ import (
 type planner struct {
 	reader *snapshot.Reader
 	now    time.Time
+	// confirmationMaxAge is how long a deletion confirmation counts.
+	confirmationMaxAge time.Duration
 }
 
-func newPlanner(ctx context.Context, s *store, env *cel.Env, now time.Time) *planner {
-	return &planner{now: now, reader: &snapshot.Reader{Client: s, APIReader: s, Mapper: s.mapper, Cache: cel.NewCache(env),
-		Governance: decision.NewGovernance(), Now: func() time.Time { return now }}}
+// newPlanner decides with the operator's settings st, counting the
+// teardown records the store holds in records ("": none).
+func newPlanner(s *store, env *cel.Env, st *settings.Settings, records string, now time.Time) *planner {
+	return &planner{now: now, confirmationMaxAge: st.DeleteConfirmationMaxAge.Duration,
+		reader: &snapshot.Reader{Client: s, APIReader: s, Mapper: s.mapper, Cache: cel.NewCache(env),
+			Governance: decision.NewGovernance(), Now: func() time.Time { return now },
+			NamespaceDeny: st.NamespaceDenyList(), BlastRadius: st.BlastRadius, RecordsNamespace: records}}
 }
 
 // envOf compiles against the CRD schemas the snapshot holds; without them
@@ -56,7 +63,7 @@ func (p *planner) plan(ctx context.Context, name string) (*decision.Plan, error)
 	}
 	plan := decision.PlanTeardown(g, s)
 	if g.Cluster.GetDeletionTimestamp() == nil {
-		protection := decision.DecideProtection(g, p.now, decision.DefaultConfirmationMaxAge)
+		protection := decision.DecideProtection(g, p.now, p.confirmationMaxAge)
 		plan.Protection = &protection
 	}
 	if plan.Held == "" && s.Namespace != nil {

@@ -18,6 +18,10 @@ type Side struct {
 	// Suspended says why the operator would write nothing for now.
 	Suspended string `json:"suspended,omitempty"`
 	Strategy  string `json:"strategy,omitempty"`
+	// BlastRadius says why the policy's blast radius would not let the
+	// teardown of a cluster being deleted begin: its reason
+	// (BlastRadiusExceeded, WaitingForTurn) and message.
+	BlastRadius string `json:"blastRadius,omitempty"`
 	// Protected says the cluster is protected from deletion;
 	// ProtectionError is the run-time error of spec.deletionProtection.
 	Protected       bool   `json:"protected,omitempty"`
@@ -42,6 +46,10 @@ func sideOf(plan *decision.Plan) Side {
 		s.Protected, s.ProtectionError = p.Protected, p.Error
 	}
 	for _, st := range plan.Steps {
+		if st.Kind == decision.StepBlastRadius && st.Report != nil {
+			s.BlastRadius = st.Report.Reason + ": " + st.Report.Message
+			continue
+		}
 		if st.Undecided {
 			s.Hold = append(s.Hold, fmt.Sprintf("%s %s: undecided", st.Kind, st.Name))
 		}
@@ -119,6 +127,7 @@ func changes(today, after Side) []string {
 	}
 	add("governance", today.Policy != after.Policy || today.Held != after.Held || today.Suspended != after.Suspended)
 	add("strategy", today.Strategy != after.Strategy)
+	add("blastRadius", today.BlastRadius != after.BlastRadius)
 	add("protection", today.Protected != after.Protected || today.ProtectionError != after.ProtectionError)
 	add("delete", !slices.Equal(today.Delete, after.Delete))
 	add("orphan", !slices.Equal(today.Orphan, after.Orphan))

@@ -32,6 +32,9 @@ type store struct {
 	// listed are the resources whose objects the snapshot holds in every
 	// cluster namespace (besides the kinds it always takes whole).
 	listed map[schema.GroupResource]bool
+	// listedIn are the resources whose objects it holds in one namespace
+	// only: the teardown records' ConfigMaps.
+	listedIn map[schema.GroupResource]string
 	// omitted are the resources it never holds, and why.
 	omitted map[schema.GroupResource]string
 }
@@ -44,12 +47,15 @@ var errNotHeld = errors.New("the snapshot does not hold")
 func newStore(h *Hub) (*store, error) {
 	s := &store{scheme: scheme.New(), mapper: h.mapper(), objects: map[schema.GroupKind]map[string][]*unstructured.Unstructured{},
 		byName: map[schema.GroupKind]map[types.NamespacedName]*unstructured.Unstructured{},
-		listed: map[schema.GroupResource]bool{}, omitted: map[schema.GroupResource]string{}}
+		listed: map[schema.GroupResource]bool{}, omitted: map[schema.GroupResource]string{}, listedIn: map[schema.GroupResource]string{}}
 	for _, r := range h.Listed {
 		s.listed[schema.ParseGroupResource(r)] = true
 	}
 	for _, r := range alwaysTaken {
 		s.listed[r.GroupResource()] = true
+	}
+	if h.Records != "" && !s.listed[configMapsGR] {
+		s.listedIn[configMapsGR] = h.Records
 	}
 	for _, r := range h.Omitted {
 		s.omitted[schema.ParseGroupResource(r.Resource)] = r.Why
@@ -111,7 +117,7 @@ func (s *store) Get(_ context.Context, key client.ObjectKey, obj client.Object, 
 	if err != nil {
 		return err
 	}
-	if err := s.check(gvk); err != nil {
+	if err := s.check(gvk, key.Namespace); err != nil {
 		return err
 	}
 	if u, ok := s.byName[gvk.GroupKind()][key]; ok {
@@ -126,10 +132,10 @@ func (s *store) List(_ context.Context, list client.ObjectList, opts ...client.L
 	if err != nil {
 		return err
 	}
-	if err := s.check(gvk); err != nil {
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	if err := s.check(gvk, lo.Namespace); err != nil {
 		return err
 	}
-	lo := (&client.ListOptions{}).ApplyOptions(opts)
 	byNS := s.objects[gvk.GroupKind()]
 	if lo.Namespace != "" {
 		byNS = map[string][]*unstructured.Unstructured{lo.Namespace: byNS[lo.Namespace]}
@@ -156,8 +162,9 @@ func (s *store) List(_ context.Context, list client.ObjectList, opts ...client.L
 	return meta.SetList(list, objs)
 }
 
-// check fails for a resource the snapshot does not hold.
-func (s *store) check(gvk schema.GroupVersionKind) error {
+// check fails for a resource the snapshot does not hold in namespace
+// ("": in every namespace).
+func (s *store) check(gvk schema.GroupVersionKind, namespace string) error {
 	m, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return err
@@ -165,6 +172,9 @@ func (s *store) check(gvk schema.GroupVersionKind) error {
 	gr := m.Resource.GroupResource()
 	if why, ok := s.omitted[gr]; ok {
 		return fmt.Errorf("%w %s: %s", errNotHeld, gr, why)
+	}
+	if ns, ok := s.listedIn[gr]; ok && namespace == ns {
+		return nil
 	}
 	if !s.listed[gr] {
 		return fmt.Errorf("%w %s: take it again with -f naming the proposed policies", errNotHeld, gr)

@@ -65,7 +65,7 @@ func runDiffSeed(ctx context.Context, t *testing.T, w *world, seed uint64, prefi
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub, err := review.Take(ctx, w.admin, disc, []*unstructured.Unstructured{u}, true)
+	hub, err := review.Take(ctx, w.admin, disc, []*unstructured.Unstructured{u}, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}

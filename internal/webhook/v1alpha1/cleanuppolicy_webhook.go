@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +29,10 @@ type CleanupPolicyValidator struct {
 	Env *cel.Env
 	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
 	SignalLimits admissionpolicy.SignalLimits
+	// RecordMaxAge is how long teardown records are kept
+	// (--teardown-record-max-age); 0: no bound. A blast-radius window
+	// longer than it is refused (CheckWindow).
+	RecordMaxAge time.Duration
 }
 
 var _ admission.Validator[*v1alpha1.CleanupPolicy] = &CleanupPolicyValidator{}
@@ -36,8 +41,8 @@ var _ admission.Validator[*v1alpha1.CleanupPolicy] = &CleanupPolicyValidator{}
 const ValidatePath = "/validate-cleanup-fleetops-dev-v1alpha1-cleanuppolicy"
 
 // SetupCleanupPolicyWebhookWithManager registers the validator with the manager's webhook server.
-func SetupCleanupPolicyWebhookWithManager(mgr manager.Manager, env *cel.Env, limits admissionpolicy.SignalLimits) error {
-	v := &CleanupPolicyValidator{Env: env, SignalLimits: limits}
+func SetupCleanupPolicyWebhookWithManager(mgr manager.Manager, env *cel.Env, limits admissionpolicy.SignalLimits, recordMaxAge time.Duration) error {
+	v := &CleanupPolicyValidator{Env: env, SignalLimits: limits, RecordMaxAge: recordMaxAge}
 	mgr.GetWebhookServer().Register(ValidatePath, &admission.Webhook{Handler: &handler{validator: v}})
 	return nil
 }
@@ -142,6 +147,7 @@ func (v *CleanupPolicyValidator) validate(p *v1alpha1.CleanupPolicy) (admission.
 		// The admission policy checks the kinds; only here are the sizes checked at admission.
 		errs = append(errs, v.SignalLimits.OrDefault().Check(p.Spec.DeletionSignal.Manifests)...)
 	}
+	errs = append(errs, CheckWindow(p.Spec.BlastRadius, v.RecordMaxAge)...)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("CleanupPolicy").GroupKind(), p.Name, errs)
 	}
@@ -181,4 +187,18 @@ func (v *CleanupPolicyValidator) warnings(p *v1alpha1.CleanupPolicy) admission.W
 		w = append(w, SuspendWarning)
 	}
 	return w
+}
+
+// CheckWindow refuses a blast-radius window longer than the teardown
+// records are kept (recordMaxAge, 0: no bound): the budget counts the
+// teardowns of clusters already gone by their records, and a record swept
+// within the window would let more teardowns begin than the policy allows.
+// Clamping the window instead would do just that, so it is refused.
+func CheckWindow(b *v1alpha1.BlastRadius, recordMaxAge time.Duration) field.ErrorList {
+	if b == nil || b.Window == nil || recordMaxAge <= 0 || b.Window.Duration <= recordMaxAge {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "blastRadius", "window"), b.Window.Duration.String(),
+		fmt.Sprintf("longer than the operator keeps teardown records (--teardown-record-max-age %s): the teardowns of "+
+			"clusters already gone would not be counted for the whole window; shorten the window or raise the flag", recordMaxAge))}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -165,5 +166,32 @@ func TestSignalLimits(t *testing.T) {
 				t.Errorf("%s: %q does not say %q", c.name, err, w)
 			}
 		}
+	}
+}
+
+// TestWindowLongerThanRecords: a blast-radius window longer than the
+// records are kept is refused, naming the field and the flag; as long, or
+// with no bound on the records' age, it is admitted.
+func TestWindowLongerThanRecords(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withWindow := func(d time.Duration) *v1alpha1.CleanupPolicy {
+		return &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
+			BlastRadius:    &v1alpha1.BlastRadius{Window: &metav1.Duration{Duration: d}}}}
+	}
+	v := &CleanupPolicyValidator{Env: env, RecordMaxAge: 24 * time.Hour}
+	_, err = v.ValidateCreate(context.Background(), withWindow(25*time.Hour))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.blastRadius.window") || !strings.Contains(err.Error(), "--teardown-record-max-age 24h0m0s") {
+		t.Errorf("got %v, want Invalid naming spec.blastRadius.window and --teardown-record-max-age", err)
+	}
+	if _, err := v.ValidateCreate(context.Background(), withWindow(24*time.Hour)); err != nil {
+		t.Errorf("a window as long as the records' age refused: %v", err)
+	}
+	v.RecordMaxAge = 0
+	if _, err := v.ValidateCreate(context.Background(), withWindow(1000*time.Hour)); err != nil {
+		t.Errorf("records kept whatever their age, a long window refused: %v", err)
 	}
 }
