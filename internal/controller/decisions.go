@@ -61,8 +61,8 @@ type DecisionsReconciler struct {
 	// (operator.OwnConfigMapsCache), whose events bring a namespace back;
 	// nil: the manager's cache.
 	ConfigMaps cache.Cache
-	Reader    *snapshot.Reader
-	Recorder  events.EventRecorder
+	Reader     *snapshot.Reader
+	Recorder   events.EventRecorder
 }
 
 // Reconcile publishes the decisions of one namespace's root Policies.
