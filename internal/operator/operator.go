@@ -46,6 +46,8 @@ func ManagerOptions() ctrl.Options {
 		// it keeps what decisions read (TransformManifestWork). No cache is
 		// narrowed by a selector: stages and monitored resources may be of
 		// any kind, and a narrowed cache would hide objects from the gate.
+		// The operator's own ConfigMaps are read from a cache of their own
+		// (OwnConfigMapsCache), narrowed to what its roles allow.
 		// One transform for every kind, rather than one by object: that
 		// would need ManifestWork's REST mapping before Setup can say that
 		// its CRD is missing.
