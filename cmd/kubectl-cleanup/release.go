@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
@@ -42,7 +43,9 @@ on. It writes the annotation ` + v1alpha1.BlastRadiusReleasedAnnotation + `
 ("<count>/<time>": how many clusters this release names, and now in RFC 3339)
 on each held cluster of the policy, or on those --clusters names. The operator
 accepts a release written after the cluster's deletion, not one from before
-it: a release never reaches a deletion that comes after it.
+it: a release never reaches a deletion that comes after it. Only a user who
+may update the CleanupPolicy may release its teardowns: the admission policy
+` + admissionpolicy.ReleasePolicy + ` refuses anyone else.
 
 It exits 1 when no teardown of the policy is held (or none of those named),
 and 3 when a named cluster does not exist.`,

@@ -167,8 +167,9 @@ as it would without the operator:
     ` + admissionpolicy.DeleteConfirmationPolicy + `,
     ` + admissionpolicy.ProtectionMarkPolicy + `,
     ` + admissionpolicy.ProtectedNamespacePolicy + `,
-    ` + admissionpolicy.AuthorityPolicy + ` and
-    ` + admissionpolicy.SignalManifestsPolicy + `, and their bindings;
+    ` + admissionpolicy.AuthorityPolicy + `,
+    ` + admissionpolicy.SignalManifestsPolicy + ` and
+    ` + admissionpolicy.ReleasePolicy + `, and their bindings;
   - the deletion-signal ManifestWorks, without signalling a deletion: each
     gets deleteOption Orphan and is deleted once the work agent applied it
     (--signal-works=keep leaves them as they are).

@@ -21,7 +21,8 @@ import (
 // TestGuardRestores: with the guard running, a deleted binding comes back
 // within seconds, with a Warning Event on it and the metric counted; a
 // binding switched to Audit, and a policy whose validation was edited,
-// are put back as rendered; an object that is as rendered is not written.
+// are put back as rendered, and so is the deleted release guard; an object
+// that is as rendered is not written.
 func TestGuardRestores(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(testContext(t))
@@ -110,6 +111,21 @@ func TestGuardRestores(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.ProtectionMarkPolicy}, p)).To(Succeed())
 		g.Expect(p.Spec.Validations[0].Expression).To(Equal(want))
 	}).WithTimeout(enforcementTimeout).Should(Succeed())
+
+	// The release guard, deleted: back as well.
+	release := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.ReleasePolicy}, release)).To(Succeed())
+	releaseBefore := testutil.ToFloat64(admissionpolicy.Restores.WithLabelValues("ValidatingAdmissionPolicy", admissionpolicy.ReleasePolicy, "deleted"))
+	g.Expect(k8s.Delete(ctx, release)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.ReleasePolicy}, cur)).To(Succeed())
+		g.Expect(cur.UID).NotTo(Equal(release.UID))
+		g.Expect(cur.Spec.Validations).To(HaveLen(len(release.Spec.Validations)))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+	g.Eventually(func() float64 {
+		return testutil.ToFloat64(admissionpolicy.Restores.WithLabelValues("ValidatingAdmissionPolicy", admissionpolicy.ReleasePolicy, "deleted"))
+	}).Should(Equal(releaseBefore + 1))
 
 	// What is as rendered is left alone: another binding was never written.
 	other := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}

@@ -55,6 +55,8 @@ func ObjectsFor(l SignalLimits) []client.Object {
 		binding(AuthorityPolicy),
 		signalManifestsPolicy(l),
 		binding(SignalManifestsPolicy),
+		releasePolicy(),
+		binding(ReleasePolicy),
 	}
 }
 

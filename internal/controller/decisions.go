@@ -16,12 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
@@ -29,7 +31,12 @@ import (
 )
 
 // +kubebuilder:rbac:groups=policy.open-cluster-management.io,resources=policies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+// The decisions ConfigMaps by name only: the operator reads them by name,
+// lists and watches them through a field selector on that name, and
+// creates them with a server-side apply, which the API server authorizes
+// for the name applied. Teardown records have a Role in the operator's
+// namespace (config/rbac/teardown_record_role.yaml).
+// +kubebuilder:rbac:groups="",resources=configmaps,resourceNames=cleanup-decisions,verbs=get;list;watch;create;patch;delete
 
 // Labels of the OCM policy framework.
 const (
@@ -47,11 +54,15 @@ const (
 type DecisionsReconciler struct {
 	client.Client
 	Tally *Tally
-	// APIReader reads the ConfigMap from the API server: the operator does
-	// not cache the hub's ConfigMaps, only their metadata.
+	// APIReader reads the ConfigMap from the API server: the operator
+	// caches the metadata of the decisions ConfigMaps only.
 	APIReader client.Reader
-	Reader    *snapshot.Reader
-	Recorder  events.EventRecorder
+	// ConfigMaps is the cache of the operator's own ConfigMaps
+	// (operator.OwnConfigMapsCache), whose events bring a namespace back;
+	// nil: the manager's cache.
+	ConfigMaps cache.Cache
+	Reader     *snapshot.Reader
+	Recorder   events.EventRecorder
 }
 
 // Reconcile publishes the decisions of one namespace's root Policies.
@@ -236,15 +247,19 @@ func (r *DecisionsReconciler) SetupWithManager(mgr manager.Manager) error {
 	pol.SetGroupVersionKind(policyGVK)
 	cm := &metav1.PartialObjectMetadata{}
 	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	cms := r.ConfigMaps
+	if cms == nil {
+		cms = mgr.GetCache()
+	}
 	return builder.ControllerManagedBy(mgr).
 		Named("decisions").
 		Watches(pol, handler.EnqueueRequestsFromMapFunc(rootNamespaceOf)).
-		Watches(cm, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		WatchesRawSource(source.Kind(cms, client.Object(cm), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if o.GetName() != v1alpha1.DecisionsConfigMap {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
-		})).
+		}))).
 		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),

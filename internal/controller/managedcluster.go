@@ -89,15 +89,21 @@ var (
 // NewManagedClusterAdapter returns the adapter; it adds watches at run time
 // through the manager's cache and REST mapper.
 // A step's progress is written at most once per progressInterval (0:
-// DefaultProgressInterval; negative: on every change).
-func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics, progressInterval time.Duration, records RecordOptions) *ManagedClusterAdapter {
+// DefaultProgressInterval; negative: on every change). The teardown
+// records are written, and their metadata read, through configMaps: a
+// client of the operator's own ConfigMaps (nil: the manager's client).
+func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics, progressInterval time.Duration,
+	records RecordOptions, configMaps client.Client) *ManagedClusterAdapter {
 	if progressInterval == 0 {
 		progressInterval = DefaultProgressInterval
 	}
 	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), admissionSettle: AdmissionSettle,
 		inflight: newInflight(), progress: newProgress(progressInterval)}
 	records.Namespace = record.Namespace(records.Namespace)
-	a.records = newRecorder(mgr.GetClient(), mgr.GetAPIReader(), records)
+	if configMaps == nil {
+		configMaps = mgr.GetClient()
+	}
+	a.records = newRecorder(configMaps, mgr.GetAPIReader(), records)
 	var watching *prometheus.GaugeVec
 	if metrics != nil {
 		watching = metrics.WatchedResources

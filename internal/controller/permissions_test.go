@@ -5,10 +5,16 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -76,7 +82,67 @@ var _ = Describe("Permissions", func() {
 		clusterGone("rbac-2")
 		Expect(objectGone("ManagedClusterAddOn", "rbac-2", "search")()).To(BeTrue())
 	})
+
+	// The shipped roles name the decisions ConfigMaps and give a Role in
+	// the operator's namespace for the records: nothing else of the hub's
+	// ConfigMaps. A blast radius makes the teardown count records begun,
+	// read from the cache of the operator's own ConfigMaps.
+	It("publishes decisions and writes records with the roles it ships with, and may read or create no other ConfigMap", func() {
+		runAsOperator()
+		operatorClient := asOperator()
+
+		fleetCluster("own-cm", nil, true)
+		const ns = "policies-own-cm"
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		unrelated := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone-elses"}, Data: map[string]string{"k": "v"}}
+		Expect(k8s.Create(ctx, unrelated)).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("own-cm", v1alpha1.CleanupPolicySpec{
+			Prune:       &v1alpha1.Prune{Default: v1alpha1.PruneDeleteAll},
+			BlastRadius: &v1alpha1.BlastRadius{MaxTeardowns: ptr.To(intstr.FromInt32(5))},
+		}))).To(Succeed())
+		governedBy("own-cm", "own-cm")
+		rootPolicy(ns, "baseline", []map[string]any{cpTemplate("cp", "enforce", nil, readsDecisions("cp"))}, "own-cm")
+		Eventually(func(g Gomega) map[string]string { return decisions(g, ns) }).Should(Equal(map[string]string{"own-cm.cp": "DeleteAll"}))
+
+		deleteCluster("own-cm")
+		clusterGone("own-cm")
+		Expect(endedRecord("own-cm").Outcome).To(Equal(v1alpha1.CompletedReason))
+
+		By("refusing the operator any other ConfigMap outside its namespace")
+		forbidden := Satisfy(apierrors.IsForbidden)
+		Expect(operatorClient.Get(ctx, client.ObjectKeyFromObject(unrelated), &corev1.ConfigMap{})).To(forbidden)
+		Expect(operatorClient.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns))).To(forbidden)
+		Expect(operatorClient.List(ctx, &corev1.ConfigMapList{})).To(forbidden)
+		Expect(operatorClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "another"}})).To(forbidden)
+		apply := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "another"}}
+		Expect(operatorClient.Patch(ctx, apply, client.Apply, client.FieldOwner("probe"))).To(forbidden)
+		Expect(operatorClient.Delete(ctx, unrelated.DeepCopy())).To(forbidden)
+		// By name, everywhere; and all of its own namespace.
+		Expect(operatorClient.List(ctx, &corev1.ConfigMapList{}, client.MatchingFields{"metadata.name": v1alpha1.DecisionsConfigMap})).To(Succeed())
+		Expect(operatorClient.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(record.DefaultNamespace))).To(Succeed())
+
+		By("finding no ConfigMap of the operator's but the decisions and the records")
+		var all corev1.ConfigMapList
+		Expect(k8s.List(ctx, &all, client.MatchingLabels{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy})).To(Succeed())
+		Expect(all.Items).NotTo(BeEmpty())
+		for _, cm := range all.Items {
+			Expect(cm.Name == v1alpha1.DecisionsConfigMap || cm.Namespace == record.DefaultNamespace).To(BeTrue(),
+				"the operator made ConfigMap %s/%s", cm.Namespace, cm.Name)
+		}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(unrelated), unrelated)).To(Succeed())
+		Expect(unrelated.Data).To(Equal(map[string]string{"k": "v"}))
+	})
 })
+
+// asOperator is a client with the operator's identity and shipped roles.
+func asOperator() client.Client {
+	cfg, err := env.OperatorConfig(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
 
 // grantOperator grants the operator's user verbs on a resource of batch,
 // hub-wide, for the rest of the spec.

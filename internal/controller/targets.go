@@ -68,6 +68,9 @@ type Deps struct {
 	NamespaceDeny []string
 	// BlastRadius is the operator-wide budget, where a policy sets none.
 	BlastRadius v1alpha1.BlastRadius
+	// ConfigMaps reads the operator's own ConfigMaps (the teardown records)
+	// from a cache of them alone, and writes them.
+	ConfigMaps client.Client
 
 	clusters *ManagedClusterAdapter
 }
@@ -76,7 +79,7 @@ type Deps struct {
 // kind turns its add-on watches on and off.
 func (d *Deps) Clusters() *ManagedClusterAdapter {
 	if d.clusters == nil {
-		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records)
+		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records, d.ConfigMaps)
 		d.clusters.Tally = d.Tally
 		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
 		d.clusters.SignalLimits = d.SignalLimits

@@ -48,6 +48,8 @@ func ManagerOptions() ctrl.Options {
 		// it keeps what decisions read (TransformManifestWork). No cache is
 		// narrowed by a selector: stages and monitored resources may be of
 		// any kind, and a narrowed cache would hide objects from the gate.
+		// The operator's own ConfigMaps are read from a cache of their own
+		// (OwnConfigMapsCache), narrowed to what its roles allow.
 		// One transform for every kind, rather than one by object: that
 		// would need ManifestWork's REST mapping before Setup can say that
 		// its CRD is missing.
@@ -135,7 +137,12 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		BlastRadius:        opts.BlastRadius,
 	}
 	deps.Records.Namespace = record.Namespace(opts.Records.Namespace)
-	optional, err := setupTargets(mgr, deps, slices.Contains(missing, cel.ConfigurationPolicyCRD))
+	own, ownCache, err := newOwnConfigMaps(mgr, deps.Records.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	deps.ConfigMaps = own
+	optional, err := setupTargets(mgr, deps, ownCache, slices.Contains(missing, cel.ConfigurationPolicyCRD))
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +171,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		return nil, err
 	}
 	// Records past their age go even when no teardown ends.
-	if err := mgr.Add(&record.Sweeper{Client: mgr.GetClient(), Namespace: deps.Records.Namespace, Retention: opts.Records.Retention,
+	if err := mgr.Add(&record.Sweeper{Client: own, Namespace: deps.Records.Namespace, Retention: opts.Records.Retention,
 		Every: min(max(opts.Records.Retention.MaxAge/10, time.Minute), time.Hour)}); err != nil {
 		return nil, err
 	}
@@ -244,7 +251,7 @@ func newEnv(ctx context.Context, mgr manager.Manager) (*cel.Env, []string, error
 // setupTargets registers the reconciler of every governed kind
 // (controller.Targets): at once, or, for an optional kind, while its CRD
 // is installed, with the other optional kinds.
-func setupTargets(mgr manager.Manager, deps *controller.Deps, untypedPolicy bool) (*controller.Optional, error) {
+func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cache.Cache, untypedPolicy bool) (*controller.Optional, error) {
 	var kinds []*controller.OptionalKind
 	for _, t := range controller.Targets {
 		if t.CRD != "" {
@@ -265,7 +272,7 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, untypedPolicy bool
 		Does: "prune decisions for Policy templates",
 		Setup: func(m manager.Manager) error {
 			return (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: deps.Tally, APIReader: mgr.GetAPIReader(),
-				Reader: deps.Reader, Recorder: deps.Recorder}).SetupWithManager(m)
+				ConfigMaps: ownConfigMaps, Reader: deps.Reader, Recorder: deps.Recorder}).SetupWithManager(m)
 		},
 	}, &controller.OptionalKind{
 		CRD:     controller.AddOnCRD,

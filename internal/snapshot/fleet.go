@@ -46,7 +46,11 @@ func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Pol
 		// Teardowns begun count, by their records, after their clusters
 		// are gone; within the longest window a budget may name.
 		b := decision.BudgetOf(p.Spec.BlastRadius, r.BlastRadius, f.Governed)
-		started, err := record.StartedUnder(ctx, r.Client, r.RecordsNamespace, p.Name, s.Now.Add(-b.Window))
+		records := r.Records
+		if records == nil {
+			records = r.Client
+		}
+		started, err := record.StartedUnder(ctx, records, r.RecordsNamespace, p.Name, s.Now.Add(-b.Window))
 		if err != nil {
 			return err
 		}

@@ -72,6 +72,9 @@ type Reader struct {
 	// RecordsNamespace is where teardown records are kept: the blast
 	// radius counts the teardowns they say began. Empty: none are read.
 	RecordsNamespace string
+	// Records reads the records' metadata; nil: Client. The operator
+	// reads them from its cache of its own ConfigMaps.
+	Records client.Reader
 }
 
 // Read reads the cluster governed by g: its namespace whole, the works

@@ -28,12 +28,12 @@ var (
 	logBefore     = regexp.MustCompile("(?:log line|logs|log says|logged as)\\s+`([^`]+)`")
 	logAfter      = regexp.MustCompile("`([^`]+)`\\s+(?:\\(keys?\\b|is logged)")
 	placeholder   = regexp.MustCompile(`\.\.\.|<[^>]+>`)
-	policyCount   = regexp.MustCompile(`(?i)\b(one|two|three|four|five|six|seven|eight)\s+(?:ValidatingAdmissionPolicies|admission policies)`)
+	policyCount   = regexp.MustCompile(`(?i)\b(one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:ValidatingAdmissionPolicies|admission policies)`)
 	admissionName = regexp.MustCompile(`^cleanup-operator-(?:deleting|deletion|delete)[a-z-]*$`)
 	quotedFlag    = regexp.MustCompile(`^--([a-z0-9][a-z0-9-]*)`)
 	metricName    = regexp.MustCompile(`\bcleanup_[a-z0-9_]+`)
 	reasonLike    = regexp.MustCompile(`^[A-Z][A-Za-z]+$`)
-	numbers       = map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+	numbers       = map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 )
 
 // proseLines returns the lines outside code blocks in order.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,6 +120,9 @@ func start() (w *world, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := grantConfigMaps(ctx, w.admin); err != nil {
+		return nil, err
+	}
 	op, err := w.env.StartOperator(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -130,6 +134,23 @@ func start() (w *world, err error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// grantConfigMaps grants the operator the ConfigMaps of every namespace:
+// the fleet's policies monitor them and stage them for deletion, which the
+// operator's own roles do not cover (it may read its own ConfigMaps only),
+// so an administrator grants them as config/rbac/extra_resources_role.yaml
+// says to.
+func grantConfigMaps(ctx context.Context, admin client.Client) error {
+	const name = "plan-configmaps"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "delete", "patch"}}}}
+	if err := admin.Create(ctx, role); err != nil {
+		return err
+	}
+	return admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}})
 }
 
 // runAgent runs the work agent until the returned function stops it.
