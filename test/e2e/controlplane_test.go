@@ -31,8 +31,6 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
-	policyv1 "open-cluster-management.io/governance-policy-propagator/api/v1"
-	policyv1beta1 "open-cluster-management.io/governance-policy-propagator/api/v1beta1"
 )
 
 // repoPaths are the folders the suite reads: the repository (our CRD and
@@ -53,7 +51,7 @@ func findRepoPaths() (repoPaths, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		p.bin = dir
 	}
-	for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "manager"} {
+	for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "manager", "e2e-propagator"} {
 		if _, err := os.Stat(filepath.Join(p.bin, b)); err != nil {
 			return p, fmt.Errorf("no %s in %s: run 'make test-e2e', which builds it", b, p.bin)
 		}
@@ -123,8 +121,6 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(clusterv1beta1.Install(s))
 	utilruntime.Must(workv1.Install(s))
 	utilruntime.Must(addonv1alpha1.Install(s))
-	utilruntime.Must(policyv1.AddToScheme(s))
-	utilruntime.Must(policyv1beta1.AddToScheme(s))
 	return s
 }
 
