@@ -19,7 +19,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -36,10 +35,10 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "the hub's kubeconfig")
+	// controller-runtime registers --kubeconfig, the hub's kubeconfig.
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	cfg, err := ctrl.GetConfig()
 	if err == nil {
 		err = run(ctrl.SetupSignalHandler(), cfg)
 	}
