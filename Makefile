@@ -272,6 +272,10 @@ OCM_1_3_COMMIT := 805fa6103d8bc1761dbc9cb4e420def42703ec53
 OCM_1_3_DIR := $(LOCALBIN)/ocm-$(OCM_1_3_TAG)
 E2E_1_3_MODFILE ?= ocm-v1.3.1.mod
 
+.PHONY: print-ocm-source
+print-ocm-source: ## Print OCM_SOURCE (.ci/run skips the v1.3.1 run when it holds no tag v1.3.1).
+	@echo "$(OCM_SOURCE)"
+
 .PHONY: ocm-1.3-source
 ocm-1.3-source: ## Extract OCM v1.3.1 from the git directory OCM_SOURCE into bin/ocm-v1.3.1, its commit checked.
 	@commit=$$(git -C "$(OCM_SOURCE)" rev-parse --verify --quiet "$(OCM_1_3_TAG)^{commit}" 2>/dev/null) || { \
