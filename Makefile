@@ -240,12 +240,13 @@ bundle-build: ## Build the bundle image with CONTAINER_TOOL.
 E2E_TEST_FLAGS ?= -timeout 20m -v . -ginkgo.v
 
 # The suite runs the policy propagator as a process of its own, bin/e2e-propagator,
-# built from test/e2e/cmd/propagator with the module file of the propagator's version.
-E2E_PROPAGATOR = cd test/e2e && go build -o $(LOCALBIN)/e2e-propagator ./cmd/propagator
+# built from test/e2e/cmd/propagator with the module file of the propagator's version
+# (its argument: the go flags that pick it).
+e2e_propagator = cd test/e2e && GOFLAGS="$(GOFLAGS) $(1)" go build -o $(LOCALBIN)/e2e-propagator ./cmd/propagator
 
 .PHONY: test-e2e
 test-e2e: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run the operator with OCM's registration hub, work agent and policy propagator (test/e2e, its own Go module): OCM v1.2.0, policy framework v0.18.0.
-	$(E2E_PROPAGATOR)
+	$(call e2e_propagator)
 	cd test/e2e && go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
 
 # The older versions the e2e suite also runs against: its go.mod pins the
@@ -255,7 +256,7 @@ E2E_OLD_MODFILE ?= ocm-v1.0.0.mod
 
 .PHONY: test-e2e-ocm-1.0
 test-e2e-ocm-1.0: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run test/e2e against OCM v1.0.0 and the policy framework v0.16.0 (test/e2e/ocm-v1.0.0.mod).
-	GOFLAGS="$(GOFLAGS) -modfile=$(E2E_OLD_MODFILE) -tags=ocm_v1_0" $(E2E_PROPAGATOR)
+	$(call e2e_propagator,-modfile=$(E2E_OLD_MODFILE) -tags=ocm_v1_0)
 	cd test/e2e && GOFLAGS="$(GOFLAGS) -modfile=$(E2E_OLD_MODFILE) -tags=ocm_v1_0" go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
 
 # OCM v1.3.1: the Go module proxy does not serve its module's source, so it is
@@ -290,7 +291,7 @@ ocm-1.3-source: ## Extract OCM v1.3.1 from the git directory OCM_SOURCE into bin
 
 .PHONY: test-e2e-ocm-1.3
 test-e2e-ocm-1.3: ocm-1.3-source build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run test/e2e against OCM v1.3.1 built from OCM_SOURCE (test/e2e/ocm-v1.3.1.mod) and the policy framework v0.18.0.
-	$(E2E_PROPAGATOR)
+	$(call e2e_propagator)
 	cd test/e2e && GOFLAGS="$(GOFLAGS) -modfile=$(E2E_1_3_MODFILE)" go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
 
 ##@ Local control plane

@@ -40,6 +40,8 @@ type repoPaths struct {
 	root, bin string
 	ocmAPI    string // open-cluster-management.io/api
 	policy    string // open-cluster-management.io/governance-policy-propagator
+	// policyVersion is the propagator's version this module file resolves.
+	policyVersion string
 }
 
 func findRepoPaths() (repoPaths, error) {
@@ -56,16 +58,16 @@ func findRepoPaths() (repoPaths, error) {
 			return p, fmt.Errorf("no %s in %s: run 'make test-e2e', which builds it", b, p.bin)
 		}
 	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}",
-		"open-cluster-management.io/api", "open-cluster-management.io/governance-policy-propagator").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}",
+		"open-cluster-management.io/api", propagatorModule).Output()
 	if err != nil {
 		return p, fmt.Errorf("locating the OCM modules: %w", err)
 	}
-	dirs := strings.Fields(string(out))
-	if len(dirs) != 2 {
+	f := strings.Fields(string(out))
+	if len(f) != 4 {
 		return p, fmt.Errorf("locating the OCM modules: got %q", out)
 	}
-	p.ocmAPI, p.policy = dirs[0], dirs[1]
+	p.ocmAPI, p.policy, p.policyVersion = f[0], f[2], f[3]
 	return p, nil
 }
 
