@@ -31,8 +31,6 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
-	policyv1 "open-cluster-management.io/governance-policy-propagator/api/v1"
-	policyv1beta1 "open-cluster-management.io/governance-policy-propagator/api/v1beta1"
 )
 
 // repoPaths are the folders the suite reads: the repository (our CRD and
@@ -42,6 +40,8 @@ type repoPaths struct {
 	root, bin string
 	ocmAPI    string // open-cluster-management.io/api
 	policy    string // open-cluster-management.io/governance-policy-propagator
+	// policyVersion is the propagator's version this module file resolves.
+	policyVersion string
 }
 
 func findRepoPaths() (repoPaths, error) {
@@ -53,21 +53,21 @@ func findRepoPaths() (repoPaths, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		p.bin = dir
 	}
-	for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "manager"} {
+	for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "manager", "e2e-propagator"} {
 		if _, err := os.Stat(filepath.Join(p.bin, b)); err != nil {
 			return p, fmt.Errorf("no %s in %s: run 'make test-e2e', which builds it", b, p.bin)
 		}
 	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}",
-		"open-cluster-management.io/api", "open-cluster-management.io/governance-policy-propagator").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}",
+		"open-cluster-management.io/api", propagatorModule).Output()
 	if err != nil {
 		return p, fmt.Errorf("locating the OCM modules: %w", err)
 	}
-	dirs := strings.Fields(string(out))
-	if len(dirs) != 2 {
+	f := strings.Fields(string(out))
+	if len(f) != 4 {
 		return p, fmt.Errorf("locating the OCM modules: got %q", out)
 	}
-	p.ocmAPI, p.policy = dirs[0], dirs[1]
+	p.ocmAPI, p.policy, p.policyVersion = f[0], f[2], f[3]
 	return p, nil
 }
 
@@ -123,8 +123,6 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(clusterv1beta1.Install(s))
 	utilruntime.Must(workv1.Install(s))
 	utilruntime.Must(addonv1alpha1.Install(s))
-	utilruntime.Must(policyv1.AddToScheme(s))
-	utilruntime.Must(policyv1beta1.AddToScheme(s))
 	return s
 }
 

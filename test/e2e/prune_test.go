@@ -105,6 +105,7 @@ func placeOnCluster1() {
 // replicatedPrune returns the pruneObjectBehavior of the ConfigurationPolicy
 // template in the replicated Policy in cluster1's namespace.
 func replicatedPrune(g Gomega) string {
+	g.Expect(prop.exited()).To(Succeed())
 	p := &unstructured.Unstructured{}
 	p.SetAPIVersion("policy.open-cluster-management.io/v1")
 	p.SetKind("Policy")
@@ -121,7 +122,11 @@ func templatePrune(p *unstructured.Unstructured) string {
 	return v
 }
 
+// publishedDecision is the operator's decision for cluster1; it publishes a
+// root Policy's decisions for the clusters holding its replicated Policy,
+// which the propagator writes.
 func publishedDecision(g Gomega) string {
+	g.Expect(prop.exited()).To(Succeed())
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: policyNamespace, Name: decisionsName}, cm)).To(Succeed())
 	return cm.Data[clusterName+"."+configPolicyName]

@@ -24,7 +24,7 @@ import (
 //   - kube-controller-manager (namespace and garbage-collector controllers),
 //   - OCM's registration hub controllers (ResourceCleanup off) and the work
 //     agent of cluster1, in this process,
-//   - the governance-policy-propagator, in this process,
+//   - the governance-policy-propagator, as the bin/e2e-propagator process,
 //   - the operator, bin/manager, as a process with the RBAC it ships with.
 //
 // Logs of every component go to bin/e2e-logs.
@@ -45,7 +45,7 @@ var (
 	manager         *process
 	hub             *component
 	agent           *workAgent
-	prop            *component
+	prop            *process
 )
 
 func TestE2E(t *testing.T) {
@@ -102,7 +102,7 @@ var _ = BeforeSuite(func() {
 	agent.start()
 
 	By("starting the governance-policy-propagator")
-	prop = startPropagator(adminCfg)
+	prop = startPropagator()
 
 	By("starting the operator, bin/manager, with the RBAC it ships with")
 	operatorConfig = operatorKubeconfig()
@@ -153,9 +153,9 @@ var _ = AfterSuite(func() {
 	fmt.Fprintf(GinkgoWriter, "component logs: %s\n", logDir)
 })
 
-// routeLogs sends the in-process components' logs (klog for OCM,
-// controller-runtime's logger for the propagator) to files, so the test
-// output shows the scenarios and their timelines only.
+// routeLogs sends the in-process components' logs (klog, and
+// controller-runtime's logger) to bin/e2e-logs/ocm.log, so the test output
+// shows the scenarios and their timelines only.
 func routeLogs() {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -163,8 +163,9 @@ func routeLogs() {
 	Expect(klogFlags.Set("alsologtostderr", "false")).To(Succeed())
 	Expect(klogFlags.Set("stderrthreshold", "FATAL")).To(Succeed())
 	Expect(klogFlags.Set("v", "2")).To(Succeed())
-	klog.SetOutput(logFile("ocm.log"))
-	logf.SetLogger(zap.New(zap.WriteTo(logFile("propagator.log")), zap.UseDevMode(true)))
+	ocmLog := logFile("ocm.log")
+	klog.SetOutput(ocmLog)
+	logf.SetLogger(zap.New(zap.WriteTo(ocmLog), zap.UseDevMode(true)))
 }
 
 func logFile(name string) *os.File {

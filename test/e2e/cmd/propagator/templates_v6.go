@@ -1,6 +1,6 @@
 //go:build ocm_v1_0
 
-package e2e
+package main
 
 import templates "github.com/stolostron/go-template-utils/v6/pkg/templates"
 
