@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,4 +106,43 @@ func TestUninstallByAPersonWithMarksGuarded(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, metaObject(gvk, "", obj.GetName()))
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s: %v", gvk.Kind, obj.GetName(), err)
 	}
+}
+
+// TestWhileMarkLingers: a change the deleted protection-mark policy still
+// refuses is tried again until it passes, but only once uninstall deleted
+// that policy, and not past markGoneBy; other errors return at once.
+func TestWhileMarkLingers(t *testing.T) {
+	g := NewWithT(t)
+	refused := apierrors.NewForbidden(schema.GroupResource{Group: "cluster.open-cluster-management.io", Resource: "managedclusters"}, "c1",
+		fmt.Errorf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request", admissionpolicy.ProtectionMarkPolicy,
+			admissionpolicy.BindingName(admissionpolicy.ProtectionMarkPolicy)))
+	refusingTwice := func(calls *int) func() error {
+		return func() error {
+			if *calls++; *calls <= 2 {
+				return refused
+			}
+			return nil
+		}
+	}
+	now := time.Now()
+	u := &uninstaller{now: func() time.Time { return now }}
+
+	calls := 0
+	g.Expect(u.whileMarkLingers(context.Background(), refusingTwice(&calls))).To(MatchError(refused))
+	g.Expect(calls).To(Equal(1), "the policy was not deleted by uninstall: no retry")
+
+	u.markGoneBy = now.Add(markLag)
+	calls = 0
+	g.Expect(u.whileMarkLingers(context.Background(), refusingTwice(&calls))).To(Succeed())
+	g.Expect(calls).To(Equal(3))
+
+	calls = 0
+	other := errors.New("conflict")
+	g.Expect(u.whileMarkLingers(context.Background(), func() error { calls++; return other })).To(MatchError(other))
+	g.Expect(calls).To(Equal(1))
+
+	u.markGoneBy = now
+	calls = 0
+	g.Expect(u.whileMarkLingers(context.Background(), refusingTwice(&calls))).To(MatchError(refused))
+	g.Expect(calls).To(Equal(1), "past markGoneBy: no retry")
 }
