@@ -96,7 +96,9 @@ func TestPinOnlyByOperator(t *testing.T) {
 	deleting := managedCluster("pin-deleting", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"})
 	deleting.SetFinalizers([]string{v1alpha1.ClusterCleanupFinalizer})
 	createCluster(ctx, t, deleting)
-	t.Cleanup(func() { _ = mergePatch(context.Background(), k8s, deleting.DeepCopy(), `{"metadata":{"finalizers":null}}`) })
+	t.Cleanup(func() {
+		_ = mergePatch(context.Background(), k8s, deleting.DeepCopy(), `{"metadata":{"finalizers":null}}`)
+	})
 	g.Expect(k8s.Delete(ctx, deleting.DeepCopy())).To(Succeed())
 	g.Expect(mergePatch(ctx, user, deleting.DeepCopy(), pinPatch("suspended"))).To(
 		MatchError(ContainSubstring(pinned("pin-deleting", "fleet", "suspended"))))
