@@ -62,6 +62,9 @@ type uninstaller struct {
 	// signalWorks is signalWorksOrphan or signalWorksKeep.
 	signalWorks string
 	now         func() time.Time
+	// markGoneBy, once uninstall deleted the protection-mark policy, is
+	// when the API server must have stopped enforcing it.
+	markGoneBy time.Time
 }
 
 func (u *uninstaller) printf(format string, args ...any) {
@@ -105,7 +108,7 @@ func (u *uninstaller) run(ctx context.Context) error {
 
 	var errs []error
 	for _, step := range []func(context.Context) error{
-		u.releaseClusters, u.releasePolicies, u.unlabelNamespaces, u.unannotateWorks,
+		u.deleteMarkPolicy, u.releaseClusters, u.releasePolicies, u.unlabelNamespaces, u.unannotateWorks,
 		u.unannotateConfigurationPolicies, u.deleteAdmission,
 	} {
 		if err := step(ctx); err != nil {
@@ -173,6 +176,11 @@ as it would without the operator:
   - the deletion-signal ManifestWorks, without signalling a deletion: each
     gets deleteOption Orphan and is deleted once the work agent applied it
     (--signal-works=keep leaves them as they are).
+
+It deletes ` + admissionpolicy.ProtectionMarkPolicy + ` and its binding
+first: that policy lets only the operator change the marks uninstall removes
+from ManagedClusters (the protection label, the accepted confirmation and
+the annotation cleanup.fleetops.dev/policy). The other policies go last.
 
 It leaves the deleteOption of ManifestWorks and the pruneObjectBehavior of
 ConfigurationPolicies (real settings), the cleanup-decisions ConfigMaps (hub

@@ -31,43 +31,45 @@ import (
 func (u *uninstaller) stripMeta(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey,
 	keep func(*metav1.PartialObjectMetadata) error, finalizers, labels, annotations []string) ([]string, error) {
 	var removed []string
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
-		if err := u.c.Get(ctx, key, obj); err != nil {
-			return err
-		}
-		if keep != nil {
-			if err := keep(obj); err != nil {
+	err := u.whileMarkLingers(ctx, func() error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(gvk)
+			if err := u.c.Get(ctx, key, obj); err != nil {
 				return err
 			}
-		}
-		orig := obj.DeepCopy()
-		removed = nil
-		keptFinalizers := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool {
-			if slices.Contains(finalizers, f) {
-				removed = append(removed, "finalizer "+f)
-				return true
+			if keep != nil {
+				if err := keep(obj); err != nil {
+					return err
+				}
 			}
-			return false
+			orig := obj.DeepCopy()
+			removed = nil
+			keptFinalizers := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool {
+				if slices.Contains(finalizers, f) {
+					removed = append(removed, "finalizer "+f)
+					return true
+				}
+				return false
+			})
+			obj.SetFinalizers(keptFinalizers)
+			for _, l := range labels {
+				if _, ok := obj.Labels[l]; ok {
+					delete(obj.Labels, l)
+					removed = append(removed, "label "+l)
+				}
+			}
+			for _, a := range annotations {
+				if _, ok := obj.Annotations[a]; ok {
+					delete(obj.Annotations, a)
+					removed = append(removed, "annotation "+a)
+				}
+			}
+			if len(removed) == 0 || u.dryRun {
+				return nil
+			}
+			return u.c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 		})
-		obj.SetFinalizers(keptFinalizers)
-		for _, l := range labels {
-			if _, ok := obj.Labels[l]; ok {
-				delete(obj.Labels, l)
-				removed = append(removed, "label "+l)
-			}
-		}
-		for _, a := range annotations {
-			if _, ok := obj.Annotations[a]; ok {
-				delete(obj.Annotations, a)
-				removed = append(removed, "annotation "+a)
-			}
-		}
-		if len(removed) == 0 || u.dryRun {
-			return nil
-		}
-		return u.c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -217,17 +219,27 @@ func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
 }
 
 // deleteAdmission deletes the operator's admission policy bindings, then
-// the policies. An object of the same name that the operator did not
-// create (its label is missing) is left and reported.
+// the policies, but for the protection-mark policy, which deleteMarkPolicy
+// deleted before.
 func (u *uninstaller) deleteAdmission(ctx context.Context) error {
+	_, err := u.deleteAdmissionObjects(ctx, func(obj client.Object) bool { return !isMarkObject(obj) })
+	return err
+}
+
+// deleteAdmissionObjects deletes the operator's admission objects that
+// match, bindings first, and says whether it deleted any. An object of the
+// same name that the operator did not create (its label is missing) is
+// left and reported.
+func (u *uninstaller) deleteAdmissionObjects(ctx context.Context, match func(client.Object) bool) (bool, error) {
 	// The names are what matters here, whoever the policies were rendered for.
-	objs := admissionpolicy.AllObjects("")
+	objs := slices.DeleteFunc(admissionpolicy.AllObjects(""), func(obj client.Object) bool { return !match(obj) })
 	// Bindings first: a binding without its policy refuses nothing, but
 	// reads as a misconfiguration.
 	sort.SliceStable(objs, func(i, j int) bool {
 		return strings.HasSuffix(objs[i].GetName(), "-binding") && !strings.HasSuffix(objs[j].GetName(), "-binding")
 	})
 	var errs []error
+	deleted := false
 	for _, want := range objs {
 		kind := want.GetObjectKind().GroupVersionKind().Kind
 		got := &metav1.PartialObjectMetadata{}
@@ -251,7 +263,9 @@ func (u *uninstaller) deleteAdmission(ctx context.Context) error {
 		uid := got.UID
 		if err := u.c.Delete(ctx, got, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting %s %s: %w", kind, want.GetName(), err))
+			continue
 		}
+		deleted = true
 	}
-	return errors.Join(errs...)
+	return deleted, errors.Join(errs...)
 }

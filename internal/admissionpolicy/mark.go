@@ -16,9 +16,10 @@ import (
 // a patch: they name the operator, so they are rendered for the user it
 // authenticates as (OperatorUser).
 const (
-	// ProtectionMarkPolicy lets only the operator add or remove the
-	// deletion-protection label of a ManagedCluster and write the
-	// acceptance of its deletion confirmation.
+	// ProtectionMarkPolicy guards the operator's marks on a ManagedCluster:
+	// only the operator adds or removes the deletion-protection label,
+	// writes the acceptance of a deletion confirmation, and sets, changes
+	// or removes the pin to the governing policy.
 	ProtectionMarkPolicy = "cleanup-operator-protection-mark"
 	// ProtectedNamespacePolicy refuses DELETE of the namespace of a
 	// protected ManagedCluster unless the cluster's deletion is confirmed
@@ -63,10 +64,13 @@ func notOperator(operatorUser string) admissionregistrationv1.MatchCondition {
 }
 
 // protectionMarkPolicy refuses anyone but the operator a request that
-// adds, removes or changes the protection label of a ManagedCluster, or
-// that writes an acceptance (removing one only protects more). Together
-// with the deletion-protection policy, a patch can then forge nothing: a
-// confirmation counts only once the operator accepted it.
+// adds, removes or changes the protection label of a ManagedCluster, that
+// writes an acceptance (removing one only protects more), or that sets,
+// changes or removes the pin (v1alpha1.GoverningPolicyAnnotation).
+// Together with the deletion-protection policy, a patch can then forge
+// nothing: a confirmation counts only once the operator accepted it, a
+// deleting cluster is torn down by the policy the operator pinned, and the
+// blast-radius release policy checks the policy the operator pinned.
 func protectionMarkPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(ProtectionMarkPolicy)
 	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
@@ -84,6 +88,8 @@ func protectionMarkPolicy(operatorUser string) *admissionregistrationv1.Validati
 		{Name: "oldMark", Expression: "oldObject == null ? '' : (" + label("oldObject", v1alpha1.DeletionProtectedLabel) + ")"},
 		{Name: "accepted", Expression: annotation("object", v1alpha1.DeleteConfirmationAcceptedAnnotation)},
 		{Name: "oldAccepted", Expression: "oldObject == null ? '' : (" + annotation("oldObject", v1alpha1.DeleteConfirmationAcceptedAnnotation) + ")"},
+		{Name: "pin", Expression: annotation("object", v1alpha1.GoverningPolicyAnnotation)},
+		{Name: "oldPin", Expression: "oldObject == null ? '' : (" + annotation("oldObject", v1alpha1.GoverningPolicyAnnotation) + ")"},
 	}
 	p.Spec.Validations = []admissionregistrationv1.Validation{{
 		Expression: "variables.mark == variables.oldMark",
@@ -98,8 +104,25 @@ func protectionMarkPolicy(operatorUser string) *admissionregistrationv1.Validati
 		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator writes the annotation " +
 			v1alpha1.DeleteConfirmationAcceptedAnnotation + ", once it has seen a confirmation; confirm with kubectl cleanup confirm-delete ' + object.metadata.name",
 		Reason: ptr.To(metav1.StatusReasonForbidden),
-	}}
+	}, pinValidation()}
 	return p
+}
+
+// pinValidation refuses a change of the pin: set on a new cluster, or
+// set, changed or removed on an existing one. An empty value counts as
+// none, as decision.Pinned reads it.
+func pinValidation() admissionregistrationv1.Validation {
+	return admissionregistrationv1.Validation{
+		Expression: "variables.pin == variables.oldPin",
+		Message: "only the cleanup operator sets, changes or removes the annotation " + v1alpha1.GoverningPolicyAnnotation +
+			": the operator writes it, naming the CleanupPolicy that governs the cluster",
+		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator sets, changes or removes the annotation " +
+			v1alpha1.GoverningPolicyAnnotation + " (' + (variables.oldPin == '' ? 'none' : variables.oldPin) + ' to ' + " +
+			"(variables.pin == '' ? 'none' : variables.pin) + '): the operator writes it, naming the CleanupPolicy that governs " +
+			"the cluster and that tears it down when it is deleted; which policy governs a cluster follows from the " +
+			"clusterSelector and priority of the CleanupPolicies'",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}
 }
 
 // protectedNamespacePolicy refuses DELETE of a cluster namespace (one OCM

@@ -18,10 +18,18 @@ import (
 // is the administrator of another policy, also when the same patch moves
 // the cluster to that policy; the governing policy's administrator
 // releases. Removing a release, or changing anything else, is not checked.
+//
+// The release policy is checked on its own, without the protection-mark
+// policy (which refuses every move of the pin but the operator's; see
+// TestReleaseTwoStepRefused): it must hold also where an administrator
+// dropped that one.
 func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
-	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, admissionpolicy.AllObjects("the-operator"))).To(Succeed())
+	for _, obj := range admissionpolicy.ProtectionObjects("the-operator") {
+		g.Expect(client.IgnoreNotFound(k8s.Delete(ctx, obj))).To(Succeed())
+	}
+	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, admissionpolicy.Objects())).To(Succeed())
 
 	clusters := rbacv1.PolicyRule{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"},
 		Verbs: []string{"get", "patch", "update"}}
@@ -36,6 +44,11 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"}, Verbs: []string{"update"}}})
 
 	mc := createCluster(ctx, t, managedCluster("release-a", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"}))
+	// The protection-mark policy is no longer enforced: the pin moves.
+	g.Eventually(func() error {
+		return mergePatch(ctx, otherAdmin, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"other"}}}`,
+			v1alpha1.GoverningPolicyAnnotation), client.DryRunAll)
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
 	release := func(value string) string {
 		return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.BlastRadiusReleasedAnnotation, value)
 	}
