@@ -69,7 +69,8 @@ type ManagedClusterAdapter struct {
 	// conflicts, and to tell an earlier version's signal work.
 	apiReader client.Reader
 	watches   *resourceWatches
-	inflight  *inflight
+	// teardowns are the states of the teardowns this process runs.
+	teardowns *teardowns
 	// progress paces the writes of a teardown's progress on the cluster.
 	progress *progress
 	// beforeCollection, in tests, runs between the check of a group
@@ -95,7 +96,7 @@ func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder
 		progressInterval = DefaultProgressInterval
 	}
 	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), admissionSettle: AdmissionSettle,
-		inflight: newInflight(), progress: newProgress(progressInterval)}
+		teardowns: newTeardowns(), progress: newProgress(progressInterval)}
 	records.Namespace = record.Namespace(records.Namespace)
 	a.records = newRecorder(mgr.GetClient(), mgr.GetAPIReader(), records)
 	var watching *prometheus.GaugeVec
@@ -139,8 +140,8 @@ func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watch
 // Reconcile implements Adapter.
 func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if mc.GetDeletionTimestamp() == nil {
-		// No teardown runs, so none has time to resume.
-		a.inflight.forgetSuspended(mc.GetUID())
+		// No teardown runs: none has state.
+		a.teardowns.drop(mc.GetUID())
 		res, wrote, err := a.reconcileProtection(ctx, mc, g)
 		if err != nil || wrote {
 			// The write's event brings the cluster back.
@@ -151,22 +152,26 @@ func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
 		// Not the operator's cleanup (any more): a finalizer removed by
 		// hand ends it.
+		a.teardowns.drop(mc.GetUID())
 		a.Metrics.forget(mc.GetName())
 		return reconcile.Result{}, nil
 	}
 	return a.reconcileDeletion(ctx, mc, g)
 }
 
-// Gone drops the metrics of a cluster that is gone, however its cleanup
-// ended.
-func (a *ManagedClusterAdapter) Gone(key types.NamespacedName) { a.Metrics.forget(key.Name) }
+// Gone drops all that is kept of a cluster that is gone, however its
+// cleanup ended.
+func (a *ManagedClusterAdapter) Gone(key types.NamespacedName) {
+	a.teardowns.gone(key.Name)
+	a.Metrics.forget(key.Name)
+}
 
 // SawSuspended remembers a deleting cluster seen paused or under a
 // suspended policy: its first teardown reconcile after the resume reports
 // it, and its timeout counts from there.
 func (a *ManagedClusterAdapter) SawSuspended(mc *unstructured.Unstructured) {
 	if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
-		a.inflight.sawSuspended(mc.GetUID())
+		a.teardowns.of(mc.GetName(), mc.GetUID()).sawSuspended()
 	}
 }
 
@@ -363,18 +368,22 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 			continue // someone else's work that carries the label: not ours to retire
 		}
 		if !isOrphan(w) {
-			if _, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {
+			result, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)})
+			if err != nil {
 				return err
+			}
+			if result.written() {
+				a.teardowns.retireStamp(namespace, w.UID, int64(result))
 			}
 			continue
 		}
-		if !decision.OrphanApplied(w, a.inflight.stamped(w.UID)) {
+		if !decision.OrphanApplied(w, a.teardowns.retireStamped(namespace, w.UID)) {
 			continue // the agent's next status brings the cluster back
 		}
 		if err := a.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID, ResourceVersion: &w.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return err
 		}
-		a.inflight.forgetStamp(w.UID)
+		a.teardowns.retired(namespace, w.UID)
 		logf.FromContext(ctx).Info("deletion-signal work retired", "cluster", namespace, "work", w.Name)
 	}
 	return nil

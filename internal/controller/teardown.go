@@ -31,29 +31,28 @@ import (
 
 // reconcileDeletion runs one step of the teardown of a deleted cluster.
 func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
-	if a.inflight.finished(mc.GetUID()) {
+	if a.teardowns.isFinished(mc.GetUID()) {
 		return reconcile.Result{}, nil // finished; the cache has not caught up yet
 	}
-	memory := a.inflight.memory(mc.GetName())
-	memory.Resumed = a.inflight.resumed(mc.GetUID())
-	s, err := a.reader().Read(ctx, g, memory)
+	st := a.teardowns.of(mc.GetName(), mc.GetUID())
+	s, err := a.reader().Read(ctx, g, a.teardowns.memory(mc.GetName(), mc.GetUID()))
 	if err != nil {
 		var accessErr *accessError
 		if errors.As(err, &accessErr) {
 			// Reported, and retried with backoff: a granted permission
 			// brings no watch event.
-			if _, rerr := a.report(ctx, mc, nil, decision.HeldReport(err), "read"); rerr != nil {
+			if _, rerr := a.report(ctx, st, mc, nil, decision.HeldReport(err), "read"); rerr != nil {
 				return reconcile.Result{}, rerr
 			}
 		}
 		return reconcile.Result{}, err
 	}
 	plan := decision.PlanTeardown(g, s)
-	res, err := a.execute(ctx, mc, s, plan)
+	res, err := a.execute(ctx, st, mc, s, plan)
 	if next := plan.Next(); err == nil && plan.Suspended == "" && (next == nil || next.Kind != decision.StepResumed) {
 		// Nothing reports a resume here (a dry run, a hold, which force
 		// nothing, or no resume); writeCondition forgets it once written.
-		a.inflight.forgetSuspended(mc.GetUID())
+		st.resumeReported()
 	}
 	return res, err
 }
@@ -71,7 +70,7 @@ func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
 // the end. A dry run, or a held plan, writes nothing and reports the plan.
 // What the writes meet (a conflict on a stamp) may turn the report into a
 // hold; it never adds a write the plan did not list.
-func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
+func (a *ManagedClusterAdapter) execute(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
 	if plan.Suspended != "" {
 		// A suspended policy or a paused cluster: not a single write, not
 		// even the condition; the resume brings the cluster back.
@@ -84,20 +83,20 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 	switch {
 	case plan.Held != "":
 		report = plan.HeldReport()
-		if err := a.records.hold(ctx, mc, plan, s, plan.Held); err != nil {
-			return a.recordFailed(ctx, mc, err)
+		if err := a.records.hold(ctx, st, mc, plan, s, plan.Held); err != nil {
+			return a.recordFailed(ctx, st, mc, err)
 		}
 	case plan.DryRun:
 		report = plan.DryRunReport()
-		if err := a.records.dryRun(ctx, mc, plan, s); err != nil {
-			return a.recordFailed(ctx, mc, err)
+		if err := a.records.dryRun(ctx, st, mc, plan, s); err != nil {
+			return a.recordFailed(ctx, st, mc, err)
 		}
 	case step == nil:
 		return reconcile.Result{}, nil
 	case step.Kind == decision.StepFinish:
-		if err := a.finish(ctx, mc, s, plan, step); !errors.Is(err, errStaleNamespace) {
+		if err := a.finish(ctx, st, mc, s, plan, step); !errors.Is(err, errStaleNamespace) {
 			if errors.Is(err, errRecord) {
-				return a.recordFailed(ctx, mc, err)
+				return a.recordFailed(ctx, st, mc, err)
 			}
 			return reconcile.Result{}, err
 		}
@@ -106,14 +105,14 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 		return reconcile.Result{}, nil
 	default:
 		report = step.Report
-		holds, err := a.run(ctx, mc, s, plan)
+		holds, err := a.run(ctx, st, mc, s, plan)
 		if errors.Is(err, errStaleNamespace) {
 			// The label was refused: nothing after it is written, nor
 			// reported; the namespace's event brings the cluster back.
 			return reconcile.Result{}, nil
 		}
 		if errors.Is(err, errRecord) {
-			return a.recordFailed(ctx, mc, err)
+			return a.recordFailed(ctx, st, mc, err)
 		}
 		if err != nil {
 			return reconcile.Result{}, err
@@ -121,15 +120,15 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 		if len(holds) > 0 {
 			report = decision.OrphaningHeld(append(plannedHolds(step), holds...))
 		}
-		if err := a.records.hold(ctx, mc, plan, s, record.HoldOf(plan, holds)); err != nil {
-			return a.recordFailed(ctx, mc, err)
+		if err := a.records.hold(ctx, st, mc, plan, s, record.HoldOf(plan, holds)); err != nil {
+			return a.recordFailed(ctx, st, mc, err)
 		}
 	}
 	if report == nil {
 		return reconcile.Result{}, nil
 	}
 	a.observeRemaining(mc, plan, step)
-	return a.report(ctx, mc, plan, report, stepKey(step))
+	return a.report(ctx, st, mc, plan, report, stepKey(step))
 }
 
 // stepKey names a step for the pacing of its progress: its kind and name
@@ -172,10 +171,10 @@ func plannedHolds(step *decision.Step) []string {
 // that turned into holds (another manager owns the field, or the write
 // failed). A refused label or unlabel (errStaleNamespace) stops the step
 // before any other write.
-func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
+func (a *ManagedClusterAdapter) run(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
 	now := plan.Now()
 	// The record first: the entries of the writes below, as intended.
-	if err := a.records.intend(ctx, mc, plan, s, now); err != nil {
+	if err := a.records.intend(ctx, st, mc, plan, s, now); err != nil {
 		return nil, fmt.Errorf("%w: %w", errRecord, err)
 	}
 	byVerb := map[decision.Verb][]decision.Action{}
@@ -188,16 +187,20 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 			return nil, err
 		}
 	}
-	a.records.done(mc, plan, labels, func(decision.Action) bool { return true })
-	holds := a.stampAll(ctx, s, byVerb[decision.VerbStamp])
-	a.records.done(mc, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { return a.inflight.stamped(act.UID) != 0 })
+	a.records.done(st, plan, labels, func(decision.Action) bool { return true })
+	stamped, holds := a.stampAll(ctx, s, byVerb[decision.VerbStamp])
+	for uid, generation := range stamped {
+		st.stamp(uid, generation)
+	}
+	a.records.done(st, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { _, ok := stamped[act.UID]; return ok })
 	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
 		if err := a.recordUnconfirmed(ctx, mc, plan, acts[0]); err != nil {
 			return nil, err
 		}
 	}
 	deleted, err := a.deleteAll(ctx, mc, plan, byVerb[decision.VerbDelete])
-	a.records.done(mc, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
+	st.deletedAll(deleted)
+	a.records.done(st, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
 	if err != nil {
 		return nil, err
 	}
@@ -209,9 +212,9 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 			force = append(force, act)
 		}
 	}
-	err = a.force(ctx, mc, plan, force)
-	forced := a.inflight.memory(mc.GetName()).Forced
-	a.records.done(mc, plan, force, func(act decision.Action) bool { return forced[act.UID] })
+	forced, err := a.force(ctx, mc, plan, force)
+	st.forcedAll(forced)
+	a.records.done(st, plan, force, func(act decision.Action) bool { return forced.Has(act.UID) })
 	return holds, err
 }
 
@@ -221,7 +224,7 @@ var errRecord = errors.New("the teardown record could not be written; nothing is
 
 // recordFailed reports a record that could not be written as a hold, and
 // retries with backoff: the teardown waits for its record.
-func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
+func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
 	if !errors.Is(err, errRecord) {
 		err = fmt.Errorf("%w: %w", errRecord, err)
 	}
@@ -230,7 +233,7 @@ func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, mc *unstructur
 		// and the write retried, without a report.
 		return reconcile.Result{}, err
 	}
-	if _, rerr := a.report(ctx, mc, nil, decision.HeldReport(err), "record"); rerr != nil {
+	if _, rerr := a.report(ctx, st, mc, nil, decision.HeldReport(err), "record"); rerr != nil {
 		return reconcile.Result{}, rerr
 	}
 	return reconcile.Result{}, err
@@ -239,7 +242,7 @@ func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, mc *unstructur
 // finish reports the outcome, then makes the last step's writes: the
 // finalizer goes last, once the outcome is written and the namespace
 // unlabelled (a refused unlabel, errStaleNamespace, keeps the finalizer).
-func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) error {
+func (a *ManagedClusterAdapter) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) error {
 	r := step.Report
 	if r.Reason != "" {
 		if _, err := a.writeCondition(ctx, mc, r); err != nil {
@@ -249,7 +252,7 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Uns
 	}
 	// The record ends before the finalizer goes: a cluster gone is a
 	// record ended.
-	if err := a.records.finish(ctx, mc, plan, s, r); err != nil {
+	if err := a.records.finish(ctx, st, mc, plan, s, r); err != nil {
 		return fmt.Errorf("%w: %w", errRecord, err)
 	}
 	if plan.Policy == "" {
@@ -275,7 +278,7 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Uns
 // once per progress interval (the requeue at its end writes what was held
 // back). It requeues when the step waits for a time. plan is the plan the
 // report comes from, nil when none could be made.
-func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
+func (a *ManagedClusterAdapter) report(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
 	// The event first: the step it reports has happened even if the
 	// condition write below meets a newer cluster and has to wait.
 	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
@@ -287,7 +290,7 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 		}
 		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
 	}
-	held, err := a.writeProgress(ctx, mc, r, step)
+	held, err := a.writeProgress(ctx, st, mc, r, step)
 	if err != nil {
 		if apierrors.IsConflict(err) {
 			// Another writer (OCM's registration controllers) changed the
@@ -310,11 +313,11 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Uns
 // writeProgress writes ContentDeleteSuccess when it changed, unless only
 // the progress of the step last written changed within the progress
 // interval: then it returns how long the write waits.
-func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
+func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
 	key := r.Reason + "/" + step
 	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
 		!r.Done && prev.Reason == r.Reason && prev.Status == metav1.ConditionFalse {
-		if held := a.progress.hold(mc.GetUID(), key); held > 0 {
+		if held := a.progress.hold(st.progress, key); held > 0 {
 			if setContentDeleteCondition(mc.DeepCopy(), metav1.ConditionFalse, r.Reason, r.Message) {
 				return held, nil
 			}
@@ -323,7 +326,7 @@ func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, mc *unstructu
 	}
 	written, err := a.writeCondition(ctx, mc, r)
 	if err == nil && written {
-		a.progress.wrote(mc.GetUID(), key)
+		st.progress = a.progress.mark(key)
 	}
 	return 0, err
 }
@@ -345,7 +348,9 @@ func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstruct
 		// Reported once: the next reconcile goes on with the teardown.
 		defer func() {
 			if err == nil {
-				a.inflight.forgetSuspended(mc.GetUID())
+				if st := a.teardowns.peek(mc.GetUID()); st != nil {
+					st.resumeReported()
+				}
 			}
 		}()
 	}

@@ -106,6 +106,8 @@ type Operator struct {
 	Cache      *cel.Cache
 	Governance *decision.Governance
 	Metrics    *controller.Metrics
+	// Clusters is the ManagedCluster adapter, whose memory tests observe.
+	Clusters *controller.ManagedClusterAdapter
 }
 
 // Setup reads the schemas of the OCM and policy CRDs, builds the CEL
@@ -137,6 +139,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err != nil {
 		return nil, err
 	}
+	op.Clusters = deps.Clusters()
 	if err := (&controller.CleanupPolicyReconciler{
 		Tally:      deps.Tally,
 		Client:     mgr.GetClient(),
