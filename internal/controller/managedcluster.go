@@ -408,7 +408,9 @@ func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.allClusters),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A CRD installed can end a teardown's hold on a resource not served.
-		Watches(crdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters))
+		Watches(crdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters)).
+		// Another cluster's deletion, step or end can end a blast-radius hold.
+		Watches(newManagedCluster(), a.wakeHeld())
 }
 
 // workToCluster maps a ManifestWork's events to its cluster when they can
