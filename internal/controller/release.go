@@ -25,7 +25,7 @@ var clusterAnnotations = decision.ClusterAnnotations
 // namespace. Admission refuses new ManifestWorks and add-ons in a labelled
 // namespace, so a label left behind would refuse every work of a cluster
 // re-imported under the same name, the operator's signal work included.
-func (a *ManagedClusterAdapter) unlabelNamespace(ctx context.Context, name string) error {
+func (a *clusterWriter) unlabelNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return client.IgnoreNotFound(err)
@@ -34,7 +34,7 @@ func (a *ManagedClusterAdapter) unlabelNamespace(ctx context.Context, name strin
 }
 
 // unlabel removes the cluster-deleting label from a namespace in hand.
-func (a *ManagedClusterAdapter) unlabel(ctx context.Context, ns *corev1.Namespace) error {
+func (a *clusterWriter) unlabel(ctx context.Context, ns *corev1.Namespace) error {
 	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled || ns.DeletionTimestamp != nil {
 		return nil
 	}
@@ -55,7 +55,7 @@ var errStaleNamespace = errors.New("the cluster namespace changed since it was r
 // it off, on exactly the namespace of that UID and, when rv is set, only as
 // it was read: a namespace changed meanwhile (or a cache behind the last
 // write) is refused, errStaleNamespace, and left to its event.
-func (a *ManagedClusterAdapter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) error {
+func (a *clusterWriter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) error {
 	value, verb := "null", "unlabelled"
 	if on {
 		value, verb = `"true"`, "labelled"

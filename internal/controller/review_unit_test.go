@@ -77,7 +77,7 @@ type writes struct {
 	patches []string
 }
 
-func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ManagedClusterAdapter {
+func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ClusterTeardown {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = workv1.AddToScheme(scheme)
@@ -98,7 +98,7 @@ func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ManagedClu
 			return nil
 		},
 	}).Build()
-	return &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), teardowns: newTeardowns(),
+	return &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics()}, teardowns: newTeardowns(),
 		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 }
 
@@ -167,7 +167,7 @@ func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
-	a := &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), teardowns: newTeardowns(),
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics()}, teardowns: newTeardowns(),
 		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 
 	// What the cache still shows: the previous work of that name, deleting.

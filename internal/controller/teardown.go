@@ -30,7 +30,7 @@ import (
 // a restart resumes the teardown without repeating or skipping a step.
 
 // reconcileDeletion runs one step of the teardown of a deleted cluster.
-func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
+func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if a.teardowns.isFinished(mc.GetUID()) {
 		return reconcile.Result{}, nil // finished; the cache has not caught up yet
 	}
@@ -61,7 +61,7 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 // the resources it lists watched from their first list, and the manifests
 // of works from the API server when the policy's rules read them (the
 // cache keeps their identity only).
-func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
+func (a *ClusterTeardown) reader() *snapshot.Reader {
 	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true,
 		NamespaceDeny: a.NamespaceDeny, BlastRadius: a.BlastRadius, RecordsNamespace: a.records.opts.Namespace}
 }
@@ -70,7 +70,7 @@ func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
 // the end. A dry run, or a held plan, writes nothing and reports the plan.
 // What the writes meet (a conflict on a stamp) may turn the report into a
 // hold; it never adds a write the plan did not list.
-func (a *ManagedClusterAdapter) execute(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
+func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
 	if plan.Suspended != "" {
 		// A suspended policy or a paused cluster: not a single write, not
 		// even the condition; the resume brings the cluster back.
@@ -94,15 +94,7 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, st *teardownState, 
 	case step == nil:
 		return reconcile.Result{}, nil
 	case step.Kind == decision.StepFinish:
-		if err := a.finish(ctx, st, mc, s, plan, step); !errors.Is(err, errStaleNamespace) {
-			if errors.Is(err, errRecord) {
-				return a.recordFailed(ctx, st, mc, err)
-			}
-			return reconcile.Result{}, err
-		}
-		// The unlabel was refused: the finalizer stays until the
-		// namespace's event brings the cluster back.
-		return reconcile.Result{}, nil
+		return a.finishStep(ctx, st, mc, s, plan, step)
 	default:
 		report = step.Report
 		holds, err := a.run(ctx, st, mc, s, plan)
@@ -131,6 +123,19 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, st *teardownState, 
 	return a.report(ctx, st, mc, plan, report, stepKey(step))
 }
 
+// finishStep runs the last step. A refused unlabel keeps the finalizer
+// until the namespace's event brings the cluster back.
+func (a *ClusterTeardown) finishStep(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (reconcile.Result, error) {
+	err := a.finish(ctx, st, mc, s, plan, step)
+	switch {
+	case errors.Is(err, errStaleNamespace):
+		return reconcile.Result{}, nil
+	case errors.Is(err, errRecord):
+		return a.recordFailed(ctx, st, mc, err)
+	}
+	return reconcile.Result{}, err
+}
+
 // stepKey names a step for the pacing of its progress: its kind and name
 // (a stage's); a report of another reason is another step too.
 func stepKey(step *decision.Step) string {
@@ -142,7 +147,7 @@ func stepKey(step *decision.Step) string {
 
 // observeRemaining keeps the metric of the objects the cluster's current
 // step still acts on or waits for current, whatever the condition shows.
-func (a *ManagedClusterAdapter) observeRemaining(mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) {
+func (a *ClusterTeardown) observeRemaining(mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) {
 	if step == nil || plan.DryRun {
 		return
 	}
@@ -171,7 +176,7 @@ func plannedHolds(step *decision.Step) []string {
 // that turned into holds (another manager owns the field, or the write
 // failed). A refused label or unlabel (errStaleNamespace) stops the step
 // before any other write.
-func (a *ManagedClusterAdapter) run(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
+func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
 	now := plan.Now()
 	// The record first: the entries of the writes below, as intended.
 	if err := a.records.intend(ctx, st, mc, plan, s, now); err != nil {
@@ -224,7 +229,7 @@ var errRecord = errors.New("the teardown record could not be written; nothing is
 
 // recordFailed reports a record that could not be written as a hold, and
 // retries with backoff: the teardown waits for its record.
-func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
+func (a *ClusterTeardown) recordFailed(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
 	if !errors.Is(err, errRecord) {
 		err = fmt.Errorf("%w: %w", errRecord, err)
 	}
@@ -242,7 +247,7 @@ func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, st *teardownSt
 // finish reports the outcome, then makes the last step's writes: the
 // finalizer goes last, once the outcome is written and the namespace
 // unlabelled (a refused unlabel, errStaleNamespace, keeps the finalizer).
-func (a *ManagedClusterAdapter) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) error {
+func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) error {
 	r := step.Report
 	if r.Reason != "" {
 		if _, err := a.writeCondition(ctx, mc, r); err != nil {
@@ -278,7 +283,7 @@ func (a *ManagedClusterAdapter) finish(ctx context.Context, st *teardownState, m
 // once per progress interval (the requeue at its end writes what was held
 // back). It requeues when the step waits for a time. plan is the plan the
 // report comes from, nil when none could be made.
-func (a *ManagedClusterAdapter) report(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
+func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
 	// The event first: the step it reports has happened even if the
 	// condition write below meets a newer cluster and has to wait.
 	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
@@ -313,7 +318,7 @@ func (a *ManagedClusterAdapter) report(ctx context.Context, st *teardownState, m
 // writeProgress writes ContentDeleteSuccess when it changed, unless only
 // the progress of the step last written changed within the progress
 // interval: then it returns how long the write waits.
-func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
+func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
 	key := r.Reason + "/" + step
 	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
 		!r.Done && prev.Reason == r.Reason && prev.Status == metav1.ConditionFalse {
@@ -335,7 +340,7 @@ func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, st *teardownS
 // cluster as read: a cluster changed meanwhile is a conflict. The outcome
 // (a done report) must be written before the finalizer goes, so its
 // conflict is an error, retried. It says whether it wrote.
-func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (written bool, err error) {
+func (a *ClusterTeardown) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (written bool, err error) {
 	status := metav1.ConditionFalse
 	switch {
 	case r.Done:

@@ -62,7 +62,7 @@ import (
 // deleted) is recorded once and not deleted again; one that is gone is
 // left to the next plan; the others are to be deleted one by one, each
 // with its preconditions.
-func (a *ManagedClusterAdapter) notDeletedYet(ctx context.Context, mc *unstructured.Unstructured, acts []decision.Action) ([]decision.Action, sets.Set[types.UID], error) {
+func (a *ClusterTeardown) notDeletedYet(ctx context.Context, mc *unstructured.Unstructured, acts []decision.Action) ([]decision.Action, sets.Set[types.UID], error) {
 	done := sets.New[types.UID]()
 	var rest []decision.Action
 	for _, act := range acts {
@@ -89,7 +89,7 @@ func (a *ManagedClusterAdapter) notDeletedYet(ctx context.Context, mc *unstructu
 // in the cluster namespace, in one deletecollection when the checks the
 // file's header gives hold, and says whether it did, and whether it sent
 // the request; not ok: the objects are to be deleted one by one.
-func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (ok, sent bool, err error) {
+func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (ok, sent bool, err error) {
 	log := logf.FromContext(ctx)
 	first := acts[0]
 	if first.Meta == nil || first.Namespace != plan.Cluster || !decision.AdmissionGuarded(schema.ParseGroupResource(first.Resource).WithVersion("")) {
@@ -133,7 +133,7 @@ func (a *ManagedClusterAdapter) deleteCollection(ctx context.Context, mc *unstru
 // namespaceClosed says whether no object can be created in the cluster
 // namespace: the operator's admission policy is in force, the namespace,
 // read live, carries the deleting label, and a dry-run create is refused.
-func (a *ManagedClusterAdapter) namespaceClosed(ctx context.Context, mc *unstructured.Unstructured, namespace string) bool {
+func (a *ClusterTeardown) namespaceClosed(ctx context.Context, mc *unstructured.Unstructured, namespace string) bool {
 	log := logf.FromContext(ctx)
 	why, err := a.admissionInForce(ctx)
 	if err != nil || why != "" {
@@ -162,7 +162,7 @@ func (a *ManagedClusterAdapter) namespaceClosed(ctx context.Context, mc *unstruc
 // returns the list when it holds exactly the plan's objects, each at the
 // resourceVersion the plan decided on and none being deleted; nil when
 // not.
-func (a *ManagedClusterAdapter) exactlyPlanned(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (*metav1.PartialObjectMetadataList, error) {
+func (a *ClusterTeardown) exactlyPlanned(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (*metav1.PartialObjectMetadataList, error) {
 	log := logf.FromContext(ctx)
 	first := acts[0]
 	gvk := first.Meta.GroupVersionKind()
@@ -215,7 +215,7 @@ const AdmissionSettle = 5 * time.Second
 // resources and actions: an administrator's edit, even one that narrows
 // them, means no collection), and not have been written for
 // a.admissionSettle.
-func (a *ManagedClusterAdapter) admissionInForce(ctx context.Context) (string, error) {
+func (a *ClusterTeardown) admissionInForce(ctx context.Context) (string, error) {
 	var wantPolicy *admissionregistrationv1.ValidatingAdmissionPolicy
 	var wantBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	for _, obj := range admissionpolicy.Objects() {
@@ -257,7 +257,7 @@ const admissionProbe = "cleanup-operator-admission-probe"
 // admissionRefuses says whether the API server refuses, by the operator's
 // admission policy, a new ManifestWork in the namespace: a dry run, which
 // writes nothing.
-func (a *ManagedClusterAdapter) admissionRefuses(ctx context.Context, namespace string) (bool, error) {
+func (a *ClusterTeardown) admissionRefuses(ctx context.Context, namespace string) (bool, error) {
 	probe := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": decision.ManifestWorks.GroupVersion().String(), "kind": "ManifestWork",
 		"metadata": map[string]any{"name": admissionProbe, "namespace": namespace,

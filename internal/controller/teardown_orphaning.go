@@ -23,7 +23,7 @@ import (
 // the generation each stamped work now has. A stamp that meets another
 // manager's deleteOption, or fails, is returned as a hold; a work replaced
 // or changed meanwhile is left to its event.
-func (a *ManagedClusterAdapter) stampAll(ctx context.Context, s *decision.Snapshot, acts []decision.Action) (map[types.UID]int64, []string) {
+func (a *ClusterTeardown) stampAll(ctx context.Context, s *decision.Snapshot, acts []decision.Action) (map[types.UID]int64, []string) {
 	var holds []string
 	stamped := map[types.UID]int64{}
 	for _, act := range acts {
@@ -67,7 +67,7 @@ func (r stampResult) written() bool { return r > 0 }
 // default propagationPolicy, which it never wrote (see takeDefault); why
 // says who holds it otherwise. Both carry the UID: they never touch a work
 // recreated under the same name.
-func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want decision.DeleteOption) (result stampResult, why string, err error) {
+func (a *clusterWriter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want decision.DeleteOption) (result stampResult, why string, err error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(manifestWorkGVK)
 	obj.SetNamespace(w.Namespace)

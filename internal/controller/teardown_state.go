@@ -264,7 +264,7 @@ func (t *teardowns) keeps(cluster string) bool {
 // anything of in memory: a teardown's state, a finished teardown not yet
 // gone, the stamp of a signal work being retired, a cluster's metric
 // series.
-func (a *ManagedClusterAdapter) Kept(names ...string) []string {
+func (a *ClusterTeardown) Kept(names ...string) []string {
 	var out []string
 	for _, name := range names {
 		if a.teardowns.keeps(name) || a.Metrics.keeps(name) || blastRadiusKeeps(name) {

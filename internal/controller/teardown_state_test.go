@@ -78,7 +78,7 @@ var _ = Describe("Teardown state", func() {
 			byWay[way] = heldTeardowns(way, n)
 			all = append(all, byWay[way]...)
 		}
-		Expect(op.Clusters.Kept(all...)).To(ConsistOf(all), "each teardown has begun, and has its state")
+		Expect(op.Teardown.Kept(all...)).To(ConsistOf(all), "each teardown has begun, and has its state")
 
 		By("the operator finishing: the monitored objects gone")
 		for _, name := range byWay["op"] {
@@ -88,7 +88,7 @@ var _ = Describe("Teardown state", func() {
 		for _, name := range byWay["hand"] {
 			removeFinalizerByHand(getClusterNow(name), v1alpha1.ClusterCleanupFinalizer)
 		}
-		Eventually(func() []string { return op.Clusters.Kept(byWay["hand"]...) }).Should(BeEmpty(),
+		Eventually(func() []string { return op.Teardown.Kept(byWay["hand"]...) }).Should(BeEmpty(),
 			"a finalizer removed by hand ends the teardown while the cluster is still there")
 		for _, name := range byWay["hand"] {
 			removeFinalizerByHand(getClusterNow(name), "example.com/hold")
@@ -105,6 +105,6 @@ var _ = Describe("Teardown state", func() {
 		for _, name := range all {
 			clusterGone(name)
 		}
-		Eventually(func() []string { return op.Clusters.Kept(all...) }).Should(BeEmpty())
+		Eventually(func() []string { return op.Teardown.Kept(all...) }).Should(BeEmpty())
 	})
 })

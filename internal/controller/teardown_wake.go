@@ -35,7 +35,7 @@ var heldReasons = []string{v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingF
 
 // wakeHeld is the handler of ManagedCluster events that wakes the held
 // teardowns of the same policy.
-func (a *ManagedClusterAdapter) wakeHeld() handler.EventHandler {
+func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.ObjectOld == nil || e.ObjectNew == nil {
@@ -60,7 +60,7 @@ func (a *ManagedClusterAdapter) wakeHeld() handler.EventHandler {
 
 // enqueueHeld enqueues the held teardowns of the policy that governs (or
 // governed) the cluster, other than the cluster's own.
-func (a *ManagedClusterAdapter) enqueueHeld(ctx context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (a *ClusterTeardown) enqueueHeld(ctx context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	policy := mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
 	if policy == "" {
 		return

@@ -30,7 +30,7 @@ import (
 
 // label puts the cluster-deleting label on the cluster namespace, or takes
 // it off.
-func (a *ManagedClusterAdapter) label(ctx context.Context, act decision.Action) error {
+func (a *ClusterTeardown) label(ctx context.Context, act decision.Action) error {
 	return a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
 }
 
@@ -41,7 +41,7 @@ const deleteParallelism = 16
 // remembers each, so that it is not deleted again while the cache catches
 // up. A work changed since the plan read it is not deleted: its event
 // brings the cluster back, and the plan checks it again.
-func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructured.Unstructured, acts []decision.Action) (sets.Set[types.UID], error) {
+func (a *ClusterTeardown) deleteObjects(ctx context.Context, mc *unstructured.Unstructured, acts []decision.Action) (sets.Set[types.UID], error) {
 	var mu sync.Mutex
 	done := sets.New[types.UID]()
 	eg, ctx := errgroup.WithContext(ctx)
@@ -84,7 +84,7 @@ func (a *ManagedClusterAdapter) deleteObjects(ctx context.Context, mc *unstructu
 // deleteAll deletes the objects: a group the plan sends as a collection in
 // one deletecollection when the namespace holds exactly that group, the
 // others one by one.
-func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
+func (a *ClusterTeardown) deleteAll(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
 	var each, collection []decision.Action
 	for _, act := range acts {
 		if act.Collection {
@@ -128,7 +128,7 @@ func (a *ManagedClusterAdapter) deleteAll(ctx context.Context, mc *unstructured.
 
 // deleted reports a delete: in metrics, and for the cluster namespace in
 // an Event. The caller remembers it from what the delete returns.
-func (a *ManagedClusterAdapter) deleted(mc *unstructured.Unstructured, act decision.Action) {
+func (a *ClusterTeardown) deleted(mc *unstructured.Unstructured, act decision.Action) {
 	if act.Resource == decision.NamespacesResource {
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeletingNamespaceReason, "Cleanup", "deleted namespace %s", act.Name)
 		return
@@ -140,7 +140,7 @@ func (a *ManagedClusterAdapter) deleted(mc *unstructured.Unstructured, act decis
 // force removes the work agent's finalizer from the objects, after
 // recording them on the cluster, reports every forced object, and returns
 // the objects it forced.
-func (a *ManagedClusterAdapter) force(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
+func (a *ClusterTeardown) force(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
 	done := sets.New[types.UID]()
 	if len(acts) == 0 {
 		return done, nil
@@ -181,7 +181,7 @@ func actionKey(act decision.Action) string {
 // ends as Completed after a crash or a failed write, and an object of a
 // batch cut short is not counted twice when the next one forces it. It
 // writes on the cluster as read, so no record written meanwhile is lost.
-func (a *ManagedClusterAdapter) recordForcing(ctx context.Context, mc *unstructured.Unstructured, batch []decision.Action) error {
+func (a *ClusterTeardown) recordForcing(ctx context.Context, mc *unstructured.Unstructured, batch []decision.Action) error {
 	counted := sets.New[string]()
 	if v := mc.GetAnnotations()[v1alpha1.ForcingAnnotation]; v != "" {
 		counted.Insert(strings.Split(v, ",")...)
@@ -206,7 +206,7 @@ func (a *ManagedClusterAdapter) recordForcing(ctx context.Context, mc *unstructu
 // recordUnconfirmed writes the works about to be deleted with an orphan
 // the agent never confirmed on the cluster, before they are deleted, and
 // reports them once (Event, metric).
-func (a *ManagedClusterAdapter) recordUnconfirmed(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, act decision.Action) error {
+func (a *ClusterTeardown) recordUnconfirmed(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, act decision.Action) error {
 	recorded := sets.New(decision.UnconfirmedOrphans(mc)...).Insert(act.Objects...)
 	before := mc.DeepCopy()
 	setAnnotation(mc, v1alpha1.UnconfirmedOrphansAnnotation, strings.Join(sets.List(recorded), ","))
@@ -222,7 +222,7 @@ func (a *ManagedClusterAdapter) recordUnconfirmed(ctx context.Context, mc *unstr
 
 // removeFinalizer removes the operator's finalizer, and the annotations the
 // action names, from the cluster, then reports the outcome's event.
-func (a *ManagedClusterAdapter) removeFinalizer(ctx context.Context, mc *unstructured.Unstructured, act decision.Action, r *decision.Report) error {
+func (a *ClusterTeardown) removeFinalizer(ctx context.Context, mc *unstructured.Unstructured, act decision.Action, r *decision.Report) error {
 	patch, ok := removeFinalizerPatch(mc, act.Finalizer, act.Annotations)
 	if !ok || a.teardowns.isFinished(mc.GetUID()) {
 		return nil // a cache that has not caught up yet
@@ -265,7 +265,7 @@ func removeFinalizerPatch(obj metav1.Object, finalizer string, annotations []str
 // trackNotOwned keeps the tally of signal works the operator leaves alone
 // in step with the plan: the hold of a not-owned signal work is reported
 // under the policy, once; an owned or absent one clears it.
-func (a *ManagedClusterAdapter) trackNotOwned(plan *decision.Plan, s *decision.Snapshot) {
+func (a *ClusterTeardown) trackNotOwned(plan *decision.Plan, s *decision.Snapshot) {
 	for _, st := range plan.Steps {
 		if st.Kind != decision.StepSignal || st.State == decision.StateLater {
 			continue
