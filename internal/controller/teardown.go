@@ -1,23 +1,17 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
@@ -97,16 +91,14 @@ func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, mc *un
 		return a.finishStep(ctx, st, mc, s, plan, step)
 	default:
 		report = step.Report
-		holds, err := a.run(ctx, st, mc, s, plan)
-		if errors.Is(err, errStaleNamespace) {
-			// The label was refused: nothing after it is written, nor
-			// reported; the namespace's event brings the cluster back.
+		holds, stop, err := a.run(ctx, st, mc, s, plan)
+		switch {
+		case stop == stepStale:
+			// Nothing after the refused label is written, nor reported.
 			return reconcile.Result{}, nil
-		}
-		if errors.Is(err, errRecord) {
+		case stop == stepNoRecord:
 			return a.recordFailed(ctx, st, mc, err)
-		}
-		if err != nil {
+		case err != nil:
 			return reconcile.Result{}, err
 		}
 		if len(holds) > 0 {
@@ -126,15 +118,31 @@ func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, mc *un
 // finishStep runs the last step. A refused unlabel keeps the finalizer
 // until the namespace's event brings the cluster back.
 func (a *ClusterTeardown) finishStep(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (reconcile.Result, error) {
-	err := a.finish(ctx, st, mc, s, plan, step)
-	switch {
-	case errors.Is(err, errStaleNamespace):
+	stop, err := a.finish(ctx, st, mc, s, plan, step)
+	switch stop {
+	case stepStale:
 		return reconcile.Result{}, nil
-	case errors.Is(err, errRecord):
+	case stepNoRecord:
 		return a.recordFailed(ctx, st, mc, err)
 	}
 	return reconcile.Result{}, err
 }
+
+// stepStop is why a step's writes stopped short, other than an error.
+type stepStop int
+
+const (
+	// stepOn: no reason; every write was made, or an error says why not.
+	stepOn stepStop = iota
+	// stepStale: a label or unlabel was refused on its preconditions (the
+	// namespace changed since the plan read it). Nothing after it in the
+	// plan is written this reconcile; the namespace's event brings the
+	// cluster back.
+	stepStale
+	// stepNoRecord: the teardown record could not be written (the error
+	// says why); nothing it would list is written either.
+	stepNoRecord
+)
 
 // stepKey names a step for the pacing of its progress: its kind and name
 // (a stage's); a report of another reason is another step too.
@@ -174,13 +182,13 @@ func plannedHolds(step *decision.Step) []string {
 // run makes the writes of the plan's next step, by verb: labels, stamps
 // and records before deletes, deletes before forcing. It returns the stamps
 // that turned into holds (another manager owns the field, or the write
-// failed). A refused label or unlabel (errStaleNamespace) stops the step
-// before any other write.
-func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
+// failed), and why it stopped short: a refused label or unlabel stops the
+// step before any other write, a record not written before any write.
+func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, stepStop, error) {
 	now := plan.Now()
 	// The record first: the entries of the writes below, as intended.
 	if err := a.records.intend(ctx, st, mc, plan, s, now); err != nil {
-		return nil, fmt.Errorf("%w: %w", errRecord, err)
+		return nil, stepNoRecord, err
 	}
 	byVerb := map[decision.Verb][]decision.Action{}
 	for _, act := range now {
@@ -188,8 +196,12 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstru
 	}
 	labels := append(byVerb[decision.VerbLabel], byVerb[decision.VerbUnlabel]...)
 	for _, act := range labels {
-		if err := a.label(ctx, act); err != nil {
-			return nil, err
+		written, err := a.label(ctx, act)
+		if err != nil {
+			return nil, stepOn, err
+		}
+		if !written {
+			return nil, stepStale, nil
 		}
 	}
 	a.records.done(st, plan, labels, func(decision.Action) bool { return true })
@@ -200,14 +212,14 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstru
 	a.records.done(st, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { _, ok := stamped[act.UID]; return ok })
 	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
 		if err := a.recordUnconfirmed(ctx, mc, plan, acts[0]); err != nil {
-			return nil, err
+			return nil, stepOn, err
 		}
 	}
 	deleted, err := a.deleteAll(ctx, mc, plan, byVerb[decision.VerbDelete])
 	st.deletedAll(deleted)
 	a.records.done(st, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
 	if err != nil {
-		return nil, err
+		return nil, stepOn, err
 	}
 	// An object forced right after its delete only if the delete went
 	// through: never the finalizer of an object that is not being deleted.
@@ -220,7 +232,7 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstru
 	forced, err := a.force(ctx, mc, plan, force)
 	st.forcedAll(forced)
 	a.records.done(st, plan, force, func(act decision.Action) bool { return forced.Has(act.UID) })
-	return holds, err
+	return holds, stepOn, err
 }
 
 // errRecord marks a teardown record that could not be written: nothing the
@@ -244,145 +256,41 @@ func (a *ClusterTeardown) recordFailed(ctx context.Context, st *teardownState, m
 	return reconcile.Result{}, err
 }
 
-// finish reports the outcome, then makes the last step's writes: the
-// finalizer goes last, once the outcome is written and the namespace
-// unlabelled (a refused unlabel, errStaleNamespace, keeps the finalizer).
-func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) error {
+// finish reports the outcome, then makes the last step's writes, in this
+// order: the outcome (the condition), the record ended, the namespace
+// unlabelled, and the finalizer last (a refused unlabel, stepStale, keeps
+// it).
+func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (stepStop, error) {
 	r := step.Report
 	if r.Reason != "" {
 		if _, err := a.writeCondition(ctx, mc, r); err != nil {
-			return err
+			return stepOn, err
 		}
 		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
 	}
 	// The record ends before the finalizer goes: a cluster gone is a
 	// record ended.
 	if err := a.records.finish(ctx, st, mc, plan, s, r); err != nil {
-		return fmt.Errorf("%w: %w", errRecord, err)
+		return stepNoRecord, err
 	}
 	if plan.Policy == "" {
 		clearNotOwnedWorks(a.Tally, mc.GetName())
 	}
 	for _, act := range plan.Now() {
-		var err error
 		switch act.Verb {
 		case decision.VerbUnlabel:
-			err = a.label(ctx, act)
+			written, err := a.label(ctx, act)
+			if err != nil {
+				return stepOn, err
+			}
+			if !written {
+				return stepStale, nil
+			}
 		case decision.VerbRemoveFinalizer:
-			err = a.removeFinalizer(ctx, mc, act, r)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// report emits the step's event and writes ContentDeleteSuccess when it
-// changed: at once when the step changed, and while a step runs at most
-// once per progress interval (the requeue at its end writes what was held
-// back). It requeues when the step waits for a time. plan is the plan the
-// report comes from, nil when none could be made.
-func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
-	// The event first: the step it reports has happened even if the
-	// condition write below meets a newer cluster and has to wait.
-	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
-		// A waiting report (hooks) is announced when its condition is
-		// written, not on each reconcile while it waits.
-		typ := corev1.EventTypeNormal
-		if r.Reason == v1alpha1.CleanupFailedReason || r.Reason == v1alpha1.BlastRadiusExceededReason {
-			typ = corev1.EventTypeWarning
-		}
-		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
-	}
-	held, err := a.writeProgress(ctx, st, mc, r, step)
-	if err != nil {
-		if apierrors.IsConflict(err) {
-			// Another writer (OCM's registration controllers) changed the
-			// cluster meanwhile; its event brings the cluster back.
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	a.Metrics.observeStep(mc, plan, r.Reason)
-	if plan != nil {
-		observeBlastRadius(mc.GetName(), plan.Policy, r.Reason)
-	}
-	requeue := max(r.Requeue.Duration, 0)
-	if held > 0 && (requeue == 0 || held < requeue) {
-		requeue = held
-	}
-	return reconcile.Result{RequeueAfter: requeue}, nil
-}
-
-// writeProgress writes ContentDeleteSuccess when it changed, unless only
-// the progress of the step last written changed within the progress
-// interval: then it returns how long the write waits.
-func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
-	key := r.Reason + "/" + step
-	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
-		!r.Done && prev.Reason == r.Reason && prev.Status == metav1.ConditionFalse {
-		if held := a.progress.hold(st.progress, key); held > 0 {
-			if setContentDeleteCondition(mc.DeepCopy(), metav1.ConditionFalse, r.Reason, r.Message) {
-				return held, nil
+			if err := a.removeFinalizer(ctx, mc, act, r); err != nil {
+				return stepOn, err
 			}
-			return 0, nil
 		}
 	}
-	written, err := a.writeCondition(ctx, mc, r)
-	if err == nil && written {
-		st.progress = a.progress.mark(key)
-	}
-	return 0, err
-}
-
-// writeCondition writes ContentDeleteSuccess when it changed, on the
-// cluster as read: a cluster changed meanwhile is a conflict. The outcome
-// (a done report) must be written before the finalizer goes, so its
-// conflict is an error, retried. It says whether it wrote.
-func (a *ClusterTeardown) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (written bool, err error) {
-	status := metav1.ConditionFalse
-	switch {
-	case r.Done:
-		status = metav1.ConditionTrue
-	case r.Pending:
-		status = metav1.ConditionUnknown
-	}
-	before := mc.DeepCopy()
-	if r.Reason == v1alpha1.ResumedReason {
-		// Reported once: the next reconcile goes on with the teardown.
-		defer func() {
-			if err == nil {
-				if st := a.teardowns.peek(mc.GetUID()); st != nil {
-					st.resumeReported()
-				}
-			}
-		}()
-	}
-	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {
-		return false, nil
-	}
-	if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if r.Done && apierrors.IsConflict(err) {
-			return false, fmt.Errorf("writing the outcome of %s: %w", mc.GetName(), err)
-		}
-		return false, err
-	}
-	logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", r.Reason, "message", r.Message)
-	return true, nil
-}
-
-// eventAction bounds an event action to the 128 characters the API accepts.
-func eventAction(a string) string {
-	if len(a) > 128 {
-		return a[:128]
-	}
-	return a
-}
-
-// conditionIs says whether the cluster's ContentDeleteSuccess already has
-// this status, reason and message.
-func conditionIs(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) bool {
-	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
-	return c != nil && c.Status == status && c.Reason == reason && c.Message == message
+	return stepOn, nil
 }

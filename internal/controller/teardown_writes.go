@@ -29,8 +29,9 @@ import (
 // work is deleted only at the resourceVersion the plan decided on.
 
 // label puts the cluster-deleting label on the cluster namespace, or takes
-// it off.
-func (a *ClusterTeardown) label(ctx context.Context, act decision.Action) error {
+// it off, and says whether it did (not when the namespace changed since
+// the plan read it).
+func (a *ClusterTeardown) label(ctx context.Context, act decision.Action) (written bool, err error) {
 	return a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
 }
 
