@@ -46,3 +46,11 @@ func observeBlastRadius(cluster, policy, reason string) {
 		heldByBudget.policy[cluster] = policy
 	}
 }
+
+// blastRadiusKeeps says whether the cluster is counted as held.
+func blastRadiusKeeps(cluster string) bool {
+	heldByBudget.Lock()
+	defer heldByBudget.Unlock()
+	_, ok := heldByBudget.policy[cluster]
+	return ok
+}

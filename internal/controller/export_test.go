@@ -20,7 +20,7 @@ import (
 // have been as it is for settle.
 func DeleteCollection(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
 	acts []decision.Action, settle time.Duration, before func()) (bool, error) {
-	a := &ManagedClusterAdapter{Client: c, apiReader: reader, Metrics: NewMetrics(), inflight: newInflight(), beforeCollection: before,
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns(), beforeCollection: before,
 		admissionSettle: settle}
 	ok, _, err := a.deleteCollection(ctx, mc, plan, acts)
 	return ok, err
@@ -31,7 +31,7 @@ func DeleteCollection(ctx context.Context, c client.Client, reader client.Reader
 // resource.
 func DeleteAll(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
 	acts []decision.Action, resource string) ([]types.UID, float64, error) {
-	a := &ManagedClusterAdapter{Client: c, apiReader: reader, Metrics: NewMetrics(), inflight: newInflight()}
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns()}
 	done, err := a.deleteAll(ctx, mc, plan, acts)
 	return sets.List(done), testutil.ToFloat64(a.Metrics.DeletedObjects.WithLabelValues(resource)), err
 }

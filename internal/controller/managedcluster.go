@@ -8,21 +8,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -32,7 +28,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -42,89 +37,47 @@ import (
 // +kubebuilder:rbac:groups=addon.open-cluster-management.io,resources=managedclusteraddons,verbs=get;list;watch;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch;delete
 
-// ManagedClusterAdapter keeps governed ManagedClusters under the operator's
-// finalizer with their deletion-signal work, and cleans up their content
-// when they are deleted.
-type ManagedClusterAdapter struct {
+// clusterWriter is what the governance of clusters and their teardown
+// both write with.
+type clusterWriter struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Metrics  *Metrics
-	// Mapper names the resources of manifests, for orphaning decisions.
-	Mapper apimeta.RESTMapper
 	// Tally counts, per policy, the objects the operator leaves alone
 	// because it did not create them.
 	Tally *Tally
+	// apiReader reads a work, managedFields included, when orphaning it
+	// conflicts, and to tell an earlier version's signal work.
+	apiReader client.Reader
+}
+
+// ManagedClusterAdapter keeps governed ManagedClusters under the operator's
+// finalizer with their deletion-signal work, and their deletion protection.
+// A cluster being deleted is its teardown's (ClusterTeardown).
+type ManagedClusterAdapter struct {
+	clusterWriter
 	// ConfirmationMaxAge is how long a deletion confirmation counts; 0
 	// accepts none.
 	ConfirmationMaxAge time.Duration
 	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
 	SignalLimits admissionpolicy.SignalLimits
-	// NamespaceDeny are the namespaces a teardown never deletes
-	// (decision.NamespaceDenyList); nil: decision.DefaultNamespaceDeny.
-	NamespaceDeny []string
-	// BlastRadius is the operator-wide budget, where a policy sets none.
-	BlastRadius v1alpha1.BlastRadius
 
-	// apiReader reads a work, managedFields included, when orphaning it
-	// conflicts, and to tell an earlier version's signal work.
-	apiReader client.Reader
-	watches   *resourceWatches
-	inflight  *inflight
-	// progress paces the writes of a teardown's progress on the cluster.
-	progress *progress
-	// beforeCollection, in tests, runs between the check of a group
-	// deleted in one request and the request.
-	beforeCollection func()
-	// admissionSettle is AdmissionSettle, but in tests.
-	admissionSettle time.Duration
-	// records writes the teardown records.
-	records *recorder
+	// watches are the teardown's: a cluster governed has the resources
+	// its teardown will list watched from then on.
+	watches *resourceWatches
+	// teardowns are the teardown's states; governance keeps there the
+	// stamps of the signal works it retires.
+	teardowns *teardowns
 }
 
-var (
-	_ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
-	_ RuntimeWatcher                      = &ManagedClusterAdapter{}
-)
+var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
 
-// NewManagedClusterAdapter returns the adapter; it adds watches at run time
-// through the manager's cache and REST mapper.
-// A step's progress is written at most once per progressInterval (0:
-// DefaultProgressInterval; negative: on every change). The teardown
-// records are written, and their metadata read, through configMaps: a
-// client of the operator's own ConfigMaps (nil: the manager's client).
-func NewManagedClusterAdapter(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics, progressInterval time.Duration,
-	records RecordOptions, configMaps client.Client) *ManagedClusterAdapter {
-	if progressInterval == 0 {
-		progressInterval = DefaultProgressInterval
-	}
-	a := &ManagedClusterAdapter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, Mapper: mgr.GetRESTMapper(), apiReader: mgr.GetAPIReader(), admissionSettle: AdmissionSettle,
-		inflight: newInflight(), progress: newProgress(progressInterval)}
-	records.Namespace = record.Namespace(records.Namespace)
-	if configMaps == nil {
-		configMaps = mgr.GetClient()
-	}
-	a.records = newRecorder(configMaps, mgr.GetAPIReader(), records)
-	var watching *prometheus.GaugeVec
-	if metrics != nil {
-		watching = metrics.WatchedResources
-	}
-	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf, watching)
-	// Watched from the start by Watches; works whole, as the ManifestWork
-	// controller caches them whole anyway.
-	a.watches.watchedFromStart(decision.ManifestWorks, manifestWorkGVK)
-	// Add-ons, whose CRD a hub may lack, are watched at run time like
-	// any stage resource, from when a policy that deletes them governs a
-	// cluster (watches.prepare).
-	return a
-}
-
-// ForgetAddOns stops watching ManagedClusterAddOns: their CRD was removed.
-func (a *ManagedClusterAdapter) ForgetAddOns() { a.watches.forget(decision.ManagedClusterAddOns) }
-
-// AllowAddOns lets the cleanup watch ManagedClusterAddOns again, once their CRD is installed again.
-func (a *ManagedClusterAdapter) AllowAddOns(manager.Manager) error {
-	a.watches.allow(decision.ManagedClusterAddOns)
-	return nil
+// NewManagedClusterAdapter returns the adapter of the clusters not being
+// deleted; it shares the teardown's writer, watches and states.
+func NewManagedClusterAdapter(d *Deps) *ManagedClusterAdapter {
+	t := d.Teardown()
+	return &ManagedClusterAdapter{clusterWriter: t.clusterWriter, watches: t.watches, teardowns: t.teardowns,
+		ConfirmationMaxAge: d.ConfirmationMaxAge, SignalLimits: d.SignalLimits}
 }
 
 // Name implements Adapter.
@@ -138,42 +91,22 @@ func (a *ManagedClusterAdapter) ClusterName(mc *unstructured.Unstructured) strin
 	return mc.GetName()
 }
 
-// SetController implements RuntimeWatcher: the watches of stage and
-// monitored resources are added at run time.
-func (a *ManagedClusterAdapter) SetController(c controller.Controller) { a.watches.SetController(c) }
+// Events implements FilterAdapter: clusters not being deleted.
+func (a *ManagedClusterAdapter) Events() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetDeletionTimestamp() == nil })
+}
 
 // Reconcile implements Adapter.
 func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
-	if mc.GetDeletionTimestamp() == nil {
-		// No teardown runs, so none has time to resume.
-		a.inflight.forgetSuspended(mc.GetUID())
-		res, wrote, err := a.reconcileProtection(ctx, mc, g)
-		if err != nil || wrote {
-			// The write's event brings the cluster back.
-			return res, err
-		}
-		return res, a.reconcileGovernance(ctx, mc, g)
+	if mc.GetDeletionTimestamp() != nil {
+		return reconcile.Result{}, nil // its teardown's
 	}
-	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
-		// Not the operator's cleanup (any more): a finalizer removed by
-		// hand ends it.
-		a.Metrics.forget(mc.GetName())
-		return reconcile.Result{}, nil
+	res, wrote, err := a.reconcileProtection(ctx, mc, g)
+	if err != nil || wrote {
+		// The write's event brings the cluster back.
+		return res, err
 	}
-	return a.reconcileDeletion(ctx, mc, g)
-}
-
-// Gone drops the metrics of a cluster that is gone, however its cleanup
-// ended.
-func (a *ManagedClusterAdapter) Gone(key types.NamespacedName) { a.Metrics.forget(key.Name) }
-
-// SawSuspended remembers a deleting cluster seen paused or under a
-// suspended policy: its first teardown reconcile after the resume reports
-// it, and its timeout counts from there.
-func (a *ManagedClusterAdapter) SawSuspended(mc *unstructured.Unstructured) {
-	if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
-		a.inflight.sawSuspended(mc.GetUID())
-	}
+	return res, a.reconcileGovernance(ctx, mc, g)
 }
 
 // reconcileGovernance keeps the finalizer, the governing-policy annotation
@@ -369,18 +302,22 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 			continue // someone else's work that carries the label: not ours to retire
 		}
 		if !isOrphan(w) {
-			if _, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)}); err != nil {
+			result, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)})
+			if err != nil {
 				return err
+			}
+			if result.written() {
+				a.teardowns.retireStamp(namespace, w.UID, int64(result))
 			}
 			continue
 		}
-		if !decision.OrphanApplied(w, a.inflight.stamped(w.UID)) {
+		if !decision.OrphanApplied(w, a.teardowns.retireStamped(namespace, w.UID)) {
 			continue // the agent's next status brings the cluster back
 		}
 		if err := a.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID, ResourceVersion: &w.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return err
 		}
-		a.inflight.forgetStamp(w.UID)
+		a.teardowns.retired(namespace, w.UID)
 		logf.FromContext(ctx).Info("deletion-signal work retired", "cluster", namespace, "work", w.Name)
 	}
 	return nil
@@ -391,39 +328,33 @@ func isOrphan(w *workv1.ManifestWork) bool {
 	return w.Spec.DeleteOption != nil && w.Spec.DeleteOption.PropagationPolicy == workv1.DeletePropagationPolicyTypeOrphan
 }
 
-// Watches implements Adapter: the cluster's works and namespace, and the
-// policies, which can change every cluster's governor. Add-ons and the
-// other stage and monitored resources are watched once a cleanup lists
-// them.
+// Watches implements Adapter: the signal works, the cluster namespaces
+// (a signal work waits for its namespace), and the policies, which can
+// change every cluster's governor.
 func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
-	work := &workv1.ManifestWork{}
 	return b.
-		Watches(work, handler.EnqueueRequestsFromMapFunc(a.workToCluster)).
+		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(signalWorkToCluster),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetLabels()[v1alpha1.SignalWorkLabel] == "true"
+			}))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		})).
 		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.allClusters),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A CRD installed can end a teardown's hold on a resource not served.
-		Watches(crdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters))
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 }
 
-// workToCluster maps a ManifestWork's events to its cluster when they can
-// matter: the cluster is being cleaned up, or the work carries the signal
-// label. That is wider than decision.IsSignalWork on purpose: a signal work
-// an earlier version applied has no managed-by label yet, and its events
-// must still bring the cluster back to retire it. Status updates of a
-// steady fleet's works cost nothing.
-func (a *ManagedClusterAdapter) workToCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	if o.GetLabels()[v1alpha1.SignalWorkLabel] == "true" {
-		return namespaceToCluster(ctx, o)
-	}
-	return a.deletingClusterOf(ctx, o)
+// signalWorkToCluster maps a signal work's events to its cluster. The
+// label is wider than decision.IsSignalWork on purpose: a signal work an
+// earlier version applied has no managed-by label yet, and its events must
+// still bring the cluster back to retire it.
+func signalWorkToCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	return namespaceToCluster(ctx, o)
 }
 
 // deletingClusterOf maps an object in a cluster namespace to the cluster,
 // if that cluster is being deleted.
-func (a *ManagedClusterAdapter) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
+func (a *ClusterTeardown) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
 	mc := newManagedCluster()
 	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
 		return nil

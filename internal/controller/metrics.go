@@ -311,3 +311,15 @@ func (m *Metrics) forgetPolicy(name string) {
 	m.PolicyClusters.DeletePartialMatch(labels)
 	m.PolicyObjects.DeletePartialMatch(labels)
 }
+
+// keeps says whether the cluster has series of a cleanup.
+func (m *Metrics) keeps(cluster string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, step := m.steps[cluster]
+	_, remaining := m.remaining[cluster]
+	return step || remaining
+}

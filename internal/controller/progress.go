@@ -1,10 +1,7 @@
 package controller
 
 import (
-	"sync"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // DefaultProgressInterval is how often, at most, a running step's progress
@@ -20,53 +17,34 @@ const DefaultProgressInterval = 5 * time.Second
 type progress struct {
 	interval time.Duration
 	now      func() time.Time
-
-	mu   sync.Mutex
-	last map[types.UID]progressMark
 }
 
-// progressMark is the step last written on an object, and when.
+// progressMark is the step last written on an object, and when; each
+// teardown's state keeps its own.
 type progressMark struct {
 	step string
 	at   time.Time
 }
 
 func newProgress(interval time.Duration) *progress {
-	return &progress{interval: interval, now: time.Now, last: map[types.UID]progressMark{}}
+	return &progress{interval: interval, now: time.Now}
 }
 
-// hold says how long a write of step on the object waits: 0 to write now
-// (another step than the last one written, none written by this process,
-// or the interval passed), else the rest of the interval.
-func (p *progress) hold(uid types.UID, step string) time.Duration {
-	if p == nil || p.interval <= 0 {
+// hold says how long a write of step on the object whose last write is
+// last waits: 0 to write now (another step than the last one written, none
+// written by this process, or the interval passed), else the rest of the
+// interval.
+func (p *progress) hold(last *progressMark, step string) time.Duration {
+	if p == nil || p.interval <= 0 || last == nil || last.step != step {
 		return 0
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m, ok := p.last[uid]
-	if !ok || m.step != step {
-		return 0
-	}
-	return max(p.interval-p.now().Sub(m.at), 0)
+	return max(p.interval-p.now().Sub(last.at), 0)
 }
 
-// wrote records a write of step on the object.
-func (p *progress) wrote(uid types.UID, step string) {
+// mark is the mark of a write of step now.
+func (p *progress) mark(step string) *progressMark {
 	if p == nil {
-		return
+		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last[uid] = progressMark{step: step, at: p.now()}
-}
-
-// forget drops an object whose steps ended.
-func (p *progress) forget(uid types.UID) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.last, uid)
+	return &progressMark{step: step, at: p.now()}
 }

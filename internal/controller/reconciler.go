@@ -55,6 +55,13 @@ type ForgetAdapter interface {
 	Forget(obj client.Object)
 }
 
+// FilterAdapter is an Adapter reconciled only for the events of its own
+// kind its predicate passes; events mapped from other kinds are not
+// filtered.
+type FilterAdapter interface {
+	Events() predicate.Predicate
+}
+
 // RuntimeWatcher is an Adapter that adds watches at run time: it is handed
 // the built controller.
 type RuntimeWatcher interface {
@@ -146,7 +153,11 @@ func ownEvents[T client.Object](adapter Adapter[T]) predicate.Predicate {
 
 // SetupWithManager registers the controller, For the adapter's kind.
 func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
-	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).For(r.Adapter.New(), builder.WithPredicates(ownEvents(r.Adapter))).
+	preds := []predicate.Predicate{ownEvents(r.Adapter)}
+	if f, ok := r.Adapter.(FilterAdapter); ok {
+		preds = append(preds, f.Events())
+	}
+	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).For(r.Adapter.New(), builder.WithPredicates(preds...)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)})
 	c, err := r.Adapter.Watches(b).Build(r)
 	if err != nil {

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +24,7 @@ var clusterAnnotations = decision.ClusterAnnotations
 // namespace. Admission refuses new ManifestWorks and add-ons in a labelled
 // namespace, so a label left behind would refuse every work of a cluster
 // re-imported under the same name, the operator's signal work included.
-func (a *ManagedClusterAdapter) unlabelNamespace(ctx context.Context, name string) error {
+func (a *clusterWriter) unlabelNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return client.IgnoreNotFound(err)
@@ -34,28 +33,22 @@ func (a *ManagedClusterAdapter) unlabelNamespace(ctx context.Context, name strin
 }
 
 // unlabel removes the cluster-deleting label from a namespace in hand.
-func (a *ManagedClusterAdapter) unlabel(ctx context.Context, ns *corev1.Namespace) error {
+func (a *clusterWriter) unlabel(ctx context.Context, ns *corev1.Namespace) error {
 	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled || ns.DeletionTimestamp != nil {
 		return nil
 	}
-	if err := a.setDeletingLabel(ctx, ns.Name, ns.UID, "", false); !errors.Is(err, errStaleNamespace) {
-		return err
-	}
-	return nil // another namespace of that name: its event brings the cluster back
+	// Not written: another namespace of that name, whose event brings the
+	// cluster back.
+	_, err := a.setDeletingLabel(ctx, ns.Name, ns.UID, "", false)
+	return err
 }
-
-// errStaleNamespace is a label or unlabel the API server refused on its
-// preconditions: the namespace is another one of that name, or changed
-// since it was read. The step stops there: nothing that follows the label
-// in the plan is written this reconcile, and the namespace's event brings
-// the cluster back.
-var errStaleNamespace = errors.New("the cluster namespace changed since it was read")
 
 // setDeletingLabel puts the cluster-deleting label on a namespace, or takes
 // it off, on exactly the namespace of that UID and, when rv is set, only as
-// it was read: a namespace changed meanwhile (or a cache behind the last
-// write) is refused, errStaleNamespace, and left to its event.
-func (a *ManagedClusterAdapter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) error {
+// it was read, and says whether it did: a namespace changed meanwhile (or a
+// cache behind the last write) is refused, not written, and left to its
+// event.
+func (a *clusterWriter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) (written bool, err error) {
 	value, verb := "null", "unlabelled"
 	if on {
 		value, verb = `"true"`, "labelled"
@@ -69,12 +62,12 @@ func (a *ManagedClusterAdapter) setDeletingLabel(ctx context.Context, name strin
 	if err := a.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		if apierrors.IsConflict(err) {
 			logf.FromContext(ctx).Info("cluster namespace changed since it was read; not "+verb+" yet", "namespace", name)
-			return errStaleNamespace
+			return false, nil
 		}
-		return client.IgnoreNotFound(err)
+		return false, client.IgnoreNotFound(err)
 	}
 	logf.FromContext(ctx).Info("cluster namespace "+verb, "namespace", name, "label", v1alpha1.ClusterDeletingLabel)
-	return nil
+	return true, nil
 }
 
 func hasClusterAnnotations(mc *unstructured.Unstructured) bool {

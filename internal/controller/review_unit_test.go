@@ -77,7 +77,7 @@ type writes struct {
 	patches []string
 }
 
-func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ManagedClusterAdapter {
+func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ClusterTeardown {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = workv1.AddToScheme(scheme)
@@ -98,7 +98,7 @@ func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ManagedClu
 			return nil
 		},
 	}).Build()
-	return &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), inflight: newInflight(),
+	return &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics()}, teardowns: newTeardowns(),
 		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 }
 
@@ -116,7 +116,7 @@ func TestReviewSignalNotDeletedWhenLabelRefused(t *testing.T) {
 	}
 	rec := &writes{}
 	a := reviewAdapter(t, rec, ns, w)
-	if _, err := a.execute(context.Background(), mc, s, plan); err != nil {
+	if _, err := a.execute(context.Background(), a.teardowns.of(mc.GetName(), mc.GetUID()), mc, s, plan); err != nil {
 		t.Logf("execute: %v", err)
 	}
 	t.Logf("patches: %v; deletes: %v", rec.patches, rec.deletes)
@@ -137,7 +137,7 @@ func TestReviewReleaseKeepsFinalizerWhenUnlabelRefused(t *testing.T) {
 	plan := decision.PlanTeardown(g, s)
 	rec := &writes{}
 	a := reviewAdapter(t, rec, ns)
-	if _, err := a.execute(context.Background(), mc, s, plan); err != nil {
+	if _, err := a.execute(context.Background(), a.teardowns.of(mc.GetName(), mc.GetUID()), mc, s, plan); err != nil {
 		t.Logf("execute: %v", err)
 	}
 	t.Logf("patches: %v", rec.patches)
@@ -167,7 +167,7 @@ func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
-	a := &ManagedClusterAdapter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics(), inflight: newInflight(),
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics()}, teardowns: newTeardowns(),
 		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 
 	// What the cache still shows: the previous work of that name, deleting.
@@ -177,7 +177,7 @@ func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
 	stale.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
 	act := decision.Action{Verb: decision.VerbForce, Resource: "manifestworks.work.open-cluster-management.io", Namespace: "c1", Name: "app",
 		UID: "old", Meta: stale, Finalizer: v1alpha1.WorkAgentFinalizer, For: "the timeout passed"}
-	if err := a.force(context.Background(), mc, &decision.Plan{Strategy: v1alpha1.RemoveStrategyBestEffort}, []decision.Action{act}); err != nil {
+	if _, err := a.force(context.Background(), mc, &decision.Plan{Strategy: v1alpha1.RemoveStrategyBestEffort}, []decision.Action{act}); err != nil {
 		t.Logf("force: %v", err)
 	}
 	got := &workv1.ManifestWork{}

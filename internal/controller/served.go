@@ -35,7 +35,7 @@ func setNotServedCondition(p *v1alpha1.CleanupPolicy, fields []decision.Unserved
 
 // deletingClusters maps an event that can end a hold (a CRD installed,
 // changed or removed) to every cluster being torn down.
-func (a *ManagedClusterAdapter) deletingClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+func (a *ClusterTeardown) deletingClusters(ctx context.Context, _ client.Object) []reconcile.Request {
 	list := newManagedClusterList()
 	if err := a.Client.List(ctx, list); err != nil {
 		logf.FromContext(ctx).Error(err, "listing ManagedClusters")

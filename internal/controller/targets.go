@@ -21,7 +21,10 @@ import (
 // Targets are the kinds the operator governs, one line each: adding a kind
 // is its adapter's file and a line here.
 var Targets = []Target{
-	{Name: "ManagedCluster", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] { return d.Clusters() })},
+	{Name: "ManagedCluster", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] {
+		return NewManagedClusterAdapter(d)
+	})},
+	{Name: "ManagedCluster teardown", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] { return d.Teardown() })},
 	{Name: "ManifestWork", Adapt: adapt(func(d *Deps) Adapter[*workv1.ManifestWork] {
 		return NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally)
 	})},
@@ -72,21 +75,20 @@ type Deps struct {
 	// from a cache of them alone, and writes them.
 	ConfigMaps client.Client
 
-	clusters *ManagedClusterAdapter
+	teardown *ClusterTeardown
 }
 
-// Clusters is the ManagedCluster adapter, built once: the optional add-on
-// kind turns its add-on watches on and off.
-func (d *Deps) Clusters() *ManagedClusterAdapter {
-	if d.clusters == nil {
-		d.clusters = NewManagedClusterAdapter(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records, d.ConfigMaps)
-		d.clusters.Tally = d.Tally
-		d.clusters.ConfirmationMaxAge = d.ConfirmationMaxAge
-		d.clusters.SignalLimits = d.SignalLimits
-		d.clusters.NamespaceDeny = decision.NamespaceDenyList(record.Namespace(d.Records.Namespace), d.NamespaceDeny)
-		d.clusters.BlastRadius = d.BlastRadius
+// Teardown is the ManagedCluster teardown, built once: governance shares
+// its watches and states, and the optional add-on kind turns its add-on
+// watches on and off.
+func (d *Deps) Teardown() *ClusterTeardown {
+	if d.teardown == nil {
+		d.teardown = NewClusterTeardown(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records, d.ConfigMaps)
+		d.teardown.Tally = d.Tally
+		d.teardown.NamespaceDeny = decision.NamespaceDenyList(record.Namespace(d.Records.Namespace), d.NamespaceDeny)
+		d.teardown.BlastRadius = d.BlastRadius
 	}
-	return d.clusters
+	return d.teardown
 }
 
 // adapt registers the generic Reconciler of one adapter.

@@ -1,23 +1,17 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
@@ -30,30 +24,29 @@ import (
 // a restart resumes the teardown without repeating or skipping a step.
 
 // reconcileDeletion runs one step of the teardown of a deleted cluster.
-func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
-	if a.inflight.finished(mc.GetUID()) {
+func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
+	if a.teardowns.isFinished(mc.GetUID()) {
 		return reconcile.Result{}, nil // finished; the cache has not caught up yet
 	}
-	memory := a.inflight.memory(mc.GetName())
-	memory.Resumed = a.inflight.resumed(mc.GetUID())
-	s, err := a.reader().Read(ctx, g, memory)
+	st := a.teardowns.of(mc.GetName(), mc.GetUID())
+	s, err := a.reader().Read(ctx, g, a.teardowns.memory(mc.GetName(), mc.GetUID()))
 	if err != nil {
 		var accessErr *accessError
 		if errors.As(err, &accessErr) {
 			// Reported, and retried with backoff: a granted permission
 			// brings no watch event.
-			if _, rerr := a.report(ctx, mc, nil, decision.HeldReport(err), "read"); rerr != nil {
+			if _, rerr := a.report(ctx, st, mc, nil, decision.HeldReport(err), "read"); rerr != nil {
 				return reconcile.Result{}, rerr
 			}
 		}
 		return reconcile.Result{}, err
 	}
 	plan := decision.PlanTeardown(g, s)
-	res, err := a.execute(ctx, mc, s, plan)
+	res, err := a.execute(ctx, st, mc, s, plan)
 	if next := plan.Next(); err == nil && plan.Suspended == "" && (next == nil || next.Kind != decision.StepResumed) {
 		// Nothing reports a resume here (a dry run, a hold, which force
 		// nothing, or no resume); writeCondition forgets it once written.
-		a.inflight.forgetSuspended(mc.GetUID())
+		st.resumeReported()
 	}
 	return res, err
 }
@@ -62,7 +55,7 @@ func (a *ManagedClusterAdapter) reconcileDeletion(ctx context.Context, mc *unstr
 // the resources it lists watched from their first list, and the manifests
 // of works from the API server when the policy's rules read them (the
 // cache keeps their identity only).
-func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
+func (a *ClusterTeardown) reader() *snapshot.Reader {
 	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true,
 		NamespaceDeny: a.NamespaceDeny, BlastRadius: a.BlastRadius, RecordsNamespace: a.records.opts.Namespace,
 		Records: a.records.client}
@@ -72,7 +65,7 @@ func (a *ManagedClusterAdapter) reader() *snapshot.Reader {
 // the end. A dry run, or a held plan, writes nothing and reports the plan.
 // What the writes meet (a conflict on a stamp) may turn the report into a
 // hold; it never adds a write the plan did not list.
-func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
+func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
 	if plan.Suspended != "" {
 		// A suspended policy or a paused cluster: not a single write, not
 		// even the condition; the resume brings the cluster back.
@@ -85,53 +78,72 @@ func (a *ManagedClusterAdapter) execute(ctx context.Context, mc *unstructured.Un
 	switch {
 	case plan.Held != "":
 		report = plan.HeldReport()
-		if err := a.records.hold(ctx, mc, plan, s, plan.Held); err != nil {
-			return a.recordFailed(ctx, mc, err)
+		if err := a.records.hold(ctx, st, mc, plan, s, plan.Held); err != nil {
+			return a.recordFailed(ctx, st, mc, err)
 		}
 	case plan.DryRun:
 		report = plan.DryRunReport()
-		if err := a.records.dryRun(ctx, mc, plan, s); err != nil {
-			return a.recordFailed(ctx, mc, err)
+		if err := a.records.dryRun(ctx, st, mc, plan, s); err != nil {
+			return a.recordFailed(ctx, st, mc, err)
 		}
 	case step == nil:
 		return reconcile.Result{}, nil
 	case step.Kind == decision.StepFinish:
-		if err := a.finish(ctx, mc, s, plan, step); !errors.Is(err, errStaleNamespace) {
-			if errors.Is(err, errRecord) {
-				return a.recordFailed(ctx, mc, err)
-			}
-			return reconcile.Result{}, err
-		}
-		// The unlabel was refused: the finalizer stays until the
-		// namespace's event brings the cluster back.
-		return reconcile.Result{}, nil
+		return a.finishStep(ctx, st, mc, s, plan, step)
 	default:
 		report = step.Report
-		holds, err := a.run(ctx, mc, s, plan)
-		if errors.Is(err, errStaleNamespace) {
-			// The label was refused: nothing after it is written, nor
-			// reported; the namespace's event brings the cluster back.
+		holds, stop, err := a.run(ctx, st, mc, s, plan)
+		switch {
+		case stop == stepStale:
+			// Nothing after the refused label is written, nor reported.
 			return reconcile.Result{}, nil
-		}
-		if errors.Is(err, errRecord) {
-			return a.recordFailed(ctx, mc, err)
-		}
-		if err != nil {
+		case stop == stepNoRecord:
+			return a.recordFailed(ctx, st, mc, err)
+		case err != nil:
 			return reconcile.Result{}, err
 		}
 		if len(holds) > 0 {
 			report = decision.OrphaningHeld(append(plannedHolds(step), holds...))
 		}
-		if err := a.records.hold(ctx, mc, plan, s, record.HoldOf(plan, holds)); err != nil {
-			return a.recordFailed(ctx, mc, err)
+		if err := a.records.hold(ctx, st, mc, plan, s, record.HoldOf(plan, holds)); err != nil {
+			return a.recordFailed(ctx, st, mc, err)
 		}
 	}
 	if report == nil {
 		return reconcile.Result{}, nil
 	}
 	a.observeRemaining(mc, plan, step)
-	return a.report(ctx, mc, plan, report, stepKey(step))
+	return a.report(ctx, st, mc, plan, report, stepKey(step))
 }
+
+// finishStep runs the last step. A refused unlabel keeps the finalizer
+// until the namespace's event brings the cluster back.
+func (a *ClusterTeardown) finishStep(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (reconcile.Result, error) {
+	stop, err := a.finish(ctx, st, mc, s, plan, step)
+	switch stop {
+	case stepStale:
+		return reconcile.Result{}, nil
+	case stepNoRecord:
+		return a.recordFailed(ctx, st, mc, err)
+	}
+	return reconcile.Result{}, err
+}
+
+// stepStop is why a step's writes stopped short, other than an error.
+type stepStop int
+
+const (
+	// stepOn: no reason; every write was made, or an error says why not.
+	stepOn stepStop = iota
+	// stepStale: a label or unlabel was refused on its preconditions (the
+	// namespace changed since the plan read it). Nothing after it in the
+	// plan is written this reconcile; the namespace's event brings the
+	// cluster back.
+	stepStale
+	// stepNoRecord: the teardown record could not be written (the error
+	// says why); nothing it would list is written either.
+	stepNoRecord
+)
 
 // stepKey names a step for the pacing of its progress: its kind and name
 // (a stage's); a report of another reason is another step too.
@@ -144,7 +156,7 @@ func stepKey(step *decision.Step) string {
 
 // observeRemaining keeps the metric of the objects the cluster's current
 // step still acts on or waits for current, whatever the condition shows.
-func (a *ManagedClusterAdapter) observeRemaining(mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) {
+func (a *ClusterTeardown) observeRemaining(mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) {
 	if step == nil || plan.DryRun {
 		return
 	}
@@ -171,13 +183,13 @@ func plannedHolds(step *decision.Step) []string {
 // run makes the writes of the plan's next step, by verb: labels, stamps
 // and records before deletes, deletes before forcing. It returns the stamps
 // that turned into holds (another manager owns the field, or the write
-// failed). A refused label or unlabel (errStaleNamespace) stops the step
-// before any other write.
-func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, error) {
+// failed), and why it stopped short: a refused label or unlabel stops the
+// step before any other write, a record not written before any write.
+func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, stepStop, error) {
 	now := plan.Now()
 	// The record first: the entries of the writes below, as intended.
-	if err := a.records.intend(ctx, mc, plan, s, now); err != nil {
-		return nil, fmt.Errorf("%w: %w", errRecord, err)
+	if err := a.records.intend(ctx, st, mc, plan, s, now); err != nil {
+		return nil, stepNoRecord, err
 	}
 	byVerb := map[decision.Verb][]decision.Action{}
 	for _, act := range now {
@@ -185,22 +197,30 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 	}
 	labels := append(byVerb[decision.VerbLabel], byVerb[decision.VerbUnlabel]...)
 	for _, act := range labels {
-		if err := a.label(ctx, act); err != nil {
-			return nil, err
+		written, err := a.label(ctx, act)
+		if err != nil {
+			return nil, stepOn, err
+		}
+		if !written {
+			return nil, stepStale, nil
 		}
 	}
-	a.records.done(mc, plan, labels, func(decision.Action) bool { return true })
-	holds := a.stampAll(ctx, s, byVerb[decision.VerbStamp])
-	a.records.done(mc, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { return a.inflight.stamped(act.UID) != 0 })
+	a.records.done(st, plan, labels, func(decision.Action) bool { return true })
+	stamped, holds := a.stampAll(ctx, s, byVerb[decision.VerbStamp])
+	for uid, generation := range stamped {
+		st.stamp(uid, generation)
+	}
+	a.records.done(st, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { _, ok := stamped[act.UID]; return ok })
 	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
 		if err := a.recordUnconfirmed(ctx, mc, plan, acts[0]); err != nil {
-			return nil, err
+			return nil, stepOn, err
 		}
 	}
 	deleted, err := a.deleteAll(ctx, mc, plan, byVerb[decision.VerbDelete])
-	a.records.done(mc, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
+	st.deletedAll(deleted)
+	a.records.done(st, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
 	if err != nil {
-		return nil, err
+		return nil, stepOn, err
 	}
 	// An object forced right after its delete only if the delete went
 	// through: never the finalizer of an object that is not being deleted.
@@ -210,10 +230,10 @@ func (a *ManagedClusterAdapter) run(ctx context.Context, mc *unstructured.Unstru
 			force = append(force, act)
 		}
 	}
-	err = a.force(ctx, mc, plan, force)
-	forced := a.inflight.memory(mc.GetName()).Forced
-	a.records.done(mc, plan, force, func(act decision.Action) bool { return forced[act.UID] })
-	return holds, err
+	forced, err := a.force(ctx, mc, plan, force)
+	st.forcedAll(forced)
+	a.records.done(st, plan, force, func(act decision.Action) bool { return forced.Has(act.UID) })
+	return holds, stepOn, err
 }
 
 // errRecord marks a teardown record that could not be written: nothing the
@@ -222,7 +242,7 @@ var errRecord = errors.New("the teardown record could not be written; nothing is
 
 // recordFailed reports a record that could not be written as a hold, and
 // retries with backoff: the teardown waits for its record.
-func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
+func (a *ClusterTeardown) recordFailed(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
 	if !errors.Is(err, errRecord) {
 		err = fmt.Errorf("%w: %w", errRecord, err)
 	}
@@ -231,149 +251,47 @@ func (a *ManagedClusterAdapter) recordFailed(ctx context.Context, mc *unstructur
 		// and the write retried, without a report.
 		return reconcile.Result{}, err
 	}
-	if _, rerr := a.report(ctx, mc, nil, decision.HeldReport(err), "record"); rerr != nil {
+	if _, rerr := a.report(ctx, st, mc, nil, decision.HeldReport(err), "record"); rerr != nil {
 		return reconcile.Result{}, rerr
 	}
 	return reconcile.Result{}, err
 }
 
-// finish reports the outcome, then makes the last step's writes: the
-// finalizer goes last, once the outcome is written and the namespace
-// unlabelled (a refused unlabel, errStaleNamespace, keeps the finalizer).
-func (a *ManagedClusterAdapter) finish(ctx context.Context, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) error {
+// finish reports the outcome, then makes the last step's writes, in this
+// order: the outcome (the condition), the record ended, the namespace
+// unlabelled, and the finalizer last (a refused unlabel, stepStale, keeps
+// it).
+func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (stepStop, error) {
 	r := step.Report
 	if r.Reason != "" {
 		if _, err := a.writeCondition(ctx, mc, r); err != nil {
-			return err
+			return stepOn, err
 		}
 		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
 	}
 	// The record ends before the finalizer goes: a cluster gone is a
 	// record ended.
-	if err := a.records.finish(ctx, mc, plan, s, r); err != nil {
-		return fmt.Errorf("%w: %w", errRecord, err)
+	if err := a.records.finish(ctx, st, mc, plan, s, r); err != nil {
+		return stepNoRecord, err
 	}
 	if plan.Policy == "" {
 		clearNotOwnedWorks(a.Tally, mc.GetName())
 	}
 	for _, act := range plan.Now() {
-		var err error
 		switch act.Verb {
 		case decision.VerbUnlabel:
-			err = a.label(ctx, act)
+			written, err := a.label(ctx, act)
+			if err != nil {
+				return stepOn, err
+			}
+			if !written {
+				return stepStale, nil
+			}
 		case decision.VerbRemoveFinalizer:
-			err = a.removeFinalizer(ctx, mc, act, r)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// report emits the step's event and writes ContentDeleteSuccess when it
-// changed: at once when the step changed, and while a step runs at most
-// once per progress interval (the requeue at its end writes what was held
-// back). It requeues when the step waits for a time. plan is the plan the
-// report comes from, nil when none could be made.
-func (a *ManagedClusterAdapter) report(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
-	// The event first: the step it reports has happened even if the
-	// condition write below meets a newer cluster and has to wait.
-	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
-		// A waiting report (hooks) is announced when its condition is
-		// written, not on each reconcile while it waits.
-		typ := corev1.EventTypeNormal
-		if r.Reason == v1alpha1.CleanupFailedReason || r.Reason == v1alpha1.BlastRadiusExceededReason {
-			typ = corev1.EventTypeWarning
-		}
-		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
-	}
-	held, err := a.writeProgress(ctx, mc, r, step)
-	if err != nil {
-		if apierrors.IsConflict(err) {
-			// Another writer (OCM's registration controllers) changed the
-			// cluster meanwhile; its event brings the cluster back.
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	a.Metrics.observeStep(mc, plan, r.Reason)
-	if plan != nil {
-		observeBlastRadius(mc.GetName(), plan.Policy, r.Reason)
-	}
-	requeue := max(r.Requeue.Duration, 0)
-	if held > 0 && (requeue == 0 || held < requeue) {
-		requeue = held
-	}
-	return reconcile.Result{RequeueAfter: requeue}, nil
-}
-
-// writeProgress writes ContentDeleteSuccess when it changed, unless only
-// the progress of the step last written changed within the progress
-// interval: then it returns how long the write waits.
-func (a *ManagedClusterAdapter) writeProgress(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
-	key := r.Reason + "/" + step
-	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
-		!r.Done && prev.Reason == r.Reason && prev.Status == metav1.ConditionFalse {
-		if held := a.progress.hold(mc.GetUID(), key); held > 0 {
-			if setContentDeleteCondition(mc.DeepCopy(), metav1.ConditionFalse, r.Reason, r.Message) {
-				return held, nil
+			if err := a.removeFinalizer(ctx, mc, act, r); err != nil {
+				return stepOn, err
 			}
-			return 0, nil
 		}
 	}
-	written, err := a.writeCondition(ctx, mc, r)
-	if err == nil && written {
-		a.progress.wrote(mc.GetUID(), key)
-	}
-	return 0, err
-}
-
-// writeCondition writes ContentDeleteSuccess when it changed, on the
-// cluster as read: a cluster changed meanwhile is a conflict. The outcome
-// (a done report) must be written before the finalizer goes, so its
-// conflict is an error, retried. It says whether it wrote.
-func (a *ManagedClusterAdapter) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (written bool, err error) {
-	status := metav1.ConditionFalse
-	switch {
-	case r.Done:
-		status = metav1.ConditionTrue
-	case r.Pending:
-		status = metav1.ConditionUnknown
-	}
-	before := mc.DeepCopy()
-	if r.Reason == v1alpha1.ResumedReason {
-		// Reported once: the next reconcile goes on with the teardown.
-		defer func() {
-			if err == nil {
-				a.inflight.forgetSuspended(mc.GetUID())
-			}
-		}()
-	}
-	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {
-		return false, nil
-	}
-	if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if r.Done && apierrors.IsConflict(err) {
-			return false, fmt.Errorf("writing the outcome of %s: %w", mc.GetName(), err)
-		}
-		return false, err
-	}
-	logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", r.Reason, "message", r.Message)
-	return true, nil
-}
-
-// eventAction bounds an event action to the 128 characters the API accepts.
-func eventAction(a string) string {
-	if len(a) > 128 {
-		return a[:128]
-	}
-	return a
-}
-
-// conditionIs says whether the cluster's ContentDeleteSuccess already has
-// this status, reason and message.
-func conditionIs(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) bool {
-	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
-	return c != nil && c.Status == status && c.Reason == reason && c.Message == message
+	return stepOn, nil
 }

@@ -19,11 +19,13 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// stampAll gives each work the deleteOption the plan stamps. A stamp that
-// meets another manager's deleteOption, or fails, is returned as a hold; a
-// work replaced or changed meanwhile is left to its event.
-func (a *ManagedClusterAdapter) stampAll(ctx context.Context, s *decision.Snapshot, acts []decision.Action) []string {
+// stampAll gives each work the deleteOption the plan stamps, and returns
+// the generation each stamped work now has. A stamp that meets another
+// manager's deleteOption, or fails, is returned as a hold; a work replaced
+// or changed meanwhile is left to its event.
+func (a *ClusterTeardown) stampAll(ctx context.Context, s *decision.Snapshot, acts []decision.Action) (map[types.UID]int64, []string) {
 	var holds []string
+	stamped := map[types.UID]int64{}
 	for _, act := range acts {
 		w := s.Works[act.UID]
 		if w == nil {
@@ -32,6 +34,8 @@ func (a *ManagedClusterAdapter) stampAll(ctx context.Context, s *decision.Snapsh
 		want := *act.Option
 		result, why, err := a.stampDeleteOption(ctx, &w.ObjectMeta, want)
 		switch {
+		case err == nil && result.written():
+			stamped[w.UID] = int64(result)
 		case err != nil:
 			holds = append(holds, fmt.Sprintf("%s: setting spec.deleteOption %s failed: %v", actionKey(act), want.Describe(), err))
 		case result == stampConflict:
@@ -39,19 +43,22 @@ func (a *ManagedClusterAdapter) stampAll(ctx context.Context, s *decision.Snapsh
 				actionKey(act), decision.CurrentDeleteOption(w).Describe(), why, want.Describe()))
 		}
 	}
-	return holds
+	return stamped, holds
 }
 
-// stampResult is what became of a stamp.
-type stampResult int
+// stampResult is what became of a stamp: the generation of the work that
+// carries it (positive), or why none does.
+type stampResult int64
 
 const (
-	stampWritten  stampResult = iota
-	stampConflict             // another field manager owns deleteOption
-	stampStale                // the work was replaced, changed or deleted meanwhile
+	stampConflict stampResult = -1 // another field manager owns deleteOption
+	stampStale    stampResult = -2 // the work was replaced, changed or deleted meanwhile
 )
 
-// stampDeleteOption gives a work the deleteOption want and remembers the
+// written says whether the stamp was written.
+func (r stampResult) written() bool { return r > 0 }
+
+// stampDeleteOption gives a work the deleteOption want and returns the
 // generation that carries it. The operator's own signal works get a merge
 // patch: it owns their whole spec, and an apply of deleteOption alone would
 // drop the fields it applied before, the manifests among them. Other works
@@ -60,7 +67,7 @@ const (
 // default propagationPolicy, which it never wrote (see takeDefault); why
 // says who holds it otherwise. Both carry the UID: they never touch a work
 // recreated under the same name.
-func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want decision.DeleteOption) (result stampResult, why string, err error) {
+func (a *clusterWriter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want decision.DeleteOption) (result stampResult, why string, err error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(manifestWorkGVK)
 	obj.SetNamespace(w.Namespace)
@@ -99,11 +106,10 @@ func (a *ManagedClusterAdapter) stampDeleteOption(ctx context.Context, w *metav1
 	case err != nil:
 		return stampStale, "", err
 	}
-	a.inflight.stamp(w.Namespace, w.UID, obj.GetGeneration())
 	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
 		a.Metrics.OrphanedWorks.Inc()
 	}
-	return stampWritten, "", nil
+	return stampResult(max(obj.GetGeneration(), 1)), "", nil
 }
 
 // fieldManagerConflict says whether a server-side apply was refused

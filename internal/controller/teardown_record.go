@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,15 +37,13 @@ type RecordOptions struct {
 	Retention record.Retention
 }
 
-// recorder keeps the records of the teardowns this process runs.
+// recorder writes the records of the teardowns this process runs; each
+// teardown's state (teardownState) keeps its record as last written. Only
+// the cluster's own reconcile touches that record: one at a time.
 type recorder struct {
-	client    client.Client
-	reader    client.Reader // live: a record is read once per process and cluster
-	opts      RecordOptions
-	mu        sync.Mutex
-	open      map[types.UID]*openRecord
-	dryRuns   map[types.UID]string // the fingerprint of the dry-run record written
-	pruneOnce sync.Once
+	client client.Client
+	reader client.Reader // live: a record is read once per process and cluster
+	opts   RecordOptions
 }
 
 // openRecord is a record as last written, or read, by this process; rec is
@@ -57,15 +54,13 @@ type openRecord struct {
 }
 
 func newRecorder(c client.Client, reader client.Reader, opts RecordOptions) *recorder {
-	return &recorder{client: c, reader: reader, opts: opts, open: map[types.UID]*openRecord{}, dryRuns: map[types.UID]string{}}
+	return &recorder{client: c, reader: reader, opts: opts}
 }
 
 // get returns the record of the cluster's teardown as this process knows
 // it, reading it once; create makes a new one when there is none.
-func (r *recorder) get(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, create bool) (*openRecord, error) {
-	r.mu.Lock()
-	o := r.open[mc.GetUID()]
-	r.mu.Unlock()
+func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, create bool) (*openRecord, error) {
+	o := st.record
 	if o == nil {
 		rec, cm, err := record.Load(ctx, r.reader, r.opts.Namespace, record.Name(mc.GetName(), mc.GetUID(), false))
 		if err != nil {
@@ -77,9 +72,7 @@ func (r *recorder) get(ctx context.Context, mc *unstructured.Unstructured, plan 
 			// since is read from the world.
 			rec.Resolve(s.Now, "resolved after a restart", doneIn(s))
 		}
-		r.mu.Lock()
-		r.open[mc.GetUID()] = o
-		r.mu.Unlock()
+		st.record = o
 	}
 	if o.rec == nil && create {
 		o.rec = &record.Record{Name: record.Name(mc.GetName(), mc.GetUID(), false), Cluster: mc.GetName(), UID: mc.GetUID(),
@@ -108,23 +101,17 @@ func (r *recorder) get(ctx context.Context, mc *unstructured.Unstructured, plan 
 
 // save writes the record. A record deleted meanwhile is written again from
 // memory; any other failure forgets it, so that the next attempt reads it.
-func (r *recorder) save(ctx context.Context, mc *unstructured.Unstructured, o *openRecord) error {
+func (r *recorder) save(ctx context.Context, st *teardownState, o *openRecord) error {
 	cm, err := record.Save(ctx, r.client, r.opts.Namespace, o.rec, o.cm)
 	if o.cm != nil && apierrors.IsNotFound(err) {
 		cm, err = record.Save(ctx, r.client, r.opts.Namespace, o.rec, nil)
 	}
 	if err != nil {
-		r.forget(mc.GetUID())
+		st.record = nil
 		return err
 	}
 	o.cm = cm
 	return nil
-}
-
-func (r *recorder) forget(uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.open, uid)
 }
 
 // update applies what every write of a record carries: the policy and
@@ -146,13 +133,13 @@ func update(rec *record.Record, plan *decision.Plan, s *decision.Snapshot, hold 
 // intend writes the entries of the writes the executor is about to make,
 // as intended, before it makes them. Entries already in the record are not
 // listed again.
-func (r *recorder) intend(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, acts []decision.Action) error {
+func (r *recorder) intend(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, acts []decision.Action) error {
 	step := plan.Next()
 	entries := record.Entries(plan, step, acts, s.Now)
 	if len(entries) == 0 {
 		return nil
 	}
-	o, err := r.get(ctx, mc, plan, s, true)
+	o, err := r.get(ctx, st, mc, plan, s, true)
 	if err != nil {
 		return err
 	}
@@ -162,14 +149,12 @@ func (r *recorder) intend(ctx context.Context, mc *unstructured.Unstructured, pl
 	if added == 0 && resolved == 0 && !changed && o.cm != nil {
 		return nil // intended already: a write retried
 	}
-	return r.save(ctx, mc, o)
+	return r.save(ctx, st, o)
 }
 
 // done marks, in memory, the entries of the actions made.
-func (r *recorder) done(mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action, made func(decision.Action) bool) {
-	r.mu.Lock()
-	o := r.open[mc.GetUID()]
-	r.mu.Unlock()
+func (r *recorder) done(st *teardownState, plan *decision.Plan, acts []decision.Action, made func(decision.Action) bool) {
+	o := st.record
 	if o == nil || o.rec == nil {
 		return
 	}
@@ -188,11 +173,11 @@ func (r *recorder) done(mc *unstructured.Unstructured, plan *decision.Plan, acts
 
 // hold notes why the teardown holds, or that a hold ended (why empty): a
 // write when that changes what the record says.
-func (r *recorder) hold(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, why string) error {
+func (r *recorder) hold(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, why string) error {
 	// Pre-cleanup hooks hold a teardown before its first write: they
 	// begin no record; the first write notes how long they held.
 	hooks := plan.Next() != nil && (plan.Next().Kind == decision.StepHooks || plan.Next().Kind == decision.StepBlastRadius)
-	o, err := r.get(ctx, mc, plan, s, why != "" && !hooks)
+	o, err := r.get(ctx, st, mc, plan, s, why != "" && !hooks)
 	if err != nil || o.rec == nil {
 		return err
 	}
@@ -202,13 +187,13 @@ func (r *recorder) hold(ctx context.Context, mc *unstructured.Unstructured, plan
 	}
 	o.rec.Resolve(s.Now, "", doneIn(s))
 	update(o.rec, plan, s, why)
-	return r.save(ctx, mc, o)
+	return r.save(ctx, st, o)
 }
 
 // finish writes the end of the teardown, before the finalizer goes, and
 // applies the retention to the cluster's records.
-func (r *recorder) finish(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, rep *decision.Report) error {
-	o, err := r.get(ctx, mc, plan, s, true)
+func (r *recorder) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, rep *decision.Report) error {
+	o, err := r.get(ctx, st, mc, plan, s, true)
 	if err != nil {
 		return err
 	}
@@ -225,19 +210,11 @@ func (r *recorder) finish(ctx context.Context, mc *unstructured.Unstructured, pl
 	if rec.Outcome == "" {
 		rec.Outcome = rep.Event // a release: no condition, an event
 	}
-	if err := r.save(ctx, mc, o); err != nil {
+	if err := r.save(ctx, st, o); err != nil {
 		return err
 	}
 	r.prune(ctx, mc.GetName())
 	return nil
-}
-
-// finished forgets the record of a teardown that ended.
-func (r *recorder) finished(mc *unstructured.Unstructured) {
-	r.forget(mc.GetUID())
-	r.mu.Lock()
-	delete(r.dryRuns, mc.GetUID())
-	r.mu.Unlock()
 }
 
 // prune applies the retention to the records of a cluster. A failure is
@@ -255,17 +232,14 @@ func (r *recorder) prune(ctx context.Context, cluster string) {
 
 // dryRun writes the record of what the dry run's plan would do, once per
 // change of plan.
-func (r *recorder) dryRun(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot) error {
+func (r *recorder) dryRun(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot) error {
 	start := s.Now
 	if ts := mc.GetDeletionTimestamp(); ts != nil {
 		start = ts.Time
 	}
 	rec := record.DryRun(plan, string(mc.GetUID()), start, s.Now)
 	fp := record.Fingerprint(rec)
-	r.mu.Lock()
-	last, known := r.dryRuns[mc.GetUID()]
-	r.mu.Unlock()
-	if known && last == fp {
+	if st.dryRun == fp {
 		return nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -279,7 +253,7 @@ func (r *recorder) dryRun(ctx context.Context, mc *unstructured.Unstructured, pl
 		_, _, err := record.Load(ctx, r.reader, r.opts.Namespace, rec.Name) // says why
 		return err
 	case cm.Annotations[record.FingerprintAnnotation] == fp:
-		r.remember(mc.GetUID(), fp)
+		st.dryRun = fp
 		return nil
 	}
 	if cm == nil {
@@ -298,15 +272,9 @@ func (r *recorder) dryRun(ctx context.Context, mc *unstructured.Unstructured, pl
 			return err
 		}
 	}
-	r.remember(mc.GetUID(), fp)
+	st.dryRun = fp
 	r.prune(ctx, mc.GetName())
 	return nil
-}
-
-func (r *recorder) remember(uid types.UID, fp string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.dryRuns[uid] = fp
 }
 
 // doneIn says whether the world of the snapshot shows an intended entry's

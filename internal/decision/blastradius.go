@@ -233,19 +233,15 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 		return nil
 	}
 	slices.Sort(running)
-	return &verdict{reason: v1alpha1.WaitingForTurnReason, requeue: turnRetry, message: fmt.Sprintf(
+	return &verdict{reason: v1alpha1.WaitingForTurnReason, message: fmt.Sprintf(
 		"waiting its turn under the blast radius of CleanupPolicy %s (%s): %d teardown(s) in progress (%s) and %d before it; nothing is written until one ends",
 		policy, b, len(running), Bounded(running, ", "), turn)}
 }
 
-// heldRetry is how soon, at most, a held teardown looks again, so that its
-// message counts the deletions since (another cluster's deletion brings no
-// event for this one); sooner when a counted deletion leaves the window.
-const heldRetry = time.Minute
-
-// turnRetry is how soon a teardown waiting its turn looks again: another
-// cluster's teardown ending brings no event for this one.
-const turnRetry = 15 * time.Second
+// A held teardown, or one waiting its turn, looks again on the events of
+// the other clusters of its policy (a deletion starting, a teardown's step
+// or end: the operator wakes it, controller/teardown_wake.go), and when a
+// counted deletion leaves the window, a time no event tells.
 
 // exceeded holds mc when it is beyond the first maxTeardowns of the
 // teardowns counted, or when the budget held it before and its window
@@ -301,9 +297,6 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 			policy, b, b.AfterWindow)
 	}
 	msg += fmt.Sprintf("; nothing is written or deleted until it is released: kubectl cleanup release --policy %s --clusters %s", policy, mc.GetName())
-	if next == 0 || next > heldRetry {
-		next = heldRetry
-	}
 	return &verdict{reason: v1alpha1.BlastRadiusExceededReason, message: msg, requeue: next}
 }
 

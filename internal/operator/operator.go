@@ -110,6 +110,8 @@ type Operator struct {
 	Cache      *cel.Cache
 	Governance *decision.Governance
 	Metrics    *controller.Metrics
+	// Teardown is the ManagedCluster teardown, whose memory tests observe.
+	Teardown *controller.ClusterTeardown
 }
 
 // Setup reads the schemas of the OCM and policy CRDs, builds the CEL
@@ -146,6 +148,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err != nil {
 		return nil, err
 	}
+	op.Teardown = deps.Teardown()
 	if err := (&controller.CleanupPolicyReconciler{
 		Tally:      deps.Tally,
 		Client:     mgr.GetClient(),
@@ -277,8 +280,8 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cach
 	}, &controller.OptionalKind{
 		CRD:     controller.AddOnCRD,
 		Does:    "deleting ManagedClusterAddOns in cleanups",
-		Setup:   deps.Clusters().AllowAddOns,
-		Stopped: deps.Clusters().ForgetAddOns,
+		Setup:   deps.Teardown().AllowAddOns,
+		Stopped: deps.Teardown().ForgetAddOns,
 	})
 	optional := controller.NewOptional(mgr, kinds...)
 	if err := optional.SetupWithManager(mgr); err != nil {

@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
+)
+
+// ClusterTeardown runs the teardown of each ManagedCluster being deleted
+// that carries the operator's finalizer. It owns what a teardown needs:
+// the watches of the resources teardowns list, the state of each teardown
+// in memory (teardowns), its pacing and its record.
+type ClusterTeardown struct {
+	clusterWriter
+	// Mapper names the resources of manifests, for orphaning decisions.
+	Mapper apimeta.RESTMapper
+	// NamespaceDeny are the namespaces a teardown never deletes
+	// (decision.NamespaceDenyList); nil: decision.DefaultNamespaceDeny.
+	NamespaceDeny []string
+	// BlastRadius is the operator-wide budget, where a policy sets none.
+	BlastRadius v1alpha1.BlastRadius
+
+	watches *resourceWatches
+	// teardowns are the states of the teardowns this process runs.
+	teardowns *teardowns
+	// progress paces the writes of a teardown's progress on the cluster.
+	progress *progress
+	// beforeCollection, in tests, runs between the check of a group
+	// deleted in one request and the request.
+	beforeCollection func()
+	// admissionSettle is AdmissionSettle, but in tests.
+	admissionSettle time.Duration
+	// records writes the teardown records.
+	records *recorder
+}
+
+var (
+	_ Adapter[*unstructured.Unstructured]        = &ClusterTeardown{}
+	_ RuntimeWatcher                             = &ClusterTeardown{}
+	_ GoneAdapter                                = &ClusterTeardown{}
+	_ SuspendWatcher[*unstructured.Unstructured] = &ClusterTeardown{}
+	_ FilterAdapter                              = &ClusterTeardown{}
+)
+
+// NewClusterTeardown returns the teardown; it adds watches at run time
+// through the manager's cache and REST mapper. A step's progress is
+// written at most once per progressInterval (0: DefaultProgressInterval;
+// negative: on every change).
+//
+// The teardown records are written, and their metadata read, through
+// configMaps: a client of the operator's own ConfigMaps (nil: the
+// manager's client).
+func NewClusterTeardown(mgr manager.Manager, recorder events.EventRecorder, metrics *Metrics, progressInterval time.Duration,
+	records RecordOptions, configMaps client.Client) *ClusterTeardown {
+	if progressInterval == 0 {
+		progressInterval = DefaultProgressInterval
+	}
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, apiReader: mgr.GetAPIReader()},
+		Mapper: mgr.GetRESTMapper(), admissionSettle: AdmissionSettle, teardowns: newTeardowns(), progress: newProgress(progressInterval)}
+	records.Namespace = record.Namespace(records.Namespace)
+	if configMaps == nil {
+		configMaps = mgr.GetClient()
+	}
+	a.records = newRecorder(configMaps, mgr.GetAPIReader(), records)
+	var watching *prometheus.GaugeVec
+	if metrics != nil {
+		watching = metrics.WatchedResources
+	}
+	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf, watching)
+	// Watched from the start by Watches; works whole, as the ManifestWork
+	// controller caches them whole anyway.
+	a.watches.watchedFromStart(decision.ManifestWorks, manifestWorkGVK)
+	// Add-ons, whose CRD a hub may lack, are watched at run time like
+	// any stage resource, from when a policy that deletes them governs a
+	// cluster (watches.prepare).
+	return a
+}
+
+// ForgetAddOns stops watching ManagedClusterAddOns: their CRD was removed.
+func (a *ClusterTeardown) ForgetAddOns() { a.watches.forget(decision.ManagedClusterAddOns) }
+
+// AllowAddOns lets the cleanup watch ManagedClusterAddOns again, once their CRD is installed again.
+func (a *ClusterTeardown) AllowAddOns(manager.Manager) error {
+	a.watches.allow(decision.ManagedClusterAddOns)
+	return nil
+}
+
+// Name implements Adapter.
+func (a *ClusterTeardown) Name() string { return "teardown" }
+
+// New implements Adapter.
+func (a *ClusterTeardown) New() *unstructured.Unstructured { return newManagedCluster() }
+
+// ClusterName implements Adapter.
+func (a *ClusterTeardown) ClusterName(mc *unstructured.Unstructured) string { return mc.GetName() }
+
+// SetController implements RuntimeWatcher: the watches of stage and
+// monitored resources are added at run time.
+func (a *ClusterTeardown) SetController(c controller.Controller) { a.watches.SetController(c) }
+
+// Events implements FilterAdapter: a cluster being deleted that carries
+// the operator's finalizer; one whose finalizer was just removed (by hand:
+// its teardown's state is dropped); one gone.
+func (a *ClusterTeardown) Events() predicate.Predicate {
+	tornDown := func(o client.Object) bool {
+		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, v1alpha1.ClusterCleanupFinalizer)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return tornDown(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return tornDown(e.ObjectNew) || tornDown(e.ObjectOld) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(e event.GenericEvent) bool { return tornDown(e.Object) },
+	}
+}
+
+// Reconcile implements Adapter.
+func (a *ClusterTeardown) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
+	if mc.GetDeletionTimestamp() == nil {
+		return reconcile.Result{}, nil // governance's
+	}
+	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+		// Not the operator's cleanup (any more): a finalizer removed by
+		// hand ends it.
+		a.teardowns.drop(mc.GetUID())
+		a.Metrics.forget(mc.GetName())
+		return reconcile.Result{}, nil
+	}
+	return a.reconcileDeletion(ctx, mc, g)
+}
+
+// Gone drops all that is kept of a cluster that is gone, however its
+// cleanup ended.
+func (a *ClusterTeardown) Gone(key types.NamespacedName) {
+	a.teardowns.gone(key.Name)
+	a.Metrics.forget(key.Name)
+}
+
+// SawSuspended remembers a deleting cluster seen paused or under a
+// suspended policy: its first teardown reconcile after the resume reports
+// it, and its timeout counts from there.
+func (a *ClusterTeardown) SawSuspended(mc *unstructured.Unstructured) {
+	if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+		a.teardowns.of(mc.GetName(), mc.GetUID()).sawSuspended()
+	}
+}
+
+// Watches implements Adapter: the works and namespaces of the clusters
+// being torn down, the policies, whose change can change a teardown, the
+// CRDs, whose installation can end a hold on a resource not served, and
+// the other clusters of a held teardown's policy. Add-ons and the other
+// stage and monitored resources are watched at run time (watches.go).
+func (a *ClusterTeardown) Watches(b *builder.Builder) *builder.Builder {
+	return b.
+		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(a.deletingClusterOf)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(a.deletingClusterNamed)).
+		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(crdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters)).
+		Watches(newManagedCluster(), a.wakeHeld())
+}
+
+// deletingClusterNamed maps a namespace to the cluster of its name, if
+// that cluster is being deleted.
+func (a *ClusterTeardown) deletingClusterNamed(ctx context.Context, o client.Object) []reconcile.Request {
+	mc := newManagedCluster()
+	if a.Client.Get(ctx, client.ObjectKey{Name: o.GetName()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+}

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// What a teardown reports of each step: an Event, and its
+// ContentDeleteSuccess condition on the cluster, paced.
+
+// report emits the step's event and writes ContentDeleteSuccess when it
+// changed: at once when the step changed, and while a step runs at most
+// once per progress interval (the requeue at its end writes what was held
+// back). It requeues when the step waits for a time. plan is the plan the
+// report comes from, nil when none could be made.
+func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
+	// The event first: the step it reports has happened even if the
+	// condition write below meets a newer cluster and has to wait.
+	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
+		// A waiting report (hooks) is announced when its condition is
+		// written, not on each reconcile while it waits.
+		typ := corev1.EventTypeNormal
+		if r.Reason == v1alpha1.CleanupFailedReason || r.Reason == v1alpha1.BlastRadiusExceededReason {
+			typ = corev1.EventTypeWarning
+		}
+		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
+	}
+	held, err := a.writeProgress(ctx, st, mc, r, step)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			// Another writer (OCM's registration controllers) changed the
+			// cluster meanwhile; its event brings the cluster back.
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	a.Metrics.observeStep(mc, plan, r.Reason)
+	if plan != nil {
+		observeBlastRadius(mc.GetName(), plan.Policy, r.Reason)
+	}
+	requeue := max(r.Requeue.Duration, 0)
+	if held > 0 && (requeue == 0 || held < requeue) {
+		requeue = held
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// writeProgress writes ContentDeleteSuccess when it changed, unless only
+// the progress of the step last written changed within the progress
+// interval: then it returns how long the write waits.
+func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
+	key := r.Reason + "/" + step
+	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
+		!r.Done && prev.Reason == r.Reason && prev.Status == metav1.ConditionFalse {
+		if held := a.progress.hold(st.progress, key); held > 0 {
+			if setContentDeleteCondition(mc.DeepCopy(), metav1.ConditionFalse, r.Reason, r.Message) {
+				return held, nil
+			}
+			return 0, nil
+		}
+	}
+	written, err := a.writeCondition(ctx, mc, r)
+	if err == nil && written {
+		st.progress = a.progress.mark(key)
+	}
+	return 0, err
+}
+
+// writeCondition writes ContentDeleteSuccess when it changed, on the
+// cluster as read: a cluster changed meanwhile is a conflict. The outcome
+// (a done report) must be written before the finalizer goes, so its
+// conflict is an error, retried. It says whether it wrote.
+func (a *ClusterTeardown) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (written bool, err error) {
+	status := metav1.ConditionFalse
+	switch {
+	case r.Done:
+		status = metav1.ConditionTrue
+	case r.Pending:
+		status = metav1.ConditionUnknown
+	}
+	before := mc.DeepCopy()
+	if r.Reason == v1alpha1.ResumedReason {
+		// Reported once: the next reconcile goes on with the teardown.
+		defer func() {
+			if err == nil {
+				if st := a.teardowns.peek(mc.GetUID()); st != nil {
+					st.resumeReported()
+				}
+			}
+		}()
+	}
+	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {
+		return false, nil
+	}
+	if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if r.Done && apierrors.IsConflict(err) {
+			return false, fmt.Errorf("writing the outcome of %s: %w", mc.GetName(), err)
+		}
+		return false, err
+	}
+	logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", r.Reason, "message", r.Message)
+	return true, nil
+}
+
+// eventAction bounds an event action to the 128 characters the API accepts.
+func eventAction(a string) string {
+	if len(a) > 128 {
+		return a[:128]
+	}
+	return a
+}
+
+// conditionIs says whether the cluster's ContentDeleteSuccess already has
+// this status, reason and message.
+func conditionIs(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) bool {
+	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	return c != nil && c.Status == status && c.Reason == reason && c.Message == message
+}

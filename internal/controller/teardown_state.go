@@ -1,0 +1,275 @@
+package controller
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// teardownState is all this process keeps in memory of one cluster's
+// teardown: what its own writes did, so that a cache that has not caught
+// up yet does not cause the same write twice; the progress last written;
+// the record as last written; whether the teardown was seen suspended. It
+// is made at the teardown's first step and dropped once, however the
+// teardown ends (teardowns.end, drop, gone). Durable facts live on the
+// cluster and in the record, read back by the snapshot: after a restart a
+// teardown starts with an empty state and loses nothing.
+type teardownState struct {
+	mu sync.Mutex
+	// stamps are the generations of works this process gave a
+	// deleteOption, so that a cache that has not caught up with the stamp
+	// is not taken for a work the agent applied it to; stampCount counts
+	// them per work, to stop a write war.
+	stamps     map[types.UID]int64
+	stampCount map[types.UID]int
+	deleted    sets.Set[types.UID]
+	forced     sets.Set[types.UID]
+	// suspended: seen paused or under a suspended policy since its resume
+	// was last reported.
+	suspended bool
+	// progress is the step last written on the cluster, and when.
+	progress *progressMark
+	// record is the teardown record as last written or read; nil until
+	// read once.
+	record *openRecord
+	// dryRun is the fingerprint of the dry-run record written.
+	dryRun string
+}
+
+// memory is what the plan reads of this process's writes.
+func (st *teardownState) memory() decision.Memory {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	m := decision.Memory{Stamped: map[types.UID]int64{}, Restamps: map[types.UID]int{},
+		Deleted: map[types.UID]bool{}, Forced: map[types.UID]bool{}, Resumed: st.suspended}
+	for uid, g := range st.stamps {
+		m.Stamped[uid] = g
+		m.Restamps[uid] = max(st.stampCount[uid]-1, 0)
+	}
+	for uid := range st.deleted {
+		m.Deleted[uid] = true
+	}
+	for uid := range st.forced {
+		m.Forced[uid] = true
+	}
+	return m
+}
+
+// stamped is the generation this process stamped on a work, if any.
+func (st *teardownState) stamped(uid types.UID) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stamps[uid]
+}
+
+func (st *teardownState) stamp(uid types.UID, generation int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.stamps[uid] = generation
+	st.stampCount[uid]++
+}
+
+// deletedAll remembers the objects the executor deleted.
+func (st *teardownState) deletedAll(uids sets.Set[types.UID]) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.deleted = st.deleted.Union(uids)
+}
+
+// forcedAll remembers the objects whose finalizer the executor removed.
+func (st *teardownState) forcedAll(uids sets.Set[types.UID]) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.forced = st.forced.Union(uids)
+}
+
+// sawSuspended marks the teardown seen paused or suspended.
+func (st *teardownState) sawSuspended() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.suspended = true
+}
+
+// resumeReported clears the suspended mark: the resume is reported, or
+// there is none to report.
+func (st *teardownState) resumeReported() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.suspended = false
+}
+
+// teardowns are the states of the teardowns this process runs, by cluster
+// UID, and the clusters whose finalizer it removed, until they are gone
+// (a cache that has not caught up yet still shows them deleting).
+type teardowns struct {
+	mu       sync.Mutex
+	states   map[types.UID]*teardownState
+	names    map[types.UID]string
+	finished map[types.UID]string
+	// retiring are the stamps on signal works retired from clusters not
+	// being deleted, by cluster name: the plan of a teardown that begins
+	// meanwhile reads them too.
+	retiring map[string]map[types.UID]int64
+}
+
+func newTeardowns() *teardowns {
+	return &teardowns{states: map[types.UID]*teardownState{}, names: map[types.UID]string{},
+		finished: map[types.UID]string{}, retiring: map[string]map[types.UID]int64{}}
+}
+
+// of returns the state of the cluster's teardown, made at its first step.
+func (t *teardowns) of(cluster string, uid types.UID) *teardownState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.states[uid]
+	if st == nil {
+		st = &teardownState{stamps: map[types.UID]int64{}, stampCount: map[types.UID]int{},
+			deleted: sets.New[types.UID](), forced: sets.New[types.UID]()}
+		t.states[uid], t.names[uid] = st, cluster
+	}
+	return st
+}
+
+// peek returns the state of the cluster's teardown, or nil: it makes none.
+func (t *teardowns) peek(uid types.UID) *teardownState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.states[uid]
+}
+
+// memory is what the plan of the cluster's teardown reads of this
+// process's writes, the stamps of signal works retired included.
+func (t *teardowns) memory(cluster string, uid types.UID) decision.Memory {
+	m := t.of(cluster, uid).memory()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for w, g := range t.retiring[cluster] {
+		if _, ok := m.Stamped[w]; !ok {
+			m.Stamped[w] = g
+		}
+	}
+	return m
+}
+
+// end drops the state of a teardown the operator finished by removing its
+// finalizer, and remembers the cluster as finished until it is gone.
+func (t *teardowns) end(cluster string, uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropLocked(uid)
+	if len(t.finished) >= maxFinished {
+		clear(t.finished)
+	}
+	t.finished[uid] = cluster
+}
+
+// drop drops the state of a teardown that ended otherwise: its finalizer
+// removed by hand, or the cluster not being deleted (any more).
+func (t *teardowns) drop(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropLocked(uid)
+}
+
+func (t *teardowns) dropLocked(uid types.UID) {
+	delete(t.states, uid)
+	delete(t.names, uid)
+}
+
+// gone drops everything kept of a cluster that is gone, under any UID.
+func (t *teardowns) gone(cluster string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid, name := range t.names {
+		if name == cluster {
+			t.dropLocked(uid)
+		}
+	}
+	for uid, name := range t.finished {
+		if name == cluster {
+			delete(t.finished, uid)
+		}
+	}
+	delete(t.retiring, cluster)
+}
+
+// maxFinished bounds the finished clusters remembered, should their
+// deletes be missed; the cache has long caught up with the oldest.
+const maxFinished = 10000
+
+// isFinished says whether this process removed the cluster's finalizer.
+func (t *teardowns) isFinished(uid types.UID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.finished[uid]
+	return ok
+}
+
+// retireStamp remembers a stamp on a signal work being retired.
+func (t *teardowns) retireStamp(cluster string, uid types.UID, generation int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.retiring[cluster] == nil {
+		t.retiring[cluster] = map[types.UID]int64{}
+	}
+	t.retiring[cluster][uid] = generation
+}
+
+// retireStamped is the generation this process stamped on a signal work
+// being retired, if any.
+func (t *teardowns) retireStamped(cluster string, uid types.UID) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.retiring[cluster][uid]
+}
+
+// retired forgets the stamp of a signal work deleted.
+func (t *teardowns) retired(cluster string, uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.retiring[cluster], uid)
+	if len(t.retiring[cluster]) == 0 {
+		delete(t.retiring, cluster)
+	}
+}
+
+// held counts the clusters this process keeps anything of.
+func (t *teardowns) held() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.states) + len(t.finished) + len(t.retiring)
+}
+
+// keeps says whether anything is kept of the cluster.
+func (t *teardowns) keeps(cluster string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, name := range t.names {
+		if name == cluster {
+			return true
+		}
+	}
+	for _, name := range t.finished {
+		if name == cluster {
+			return true
+		}
+	}
+	return t.retiring[cluster] != nil
+}
+
+// Kept lists the clusters among names that this process still keeps
+// anything of in memory: a teardown's state, a finished teardown not yet
+// gone, the stamp of a signal work being retired, a cluster's metric
+// series.
+func (a *ClusterTeardown) Kept(names ...string) []string {
+	var out []string
+	for _, name := range names {
+		if a.teardowns.keeps(name) || a.Metrics.keeps(name) || blastRadiusKeeps(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}

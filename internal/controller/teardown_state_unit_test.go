@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"strconv"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// TestTeardownStateEnds: every way a teardown ends leaves nothing of the
+// cluster once it is gone; a finished teardown is remembered until then,
+// and a cluster recreated under the same name starts with a state of its
+// own.
+func TestTeardownStateEnds(t *testing.T) {
+	r := newTeardowns()
+	st := r.of("c1", "u1")
+	st.stamp("w1", 3)
+	st.deletedAll(sets.New[types.UID]("w2"))
+	st.forcedAll(sets.New[types.UID]("w3"))
+	st.sawSuspended()
+	r.retireStamp("c1", "w4", 2)
+	m := r.memory("c1", "u1")
+	if m.Stamped["w1"] != 3 || !m.Deleted["w2"] || !m.Forced["w3"] || !m.Resumed || m.Stamped["w4"] != 2 {
+		t.Fatalf("memory does not show the writes made: %+v", m)
+	}
+
+	r.end("c1", "u1")
+	if !r.isFinished("u1") || r.peek("u1") != nil {
+		t.Fatal("a teardown the operator finished keeps its state, or is not remembered as finished")
+	}
+	if got := r.of("c1", "u2").memory(); len(got.Stamped)+len(got.Deleted)+len(got.Forced) != 0 || got.Resumed {
+		t.Fatalf("a cluster recreated under the same name inherits the old one's memory: %+v", got)
+	}
+	r.drop("u2")
+	r.gone("c1")
+	if r.held() != 0 || r.keeps("c1") {
+		t.Fatalf("a cluster gone is still kept: %d", r.held())
+	}
+
+	r.of("c2", "u3").stamp("w5", 1)
+	r.drop("u3")
+	if r.held() != 0 {
+		t.Fatal("a finalizer removed by hand leaves the teardown's state")
+	}
+}
+
+// TestFinishedBounded: the finished clusters remembered are bounded, should
+// their deletes be missed.
+func TestFinishedBounded(t *testing.T) {
+	r := newTeardowns()
+	for i := range maxFinished + 1 {
+		r.end("c", types.UID(strconv.Itoa(i)))
+	}
+	if r.held() > maxFinished {
+		t.Fatalf("%d finished clusters remembered, more than %d", r.held(), maxFinished)
+	}
+}

@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// A teardown its policy's blast radius holds (BlastRadiusExceeded) or
+// keeps waiting its turn (WaitingForTurn) is decided by the other
+// teardowns of its policy: a deletion that starts counts against the
+// budget, a teardown that begins or is held changes the turns, and one
+// that ends frees a turn. None brings an event of the held cluster itself,
+// so the events of the others wake it: when a cluster of the policy starts
+// being deleted, when its teardown's reason changes, when its teardown
+// ends (the operator's finalizer goes) and when it is gone. What no event
+// tells (a counted deletion leaving the window) is a time, and the plan
+// requeues at it.
+
+// heldReasons are the reasons of the teardowns the others' events wake.
+var heldReasons = []string{v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingForTurnReason}
+
+// wakeHeld is the handler of ManagedCluster events that wakes the held
+// teardowns of the same policy.
+func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return
+			}
+			began := e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+			deleting := e.ObjectNew.GetDeletionTimestamp() != nil
+			ended := deleting && controllerutil.ContainsFinalizer(e.ObjectOld, v1alpha1.ClusterCleanupFinalizer) &&
+				!controllerutil.ContainsFinalizer(e.ObjectNew, v1alpha1.ClusterCleanupFinalizer)
+			stepped := deleting && teardownReason(e.ObjectOld) != teardownReason(e.ObjectNew)
+			if began || ended || stepped {
+				a.enqueueHeld(ctx, e.ObjectOld, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object != nil {
+				a.enqueueHeld(ctx, e.Object, q)
+			}
+		},
+	}
+}
+
+// enqueueHeld enqueues the held teardowns of the policy that governs (or
+// governed) the cluster, other than the cluster's own.
+func (a *ClusterTeardown) enqueueHeld(ctx context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	policy := mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
+	if policy == "" {
+		return
+	}
+	list := newManagedClusterList()
+	// Read only: no copy of the cache.
+	if err := a.Client.List(ctx, list, client.MatchingFields{GoverningPolicyIndex: policy}, client.UnsafeDisableDeepCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "listing the clusters of a policy to wake its held teardowns", "policy", policy)
+		return
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.GetName() == mc.GetName() || other.GetDeletionTimestamp() == nil ||
+			!controllerutil.ContainsFinalizer(other, v1alpha1.ClusterCleanupFinalizer) {
+			continue
+		}
+		// One whose first report is not in the cache yet may have planned
+		// on what the event changed: woken too.
+		if reason := teardownReason(other); reason == "" || slices.Contains(heldReasons, reason) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: other.GetName()}})
+		}
+	}
+}
+
+// teardownReason is the reason of the cluster's ContentDeleteSuccess
+// condition, "" when it has none.
+func teardownReason(o client.Object) string {
+	mc, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return ""
+	}
+	if c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); c != nil {
+		return c.Reason
+	}
+	return ""
+}
