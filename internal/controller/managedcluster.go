@@ -355,11 +355,14 @@ func signalWorkToCluster(ctx context.Context, o client.Object) []reconcile.Reque
 // deletingClusterOf maps an object in a cluster namespace to the cluster,
 // if that cluster is being deleted.
 func (a *ClusterTeardown) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
+	// The teardowns that wait for objects here, outside their own
+	// namespace (a stage's namespaces, or cluster-scoped objects).
+	reqs := a.teardowns.waitingIn(o.GetNamespace())
 	mc := newManagedCluster()
 	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
-		return nil
+		return reqs
 	}
-	return namespaceToCluster(ctx, o)
+	return append(namespaceToCluster(ctx, o), reqs...)
 }
 
 func (a *ManagedClusterAdapter) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {

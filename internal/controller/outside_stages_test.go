@@ -141,6 +141,34 @@ var _ = Describe("Stages outside the cluster namespace", func() {
 			HaveField("Namespace", "argocd-out"), HaveField("Name", "cluster-out-1"), HaveField("Action", record.Deleted))))
 	})
 
+	// Nothing polls a stage outside the cluster namespace: the event of
+	// the object it waits for, which names no cluster, brings the
+	// teardown back.
+	It("waits for an object outside that another finalizer holds, and goes on from its event", func() {
+		fleetCluster("out-7", nil, true)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd-wait", Name: "cluster-out-7",
+			Labels: map[string]string{clusterNameLabel: "out-7"}, Finalizers: []string{"example.com/hold"}}}
+		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd-wait"}}))).To(Succeed())
+		Expect(k8s.Create(ctx, cm)).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("outside-wait", v1alpha1.CleanupPolicySpec{
+			DeletionStages: []v1alpha1.DeletionStage{outsideStage("argocd-wait"), worksStage()},
+		}))).To(Succeed())
+		governedBy("out-7", "outside-wait")
+
+		deleteCluster("out-7")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "out-7")
+			g.Expect(c.Reason).To(Equal(v1alpha1.ResourcesRemainingReason))
+			g.Expect(c.Message).To(ContainSubstring("argocd-wait/cluster-out-7"))
+		}).Should(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+		Expect(cm.DeletionTimestamp).NotTo(BeNil())
+
+		cm.Finalizers = nil
+		Expect(k8s.Update(ctx, cm)).To(Succeed())
+		clusterGone("out-7")
+	})
+
 	It("deletes the cluster's cluster-scoped objects that its when selects, opted in", func() {
 		fleetCluster("out-3", nil, true)
 		for _, name := range []string{"out-3", "out-4"} {

@@ -48,6 +48,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *uns
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	a.teardowns.waitOutside(mc.GetName(), r.WaitsOutside)
 	a.Metrics.observeStep(mc, plan, r.Reason)
 	if plan != nil {
 		observeBlastRadius(mc.GetName(), plan.Policy, r.Reason)

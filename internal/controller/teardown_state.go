@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
@@ -113,11 +115,41 @@ type teardowns struct {
 	// being deleted, by cluster name: the plan of a teardown that begins
 	// meanwhile reads them too.
 	retiring map[string]map[types.UID]int64
+	// outside are the namespaces ("" for cluster-scoped objects) outside
+	// its own where a teardown waits for objects to go, by cluster name:
+	// the events there name no cluster.
+	outside map[string][]string
 }
 
 func newTeardowns() *teardowns {
 	return &teardowns{states: map[types.UID]*teardownState{}, names: map[types.UID]string{},
-		finished: map[types.UID]string{}, retiring: map[string]map[types.UID]int64{}}
+		finished: map[types.UID]string{}, retiring: map[string]map[types.UID]int64{}, outside: map[string][]string{}}
+}
+
+// waitOutside remembers where outside its namespace the cluster's
+// teardown waits; none: it waits there no more.
+func (t *teardowns) waitOutside(cluster string, namespaces []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(namespaces) == 0 {
+		delete(t.outside, cluster)
+		return
+	}
+	t.outside[cluster] = namespaces
+}
+
+// waitingIn are the clusters whose teardowns wait for objects in the
+// namespace ("" for cluster-scoped objects).
+func (t *teardowns) waitingIn(namespace string) []reconcile.Request {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var reqs []reconcile.Request
+	for cluster, namespaces := range t.outside {
+		if slices.Contains(namespaces, namespace) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cluster}})
+		}
+	}
+	return reqs
 }
 
 // of returns the state of the cluster's teardown, made at its first step.
@@ -175,6 +207,9 @@ func (t *teardowns) drop(uid types.UID) {
 }
 
 func (t *teardowns) dropLocked(uid types.UID) {
+	if name, ok := t.names[uid]; ok {
+		delete(t.outside, name)
+	}
 	delete(t.states, uid)
 	delete(t.names, uid)
 }
@@ -194,6 +229,7 @@ func (t *teardowns) gone(cluster string) {
 		}
 	}
 	delete(t.retiring, cluster)
+	delete(t.outside, cluster)
 }
 
 // maxFinished bounds the finished clusters remembered, should their

@@ -179,6 +179,10 @@ type Report struct {
 	Action string `json:"eventAction,omitempty"`
 	// Requeue is when to look again without an event; 0: on events only.
 	Requeue metav1.Duration `json:"requeue,omitzero"`
+	// WaitsOutside are the namespaces ("" for cluster-scoped objects)
+	// outside the cluster namespace where the step waits for objects to
+	// go: their events must be brought back to this cluster.
+	WaitsOutside []string `json:"-"`
 }
 
 // Next is the step to take now; nil when there is none.

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -170,7 +169,7 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 				"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
 				where, deleted, s.GVR.Resource, priority, Bounded(Keys(first), ", "), len(objs)),
 			Requeue: metav1.Duration{Duration: max(t.deadline.Sub(t.s.Now), 0)}}
-		outsideRetry(s, st.Report)
+		waitOutside(s, st.Report)
 		return st, false, false
 	}
 	// The group deleted first is what the stage waits for; the rest of the
@@ -184,21 +183,24 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 		msg = fmt.Sprintf("%s: removed the work agent's finalizer from %d of the %d object(s) in the stage", where, forced, len(objs))
 	}
 	st.Report = t.waiting(v1alpha1.ResourcesRemainingReason, msg, Keys(objs))
-	outsideRetry(s, st.Report)
+	waitOutside(s, st.Report)
 	return st, false, false
 }
 
-// outsideRetry bounds the wait of a stage outside the cluster namespace:
-// the events of its objects name no cluster, so the teardown looks again.
-func outsideRetry(s Stage, r *Report) {
-	if s.Outside() && r.Reason != v1alpha1.CleanupFailedReason && (r.Requeue.Duration <= 0 || r.Requeue.Duration > OutsideRetry) {
-		r.Requeue.Duration = OutsideRetry
+// waitOutside says where a stage outside the cluster namespace waits: the
+// events of its objects name no cluster, so the executor maps the events
+// of those namespaces ("" for cluster-scoped objects) back to the
+// teardowns that wait there.
+func waitOutside(s Stage, r *Report) {
+	if !s.Outside() || r.Reason == v1alpha1.CleanupFailedReason {
+		return
 	}
+	if s.ClusterScoped {
+		r.WaitsOutside = []string{""}
+		return
+	}
+	r.WaitsOutside = slices.Clone(s.Namespaces)
 }
-
-// OutsideRetry is how often a teardown in a stage outside the cluster
-// namespace looks again at what remains of it.
-const OutsideRetry = 5 * time.Second
 
 // MinCollection is the fewest objects a group deleted in one
 // deletecollection holds: below it, one delete per object costs as much.
