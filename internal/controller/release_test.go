@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 func getPolicy(g Gomega, name string) *v1alpha1.CleanupPolicy {
@@ -123,6 +124,25 @@ var _ = Describe("Teardown ownership", func() {
 		}))).To(Succeed())
 		governedBy("reim-1", "reimport-2")
 		Eventually(objectGone("ManifestWork", "reim-1", "alive")).Should(BeFalse(), "the operator's signal work is admitted")
+	})
+
+	// Governance read the cluster before its deletion; its teardown began
+	// and labelled the namespace before governance read the namespace.
+	It("leaves the label of a teardown that began after governance read its cluster", func() {
+		fleetCluster("ul-a", nil, false)
+		mc := getClusterNow("ul-a")
+		mc.SetFinalizers([]string{"test.fleetops.dev/hold"})
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+		// Before the AfterEach, which waits for every cluster to go.
+		defer removeFinalizerByHand(managedCluster("ul-a", nil), "test.fleetops.dev/hold")
+		deleteCluster("ul-a")
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "ul-a"}, ns)).To(Succeed())
+		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
+		Expect(k8s.Update(ctx, ns)).To(Succeed())
+
+		Expect(controller.UnlabelNamespace(ctx, k8s, k8s, "ul-a")).To(Succeed())
+		Expect(namespaceLabels(Default, "ul-a")).To(HaveKeyWithValue(v1alpha1.ClusterDeletingLabel, "true"))
 	})
 
 	It("releases a deleting cluster whose policy vanished, leaving no label, annotation or finalizer of the operator's", func() {
