@@ -48,3 +48,10 @@ func UnlabelNamespace(ctx context.Context, c client.Client, reader client.Reader
 	w := &clusterWriter{Client: c, apiReader: reader}
 	return w.unlabelNamespace(ctx, name)
 }
+
+// RetireSignalWorks runs governance's retirement of the signal works of a
+// cluster it read not being deleted, other than keep.
+func RetireSignalWorks(ctx context.Context, c client.Client, reader client.Reader, cluster, keep string) error {
+	a := &ManagedClusterAdapter{clusterWriter: clusterWriter{Client: c, apiReader: reader}, teardowns: newTeardowns()}
+	return a.retireSignalWorks(ctx, cluster, keep)
+}

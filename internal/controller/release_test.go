@@ -128,7 +128,7 @@ var _ = Describe("Teardown ownership", func() {
 
 	// Governance read the cluster before its deletion; its teardown began
 	// and labelled the namespace before governance read the namespace.
-	It("leaves the label of a teardown that began after governance read its cluster", func() {
+	It("leaves the label and the signal work of a teardown that began after governance read its cluster", func() {
 		fleetCluster("ul-a", nil, false)
 		mc := getClusterNow("ul-a")
 		mc.SetFinalizers([]string{"test.fleetops.dev/hold"})
@@ -136,6 +136,11 @@ var _ = Describe("Teardown ownership", func() {
 		// Before the AfterEach, which waits for every cluster to go.
 		defer removeFinalizerByHand(managedCluster("ul-a", nil), "test.fleetops.dev/hold")
 		deleteCluster("ul-a")
+		// Its signal work, made before the namespace is labelled, which
+		// admission then refuses new works in.
+		signal := work("ul-a", "signal", nil)
+		signal.SetLabels(map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy})
+		Expect(k8s.Update(ctx, signal)).To(Succeed())
 		ns := &corev1.Namespace{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "ul-a"}, ns)).To(Succeed())
 		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
@@ -143,6 +148,12 @@ var _ = Describe("Teardown ownership", func() {
 
 		Expect(controller.UnlabelNamespace(ctx, k8s, k8s, "ul-a")).To(Succeed())
 		Expect(namespaceLabels(Default, "ul-a")).To(HaveKeyWithValue(v1alpha1.ClusterDeletingLabel, "true"))
+
+		By("nor retires the signal work that teardown sends")
+		Expect(controller.RetireSignalWorks(ctx, k8s, k8s, "ul-a", "")).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(signal), signal)).To(Succeed())
+		Expect(signal.GetDeletionTimestamp()).To(BeNil())
+		Expect(signal.Object["spec"]).NotTo(HaveKey("deleteOption"), "the signal work was stamped to be retired")
 	})
 
 	It("releases a deleting cluster whose policy vanished, leaving no label, annotation or finalizer of the operator's", func() {
