@@ -209,6 +209,29 @@ var _ = Describe("Blast radius", func() {
 		clusterGone("bw-b")
 	})
 
+	It("re-checks a share held by it when the policy comes to govern more clusters", func() {
+		half := intstr.FromString("50%")
+		burstFleet("br-share", "e", &v1alpha1.BlastRadius{MaxTeardowns: &half}, "bs-a", "bs-b")
+		agent.setStuck("bs-a", "app", true)
+		deleteCluster("bs-a")
+		Eventually(func(g Gomega) { g.Expect(contentDelete(g, "bs-a").Reason).To(Equal(v1alpha1.ResourcesRemainingReason)) }).Should(Succeed())
+		deleteCluster("bs-b")
+		Expect(heldByBudget("bs-b", v1alpha1.BlastRadiusExceededReason)).To(ContainSubstring("maxTeardowns 1 (50% of the governed clusters)"))
+
+		By("two more clusters governed: 50% of four is two, and bs-b goes with no event of its own")
+		for _, n := range []string{"bs-c", "bs-d"} {
+			// Created outside the selector, then labelled into it, so the
+			// fixture's status write races no governance.
+			fleetCluster(n, map[string]string{"burst": "e-later"}, true)
+			Expect(k8s.Patch(ctx, getClusterNow(n), client.RawPatch("application/merge-patch+json",
+				[]byte(`{"metadata":{"labels":{"burst":"e"}}}`)))).To(Succeed())
+			governedBy(n, "br-share")
+		}
+		clusterGone("bs-b")
+		agent.setStuck("bs-a", "app", false)
+		clusterGone("bs-a")
+	})
+
 	It("paces teardowns at maxConcurrent, the others waiting their turn untouched", func() {
 		one := int32(1)
 		names := []string{"bp-a", "bp-b", "bp-c"}

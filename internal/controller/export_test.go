@@ -41,3 +41,17 @@ func DeleteAll(ctx context.Context, c client.Client, reader client.Reader, mc *u
 func BlastRadiusHeld(policy string) float64 {
 	return testutil.ToFloat64(blastRadiusHeld.WithLabelValues(policy))
 }
+
+// UnlabelNamespace runs governance's removal of the cluster-deleting label
+// from the namespace of a cluster it read not being deleted.
+func UnlabelNamespace(ctx context.Context, c client.Client, reader client.Reader, name string) error {
+	w := &clusterWriter{Client: c, apiReader: reader}
+	return w.unlabelNamespace(ctx, name)
+}
+
+// RetireSignalWorks runs governance's retirement of the signal works of a
+// cluster it read not being deleted, other than keep.
+func RetireSignalWorks(ctx context.Context, c client.Client, reader client.Reader, cluster, keep string) error {
+	a := &ManagedClusterAdapter{clusterWriter: clusterWriter{Client: c, apiReader: reader}, teardowns: newTeardowns()}
+	return a.retireSignalWorks(ctx, cluster, keep)
+}

@@ -291,6 +291,7 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 	if err := a.Client.List(ctx, &works, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); err != nil {
 		return fmt.Errorf("listing the signal works of %s: %w", namespace, err)
 	}
+	checked := false
 	for i := range works.Items {
 		w := &works.Items[i]
 		if w.Name == keep || w.DeletionTimestamp != nil {
@@ -300,6 +301,14 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 			return err
 		} else if !owned {
 			continue // someone else's work that carries the label: not ours to retire
+		}
+		if !checked {
+			// A teardown begun since the cluster was read signals the
+			// deletion with this work: not retired.
+			if deleting, err := a.deletingNow(ctx, namespace); err != nil || deleting {
+				return err
+			}
+			checked = true
 		}
 		if !isOrphan(w) {
 			result, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)})

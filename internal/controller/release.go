@@ -20,27 +20,46 @@ import (
 // ManagedCluster; a released cluster keeps none of them.
 var clusterAnnotations = decision.ClusterAnnotations
 
-// unlabelNamespace removes the cluster-deleting label from the cluster
-// namespace. Admission refuses new ManifestWorks and add-ons in a labelled
-// namespace, so a label left behind would refuse every work of a cluster
-// re-imported under the same name, the operator's signal work included.
+// unlabelNamespace removes the cluster-deleting label from the namespace
+// of a cluster not being deleted. Admission refuses new ManifestWorks and
+// add-ons in a labelled namespace, so a label left behind would refuse
+// every work of a cluster re-imported under the same name, the operator's
+// signal work included.
+//
+// The label may instead be a teardown's that began after the cluster was
+// read: a fresh read of the cluster, after the namespace's, says so, and
+// the label stays. The namespace is unlabelled only as it was read (its
+// UID and resourceVersion): a namespace changed meanwhile is left to its
+// event, which brings the cluster back.
 func (a *clusterWriter) unlabelNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	return a.unlabel(ctx, ns)
-}
-
-// unlabel removes the cluster-deleting label from a namespace in hand.
-func (a *clusterWriter) unlabel(ctx context.Context, ns *corev1.Namespace) error {
 	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled || ns.DeletionTimestamp != nil {
 		return nil
 	}
-	// Not written: another namespace of that name, whose event brings the
-	// cluster back.
-	_, err := a.setDeletingLabel(ctx, ns.Name, ns.UID, "", false)
+	if deleting, err := a.deletingNow(ctx, name); err != nil || deleting {
+		return err // a teardown's label
+	}
+	_, err := a.setDeletingLabel(ctx, ns.Name, ns.UID, ns.ResourceVersion, false)
 	return err
+}
+
+// deletingNow says whether the cluster is being deleted, read from the API
+// server rather than the cache: governance, which acts on a cluster it read
+// not being deleted, asks before it undoes what a teardown begun since may
+// rely on.
+func (a *clusterWriter) deletingNow(ctx context.Context, name string) (bool, error) {
+	reader := a.apiReader
+	if reader == nil {
+		reader = a.Client
+	}
+	mc := newManagedCluster()
+	if err := reader.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return mc.GetDeletionTimestamp() != nil, nil
 }
 
 // setDeletingLabel puts the cluster-deleting label on a namespace, or takes

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 func getPolicy(g Gomega, name string) *v1alpha1.CleanupPolicy {
@@ -123,6 +124,36 @@ var _ = Describe("Teardown ownership", func() {
 		}))).To(Succeed())
 		governedBy("reim-1", "reimport-2")
 		Eventually(objectGone("ManifestWork", "reim-1", "alive")).Should(BeFalse(), "the operator's signal work is admitted")
+	})
+
+	// Governance read the cluster before its deletion; its teardown began
+	// and labelled the namespace before governance read the namespace.
+	It("leaves the label and the signal work of a teardown that began after governance read its cluster", func() {
+		fleetCluster("ul-a", nil, false)
+		mc := getClusterNow("ul-a")
+		mc.SetFinalizers([]string{"test.fleetops.dev/hold"})
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+		// Before the AfterEach, which waits for every cluster to go.
+		defer removeFinalizerByHand(managedCluster("ul-a", nil), "test.fleetops.dev/hold")
+		deleteCluster("ul-a")
+		// Its signal work, made before the namespace is labelled, which
+		// admission then refuses new works in.
+		signal := work("ul-a", "signal", nil)
+		signal.SetLabels(map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy})
+		Expect(k8s.Update(ctx, signal)).To(Succeed())
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "ul-a"}, ns)).To(Succeed())
+		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
+		Expect(k8s.Update(ctx, ns)).To(Succeed())
+
+		Expect(controller.UnlabelNamespace(ctx, k8s, k8s, "ul-a")).To(Succeed())
+		Expect(namespaceLabels(Default, "ul-a")).To(HaveKeyWithValue(v1alpha1.ClusterDeletingLabel, "true"))
+
+		By("nor retires the signal work that teardown sends")
+		Expect(controller.RetireSignalWorks(ctx, k8s, k8s, "ul-a", "")).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(signal), signal)).To(Succeed())
+		Expect(signal.GetDeletionTimestamp()).To(BeNil())
+		Expect(signal.Object["spec"]).NotTo(HaveKey("deleteOption"), "the signal work was stamped to be retired")
 	})
 
 	It("releases a deleting cluster whose policy vanished, leaving no label, annotation or finalizer of the operator's", func() {

@@ -137,7 +137,11 @@ func (a *ClusterTeardown) Events() predicate.Predicate {
 // Reconcile implements Adapter.
 func (a *ClusterTeardown) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if mc.GetDeletionTimestamp() == nil {
-		return reconcile.Result{}, nil // governance's
+		// Governance's. A teardown kept under its name is of a cluster
+		// gone and recreated before its delete was seen: it has none.
+		a.teardowns.replaced(mc.GetName(), mc.GetUID())
+		a.Metrics.forget(mc.GetName())
+		return reconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
 		// Not the operator's cleanup (any more): a finalizer removed by

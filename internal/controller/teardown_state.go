@@ -232,6 +232,25 @@ func (t *teardowns) gone(cluster string) {
 	delete(t.outside, cluster)
 }
 
+// replaced drops what is kept of the teardowns of a cluster of that name
+// under another UID than uid: the cluster was recreated under its name
+// before its delete was seen (the queue merges a cluster's events by
+// name), so Gone never comes for it.
+func (t *teardowns) replaced(cluster string, uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for old, name := range t.names {
+		if name == cluster && old != uid {
+			t.dropLocked(old)
+		}
+	}
+	for old, name := range t.finished {
+		if name == cluster && old != uid {
+			delete(t.finished, old)
+		}
+	}
+}
+
 // maxFinished bounds the finished clusters remembered, should their
 // deletes be missed; the cache has long caught up with the oldest.
 const maxFinished = 10000

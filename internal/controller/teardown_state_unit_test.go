@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -54,5 +56,35 @@ func TestFinishedBounded(t *testing.T) {
 	}
 	if r.held() > maxFinished {
 		t.Fatalf("%d finished clusters remembered, more than %d", r.held(), maxFinished)
+	}
+}
+
+// TestTeardownStateOfAClusterRecreated: a cluster deleted and recreated
+// under its name before its delete was seen (the queue merges the events
+// of a name) reaches the teardown as the new cluster, not being deleted:
+// what was kept of the old one's teardown goes.
+func TestTeardownStateOfAClusterRecreated(t *testing.T) {
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Metrics: NewMetrics()}, teardowns: newTeardowns()}
+	a.teardowns.of("c1", "old").stamp("w1", 1)
+	a.teardowns.end("c1", "older")
+	a.teardowns.of("c2", "other").stamp("w2", 1)
+	old := &unstructured.Unstructured{Object: map[string]any{}}
+	old.SetName("c1")
+	a.Metrics.observeStep(old, nil, "ResourcesRemaining")
+	if got := a.Kept("c1"); len(got) != 1 {
+		t.Fatalf("the old teardown is not kept to begin with: %v", got)
+	}
+
+	recreated := &unstructured.Unstructured{Object: map[string]any{}}
+	recreated.SetName("c1")
+	recreated.SetUID("new")
+	if _, err := a.Reconcile(context.Background(), recreated, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Kept("c1"); len(got) != 0 {
+		t.Fatalf("the old teardown of a recreated cluster is still kept: %v", got)
+	}
+	if a.teardowns.peek("other") == nil {
+		t.Fatal("the teardown of another cluster was dropped")
 	}
 }

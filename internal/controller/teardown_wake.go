@@ -26,9 +26,13 @@ import (
 // that ends frees a turn. None brings an event of the held cluster itself,
 // so the events of the others wake it: when a cluster of the policy starts
 // being deleted, when its teardown's reason changes, when its teardown
-// ends (the operator's finalizer goes) and when it is gone. What no event
-// tells (a counted deletion leaving the window) is a time, and the plan
-// requeues at it.
+// ends (the operator's finalizer goes) and when it is gone; and when any
+// cluster, deleting or not, gains or loses the finalizer or the
+// governing-policy annotation, which changes how many clusters the policy
+// governs, the base of a share (the held teardowns of the policy it left
+// and of the one it joined). What no event tells (a counted teardown
+// leaving the window, a release from a clock ahead coming to count) is a
+// time, and the plan requeues at it.
 
 // heldReasons are the reasons of the teardowns the others' events wake.
 var heldReasons = []string{v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingForTurnReason}
@@ -42,12 +46,18 @@ func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
 				return
 			}
 			began := e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
-			deleting := e.ObjectNew.GetDeletionTimestamp() != nil
-			ended := deleting && controllerutil.ContainsFinalizer(e.ObjectOld, v1alpha1.ClusterCleanupFinalizer) &&
-				!controllerutil.ContainsFinalizer(e.ObjectNew, v1alpha1.ClusterCleanupFinalizer)
-			stepped := deleting && teardownReason(e.ObjectOld) != teardownReason(e.ObjectNew)
-			if began || ended || stepped {
+			stepped := e.ObjectNew.GetDeletionTimestamp() != nil && teardownReason(e.ObjectOld) != teardownReason(e.ObjectNew)
+			// The finalizer or the pin changing, deleting or not, changes
+			// the clusters a policy governs: the base of a share, and the
+			// end of a teardown.
+			regoverned := controllerutil.ContainsFinalizer(e.ObjectOld, v1alpha1.ClusterCleanupFinalizer) !=
+				controllerutil.ContainsFinalizer(e.ObjectNew, v1alpha1.ClusterCleanupFinalizer)
+			repinned := e.ObjectOld.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] != e.ObjectNew.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
+			if began || stepped || regoverned || repinned {
 				a.enqueueHeld(ctx, e.ObjectOld, q)
+			}
+			if repinned {
+				a.enqueueHeld(ctx, e.ObjectNew, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

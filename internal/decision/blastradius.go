@@ -183,6 +183,19 @@ func Released(mc *unstructured.Unstructured, now time.Time) (ok bool, why string
 	return true, ""
 }
 
+// releaseWake is how long until a release the cluster carries, written
+// by a clock ahead of this one, stops being in the future; 0 when it
+// carries none such. Its time brings no event, so the plan requeues at it.
+func releaseWake(mc *unstructured.Unstructured, now time.Time) time.Duration {
+	v := mc.GetAnnotations()[v1alpha1.BlastRadiusReleasedAnnotation]
+	_, at, found := strings.Cut(v, "/")
+	t, err := time.Parse(time.RFC3339, at)
+	if !found || err != nil {
+		return 0
+	}
+	return max(t.Add(-ReleaseClockSkew).Sub(now), 0)
+}
+
 // counted says whether a deleting cluster counts against the budget at
 // now: its deletion within the window; or its teardown begun within it (a
 // burst the operator met late); or not begun and not held yet (a deletion
@@ -212,6 +225,7 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 	released, _ := Released(mc, now)
 	if b.MaxTeardowns >= 0 && !released {
 		if v := b.exceeded(policy, f, mc, now); v != nil {
+			v.requeue = earliest(v.requeue, releaseWake(mc, now))
 			return v
 		}
 	}
@@ -240,8 +254,10 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 
 // A held teardown, or one waiting its turn, looks again on the events of
 // the other clusters of its policy (a deletion starting, a teardown's step
-// or end: the operator wakes it, controller/teardown_wake.go), and when a
-// counted deletion leaves the window, a time no event tells.
+// or end: the operator wakes it, controller/teardown_wake.go), and at the
+// times no event tells: when a counted teardown leaves the window (its
+// deletion, or its teardown's beginning, it was counted by), and when a
+// release written by a clock ahead of this one comes to count.
 
 // exceeded holds mc when it is beyond the first maxTeardowns of the
 // teardowns counted, or when the budget held it before and its window
@@ -250,13 +266,18 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured, now time.Time) *verdict {
 	window := map[types.UID]Started{}
 	quiet, next := true, time.Duration(0)
-	note := func(start time.Time) {
-		if ends := start.Add(b.Window).Sub(now); ends > 0 {
-			quiet = false
-			if next == 0 || ends < next {
-				next = ends
-			}
+	// wake notes a time a counted teardown stops counting; note, a
+	// deletion's, which also says the window is not quiet.
+	wake := func(since time.Time) {
+		if ends := since.Add(b.Window).Sub(now); ends > 0 {
+			next = earliest(next, ends)
 		}
+	}
+	note := func(start time.Time) {
+		if start.Add(b.Window).After(now) {
+			quiet = false
+		}
+		wake(start)
 	}
 	// begun teardowns hold their slots first: one not begun, deleted
 	// earlier or sorting earlier, must not take a slot a begun one used.
@@ -273,6 +294,12 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 		if b.counted(c, now) {
 			window[c.GetUID()] = Started{Cluster: c.GetName(), UID: c.GetUID(), Start: c.GetDeletionTimestamp().Time}
 			begun[c.GetUID()] = Begun(c)
+			// One counted since its teardown began stops counting when
+			// that time leaves the window.
+			if Begun(c) {
+				cond := meta.FindStatusCondition(ClusterConditions(c), v1alpha1.ContentDeleteSuccessCondition)
+				wake(cond.LastTransitionTime.Time)
+			}
 		}
 	}
 	ranked := slices.SortedFunc(maps.Values(window), func(x, y Started) int {
@@ -298,6 +325,14 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 	}
 	msg += fmt.Sprintf("; nothing is written or deleted until it is released: kubectl cleanup release --policy %s --clusters %s", policy, mc.GetName())
 	return &verdict{reason: v1alpha1.BlastRadiusExceededReason, message: msg, requeue: next}
+}
+
+// earliest is the sooner of two waits, 0 standing for none.
+func earliest(a, b time.Duration) time.Duration {
+	if a == 0 || b > 0 && b < a {
+		return b
+	}
+	return a
 }
 
 // boolRank orders true before false.

@@ -146,3 +146,54 @@ func TestReleased(t *testing.T) {
 		}
 	}
 }
+
+// begunAt sets the time the cluster's teardown began: its condition's
+// lastTransitionTime.
+func begunAt(mc *unstructured.Unstructured, t time.Time) *unstructured.Unstructured {
+	conds, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+	conds[0].(map[string]any)["lastTransitionTime"] = t.UTC().Format(time.RFC3339)
+	_ = unstructured.SetNestedSlice(mc.Object, conds, "status", "conditions")
+	return mc
+}
+
+// A cluster counted since its teardown began late (hooks held it) stops
+// counting when that time leaves the window, a time no event tells: the
+// teardown it holds looks again then, not only when its own deletion
+// leaves the window, by which time it would be held past its window.
+func TestBudgetRequeuesWhenALateTeardownStopsCounting(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	one := decision.Budget{MaxTeardowns: 1, Window: time.Hour, AfterWindow: v1alpha1.AfterWindowHold}
+	a := begunAt(deleting("a", t0, v1alpha1.ResourcesRemainingReason), t0.Add(30*time.Minute))
+	b := deleting("b", t0.Add(45*time.Minute), v1alpha1.BlastRadiusExceededReason)
+	f := &decision.Fleet{Deleting: []*unstructured.Unstructured{a, b}}
+	now := t0.Add(time.Hour)
+	if got := decision.BudgetVerdict("p", one, f, b, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Fatalf("at 01:00, a still counts since its teardown began: got %q", got)
+	}
+	if got, want := decision.BudgetRequeue("p", one, f, b, now), 30*time.Minute; got != want {
+		t.Errorf("requeue at 01:00: got %s, want %s (when a stops counting)", got, want)
+	}
+	if got := decision.BudgetVerdict("p", one, f, b, t0.Add(90*time.Minute+time.Second)); got != "" {
+		t.Errorf("at 01:30, a counts no more and b is first: got %q", got)
+	}
+}
+
+// A release written by a clock ahead of this one does not count yet; the
+// held teardown looks again when it does, which no event tells.
+func TestBudgetRequeuesWhenAReleaseFromAheadCounts(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	one := decision.Budget{MaxTeardowns: 1, Window: time.Hour, AfterWindow: v1alpha1.AfterWindowHold}
+	held := deleting("h", now.Add(-3*time.Hour), v1alpha1.BlastRadiusExceededReason)
+	at := now.Add(10 * time.Minute)
+	held.SetAnnotations(map[string]string{v1alpha1.BlastRadiusReleasedAnnotation: "1/" + at.Format(time.RFC3339)})
+	f := &decision.Fleet{Deleting: []*unstructured.Unstructured{held}}
+	if got := decision.BudgetVerdict("p", one, f, held, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Fatalf("a release in the future: got %q", got)
+	}
+	if got, want := decision.BudgetRequeue("p", one, f, held, now), 10*time.Minute-decision.ReleaseClockSkew; got != want {
+		t.Errorf("requeue: got %s, want %s", got, want)
+	}
+	if got := decision.BudgetVerdict("p", one, f, held, now.Add(10*time.Minute-decision.ReleaseClockSkew)); got != "" {
+		t.Errorf("once the release counts: got %q", got)
+	}
+}

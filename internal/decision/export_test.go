@@ -17,3 +17,12 @@ func BudgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 	}
 	return ""
 }
+
+// BudgetRequeue is when the blast radius looks again at a teardown it
+// holds: 0 for never by time, or when it does not hold it.
+func BudgetRequeue(policy string, b Budget, f *Fleet, mc *unstructured.Unstructured, now time.Time) time.Duration {
+	if v := budgetVerdict(policy, b, f, mc, now); v != nil {
+		return v.requeue
+	}
+	return 0
+}
