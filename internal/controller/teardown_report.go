@@ -51,6 +51,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *uns
 	a.teardowns.waitOutside(mc.GetName(), r.WaitsOutside)
 	a.Metrics.observeStep(mc, plan, r.Reason)
 	if plan != nil {
+		a.teardowns.reported(mc.GetName(), plan.Policy, decision.ReportBegun(r))
 		observeBlastRadius(mc.GetName(), plan.Policy, r.Reason)
 	}
 	requeue := max(r.Requeue.Duration, 0)

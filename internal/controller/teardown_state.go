@@ -119,11 +119,17 @@ type teardowns struct {
 	// its own where a teardown waits for objects to go, by cluster name:
 	// the events there name no cluster.
 	outside map[string][]string
+	// notBegun are the teardowns that have not made their first write,
+	// the ones a blast radius may hold, by cluster name, with the policy
+	// of their last report ("" before it): the events of the policy's
+	// other clusters wake them (teardown_wake.go).
+	notBegun map[string]string
 }
 
 func newTeardowns() *teardowns {
 	return &teardowns{states: map[types.UID]*teardownState{}, names: map[types.UID]string{},
-		finished: map[types.UID]string{}, retiring: map[string]map[types.UID]int64{}, outside: map[string][]string{}}
+		finished: map[types.UID]string{}, retiring: map[string]map[types.UID]int64{}, outside: map[string][]string{},
+		notBegun: map[string]string{}}
 }
 
 // waitOutside remembers where outside its namespace the cluster's
@@ -161,8 +167,37 @@ func (t *teardowns) of(cluster string, uid types.UID) *teardownState {
 		st = &teardownState{stamps: map[types.UID]int64{}, stampCount: map[types.UID]int{},
 			deleted: sets.New[types.UID](), forced: sets.New[types.UID]()}
 		t.states[uid], t.names[uid] = st, cluster
+		t.notBegun[cluster] = ""
 	}
 	return st
+}
+
+// reported keeps whether the cluster's teardown has begun, by the report
+// of its last step under the policy.
+func (t *teardowns) reported(cluster, policy string, begun bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if begun {
+		delete(t.notBegun, cluster)
+		return
+	}
+	if _, ok := t.notBegun[cluster]; ok || policy != "" {
+		t.notBegun[cluster] = policy
+	}
+}
+
+// notBegunOf are the teardowns not begun of the policy, and those not
+// reported yet, but the cluster's own.
+func (t *teardowns) notBegunOf(policy, except string) []reconcile.Request {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var reqs []reconcile.Request
+	for cluster, p := range t.notBegun {
+		if cluster != except && (p == "" || p == policy) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cluster}})
+		}
+	}
+	return reqs
 }
 
 // peek returns the state of the cluster's teardown, or nil: it makes none.
@@ -209,6 +244,7 @@ func (t *teardowns) drop(uid types.UID) {
 func (t *teardowns) dropLocked(uid types.UID) {
 	if name, ok := t.names[uid]; ok {
 		delete(t.outside, name)
+		delete(t.notBegun, name)
 	}
 	delete(t.states, uid)
 	delete(t.names, uid)
@@ -230,6 +266,7 @@ func (t *teardowns) gone(cluster string) {
 	}
 	delete(t.retiring, cluster)
 	delete(t.outside, cluster)
+	delete(t.notBegun, cluster)
 }
 
 // replaced drops what is kept of the teardowns of a cluster of that name

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -86,5 +87,43 @@ func TestTeardownStateOfAClusterRecreated(t *testing.T) {
 	}
 	if a.teardowns.peek("other") == nil {
 		t.Fatal("the teardown of another cluster was dropped")
+	}
+}
+
+// TestNotBegunWakes: the teardowns a policy's events wake are those of the
+// policy not begun, and those not reported yet; a begun or ended one is
+// not kept.
+func TestNotBegunWakes(t *testing.T) {
+	td := newTeardowns()
+	names := func(policy, except string) []string {
+		var out []string
+		for _, r := range td.notBegunOf(policy, except) {
+			out = append(out, r.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	td.of("held", "u1")
+	td.of("fresh", "u2")
+	td.of("begun", "u3")
+	td.of("other", "u4")
+	td.reported("held", "p", false)
+	td.reported("begun", "p", true)
+	td.reported("other", "q", false)
+	if got := names("p", ""); !slices.Equal(got, []string{"fresh", "held"}) {
+		t.Errorf("woken for p: %v, want [fresh held]", got)
+	}
+	if got := names("p", "held"); !slices.Equal(got, []string{"fresh"}) {
+		t.Errorf("woken for p by held itself: %v, want [fresh]", got)
+	}
+	// A begun teardown reported again (its state lives on) stays out.
+	td.reported("begun", "p", true)
+	td.end("held", "u1")
+	td.gone("fresh")
+	if got := names("p", ""); len(got) != 0 {
+		t.Errorf("woken for p after its teardowns ended: %v, want none", got)
+	}
+	if got := names("q", ""); !slices.Equal(got, []string{"other"}) {
+		t.Errorf("woken for q: %v, want [other]", got)
 	}
 }

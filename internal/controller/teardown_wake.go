@@ -2,17 +2,14 @@ package controller
 
 import (
 	"context"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -34,8 +31,6 @@ import (
 // leaving the window, a release from a clock ahead coming to count) is a
 // time, and the plan requeues at it.
 
-// heldReasons are the reasons of the teardowns the others' events wake.
-var heldReasons = []string{v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingForTurnReason}
 
 // wakeHeld is the handler of ManagedCluster events that wakes the held
 // teardowns of the same policy.
@@ -68,30 +63,19 @@ func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
 	}
 }
 
-// enqueueHeld enqueues the held teardowns of the policy that governs (or
-// governed) the cluster, other than the cluster's own.
-func (a *ClusterTeardown) enqueueHeld(ctx context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// enqueueHeld enqueues the teardowns of the policy that governs (or
+// governed) the cluster that have not begun, other than the cluster's own:
+// the held ones, and those whose first report is not written yet, which
+// may have planned on what the event changed. They are kept in memory
+// (teardowns.notBegun), so an event costs nothing where none waits: a
+// fleet being governed sends one per cluster.
+func (a *ClusterTeardown) enqueueHeld(_ context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	policy := mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
 	if policy == "" {
 		return
 	}
-	list := newManagedClusterList()
-	// Read only: no copy of the cache.
-	if err := a.Client.List(ctx, list, client.MatchingFields{GoverningPolicyIndex: policy}, client.UnsafeDisableDeepCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "listing the clusters of a policy to wake its held teardowns", "policy", policy)
-		return
-	}
-	for i := range list.Items {
-		other := &list.Items[i]
-		if other.GetName() == mc.GetName() || other.GetDeletionTimestamp() == nil ||
-			!controllerutil.ContainsFinalizer(other, v1alpha1.ClusterCleanupFinalizer) {
-			continue
-		}
-		// One whose first report is not in the cache yet may have planned
-		// on what the event changed: woken too.
-		if reason := teardownReason(other); reason == "" || slices.Contains(heldReasons, reason) {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: other.GetName()}})
-		}
+	for _, req := range a.teardowns.notBegunOf(policy, mc.GetName()) {
+		q.Add(req)
 	}
 }
 

@@ -131,6 +131,12 @@ func Begun(mc *unstructured.Unstructured) bool {
 	return c != nil && (c.Status != metav1.ConditionUnknown || !slices.Contains(notStarted, c.Reason))
 }
 
+// ReportBegun says whether a teardown whose report is r has begun, as
+// Begun reads it back from the condition the report writes.
+func ReportBegun(r *Report) bool {
+	return r.Done || !r.Pending || !slices.Contains(notStarted, r.Reason)
+}
+
 // heldByBudget says whether the cluster's condition says the budget held it.
 func heldByBudget(mc *unstructured.Unstructured) bool {
 	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
