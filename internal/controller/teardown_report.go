@@ -67,7 +67,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *uns
 func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
 	key := r.Reason + "/" + step
 	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
-		!r.Done && prev.Reason == r.Reason && prev.Status == metav1.ConditionFalse {
+		!r.Done && prev.Reason == r.Reason && (prev.Status == metav1.ConditionFalse || heldAgain(prev, r)) {
 		if held := a.progress.hold(st.progress, key); held > 0 {
 			if setContentDeleteCondition(mc.DeepCopy(), metav1.ConditionFalse, r.Reason, r.Message) {
 				return held, nil
@@ -80,6 +80,15 @@ func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, 
 		st.progress = a.progress.mark(key)
 	}
 	return 0, err
+}
+
+// heldAgain says whether the report holds the teardown by its blast radius
+// as the condition already does, and differs at most in its message (the
+// clusters counted): while a storm is paced, every teardown that ends
+// would otherwise rewrite the condition of every one waiting its turn.
+func heldAgain(prev *metav1.Condition, r *decision.Report) bool {
+	return r.Pending && prev.Status == metav1.ConditionUnknown &&
+		(r.Reason == v1alpha1.WaitingForTurnReason || r.Reason == v1alpha1.BlastRadiusExceededReason)
 }
 
 // writeCondition writes ContentDeleteSuccess when it changed, on the
