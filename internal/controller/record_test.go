@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	workv1 "open-cluster-management.io/api/work/v1"
+
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
@@ -329,6 +331,15 @@ var _ = Describe("Teardown record", func() {
 
 		deleteCluster("rec-restart")
 		recordLists("rec-restart", "stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted")
+		// The record is written before the delete it announces: stopped
+		// between the two, the restarted manager finds the work not
+		// deleting and deletes it itself (nothing to resolve). Here the
+		// delete has gone through.
+		Eventually(func(g Gomega) {
+			early := &workv1.ManifestWork{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "rec-restart", Name: "early"}, early)).To(Succeed())
+			g.Expect(early.DeletionTimestamp).NotTo(BeNil())
+		}).Should(Succeed())
 		// Stopped while the first group waits: its done mark was never
 		// written (it goes with the next write).
 		stopManager()

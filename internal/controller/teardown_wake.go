@@ -31,7 +31,6 @@ import (
 // leaving the window, a release from a clock ahead coming to count) is a
 // time, and the plan requeues at it.
 
-
 // wakeHeld is the handler of ManagedCluster events that wakes the held
 // teardowns of the same policy.
 func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
