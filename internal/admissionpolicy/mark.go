@@ -73,15 +73,7 @@ func notOperator(operatorUser string) admissionregistrationv1.MatchCondition {
 // blast-radius release policy checks the policy the operator pinned.
 func protectionMarkPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(ProtectionMarkPolicy)
-	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
-		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"cluster.open-cluster-management.io"},
-					APIVersions: []string{"v1"}, Resources: []string{"managedclusters"}},
-			},
-		}},
-	}
+	p.Spec.MatchConstraints = clusterWrites()
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{notOperator(operatorUser)}
 	p.Spec.Variables = []admissionregistrationv1.Variable{
 		{Name: "mark", Expression: label("object", v1alpha1.DeletionProtectedLabel)},

@@ -237,6 +237,13 @@ func objectMeta(name string) metav1.ObjectMeta {
 	}
 }
 
+// clusterWrites matches the creates and updates of ManagedClusters.
+func clusterWrites() *admissionregistrationv1.MatchResources {
+	r := rule(admissionregistrationv1.Create, "cluster.open-cluster-management.io", "v1", "managedclusters")
+	r.Operations = append(r.Operations, admissionregistrationv1.Update)
+	return &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{r}}
+}
+
 func rule(op admissionregistrationv1.OperationType, group, version, resource string) admissionregistrationv1.NamedRuleWithOperations {
 	return admissionregistrationv1.NamedRuleWithOperations{
 		RuleWithOperations: admissionregistrationv1.RuleWithOperations{

@@ -39,15 +39,7 @@ func releaseRefusal(p string) string {
 // and, when the request changes that, after it too.
 func releasePolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(ReleasePolicy)
-	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
-		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"cluster.open-cluster-management.io"},
-					APIVersions: []string{"v1"}, Resources: []string{"managedclusters"}},
-			},
-		}},
-	}
+	p.Spec.MatchConstraints = clusterWrites()
 	released := annotation("object", v1alpha1.BlastRadiusReleasedAnnotation)
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{
 		Name: "release-set-or-changed",
