@@ -89,18 +89,7 @@ func indexList(n int) string {
 
 func authorityPolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(AuthorityPolicy)
-	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
-		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups:   []string{v1alpha1.GroupVersion.Group},
-					APIVersions: []string{"*"},
-					Resources:   []string{"cleanuppolicies"},
-				},
-			},
-		}},
-	}
+	p.Spec.MatchConstraints = writes(v1alpha1.GroupVersion.Group, "*", "cleanuppolicies")
 	// Every create and every change of the spec: whether a change narrows
 	// what a policy does is not decidable here (a new `when`, selector or
 	// priority can reach more). Labels, annotations and finalizers change freely.

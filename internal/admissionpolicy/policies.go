@@ -237,11 +237,16 @@ func objectMeta(name string) metav1.ObjectMeta {
 	}
 }
 
-// clusterWrites matches the creates and updates of ManagedClusters.
-func clusterWrites() *admissionregistrationv1.MatchResources {
-	r := rule(admissionregistrationv1.Create, "cluster.open-cluster-management.io", "v1", "managedclusters")
+// writes matches the creates and updates of a resource.
+func writes(group, version, resource string) *admissionregistrationv1.MatchResources {
+	r := rule(admissionregistrationv1.Create, group, version, resource)
 	r.Operations = append(r.Operations, admissionregistrationv1.Update)
 	return &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{r}}
+}
+
+// clusterWrites matches the creates and updates of ManagedClusters.
+func clusterWrites() *admissionregistrationv1.MatchResources {
+	return writes("cluster.open-cluster-management.io", "v1", "managedclusters")
 }
 
 func rule(op admissionregistrationv1.OperationType, group, version, resource string) admissionregistrationv1.NamedRuleWithOperations {

@@ -101,18 +101,7 @@ func (l SignalLimits) Check(manifests []v1alpha1.Manifest) field.ErrorList {
 // operator.
 func signalManifestsPolicy(l SignalLimits) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(SignalManifestsPolicy)
-	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
-		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups:   []string{v1alpha1.GroupVersion.Group},
-					APIVersions: []string{"*"},
-					Resources:   []string{"cleanuppolicies"},
-				},
-			},
-		}},
-	}
+	p.Spec.MatchConstraints = writes(v1alpha1.GroupVersion.Group, "*", "cleanuppolicies")
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{
 		Name: "manifests-created-or-changed",
 		Expression: "has(object.spec.deletionSignal) && has(object.spec.deletionSignal.manifests) && " +

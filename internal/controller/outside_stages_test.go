@@ -73,19 +73,7 @@ func worksStage() v1alpha1.DeletionStage {
 }
 
 // grantCore grants the operator verbs on a core resource in every namespace.
-func grantCore(name, resource string, verbs ...string) {
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{resource}, Verbs: verbs}}}
-	Expect(k8s.Create(ctx, role)).To(Succeed())
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.OperatorUser}}}
-	Expect(k8s.Create(ctx, binding)).To(Succeed())
-	DeferCleanup(func() {
-		Expect(k8s.Delete(ctx, binding)).To(Succeed())
-		Expect(k8s.Delete(ctx, role)).To(Succeed())
-	})
-}
+func grantCore(name, resource string, verbs ...string) { grant(name, "", resource, verbs...) }
 
 var _ = Describe("Stages outside the cluster namespace", func() {
 	BeforeEach(func() {

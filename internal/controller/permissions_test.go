@@ -146,9 +146,13 @@ func asOperator() client.Client {
 
 // grantOperator grants the operator's user verbs on a resource of batch,
 // hub-wide, for the rest of the spec.
-func grantOperator(name, resource string, verbs ...string) {
+func grantOperator(name, resource string, verbs ...string) { grant(name, "batch", resource, verbs...) }
+
+// grant grants the operator's user verbs on a resource of a group,
+// hub-wide, for the rest of the spec.
+func grant(name, group, resource string, verbs ...string) {
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"batch"}, Resources: []string{resource}, Verbs: verbs}}}
+		APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs}}}
 	Expect(k8s.Create(ctx, role)).To(Succeed())
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
