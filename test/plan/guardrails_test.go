@@ -151,6 +151,19 @@ func (w *world) noWrites(ctx context.Context, mark int64, stretch time.Duration,
 	}
 }
 
+// readyReason is the reason of the Ready condition of a policy in an audit
+// event's response, or "" if it has none.
+func readyReason(raw json.RawMessage) string {
+	var p v1alpha1.CleanupPolicy
+	if json.Unmarshal(raw, &p) != nil {
+		return ""
+	}
+	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
 // touchingAny counts the writes to the clusters (their namespaces and
 // what is in them) and to the named policies.
 func touchingAny(clusters []string, policies ...string) func(e *auditEvent) bool {
@@ -323,10 +336,16 @@ func TestSuspendMakesNoWrites(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// The suspend's one status write is in the log before the stretch.
+	// The suspend's one status write is in the log before the stretch. The
+	// log may show it after the API does, and a write of the reconcile
+	// before the suspend may come first: the one looked for is the write
+	// whose response says Suspended.
 	if err := until(ctx, "the suspend's status write to be logged", 100*time.Millisecond, func() (bool, error) {
 		events, err := w.audit.since(suspendMark)
-		return slices.Contains(operatorRequests(events), "patch cleanuppolicies.cleanup.fleetops.dev status//"+p.Name), err
+		return slices.ContainsFunc(events, func(e auditEvent) bool {
+			return slices.Equal(operatorRequests([]auditEvent{e}), []string{"patch cleanuppolicies.cleanup.fleetops.dev status//" + p.Name}) &&
+				readyReason(e.ResponseObject) == v1alpha1.SuspendedReason
+		}), err
 	}); err != nil {
 		t.Fatal(err)
 	}
