@@ -20,6 +20,8 @@ type auditEvent struct {
 	ObjectRef struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
 		Code int `json:"code"`
@@ -60,25 +62,8 @@ func (w writes) String() string {
 // readWrites counts, by user, the write requests the API server received
 // in [from, to) (to zero: no end).
 func readWrites(file string, from, to time.Time) (map[string]writes, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	byUser := map[string]writes{}
-	r := bufio.NewReaderSize(f, 1<<20)
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			break // EOF; a line the API server is still writing is left out
-		}
-		var ev auditEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if ev.RequestReceived.Before(from) || (!to.IsZero() && !ev.RequestReceived.Before(to)) {
-			continue
-		}
+	err := eachEvent(file, from, to, func(ev *auditEvent) {
 		res := ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			res += "/" + ev.ObjectRef.Subresource
@@ -91,8 +76,60 @@ func readWrites(file string, from, to time.Time) (map[string]writes, error) {
 			byUser[ev.User.Username] = writes{}
 		}
 		byUser[ev.User.Username][key]++
+	})
+	return byUser, err
+}
+
+// objectWrites counts the user's write requests received since from, by
+// object ("resource[/subresource] namespace/name"), reading the log from
+// offset (a size it had before from).
+func objectWrites(file, user string, offset int64, from time.Time) (map[string]int, error) {
+	out := map[string]int{}
+	err := eachEventFrom(file, offset, from, time.Time{}, func(ev *auditEvent) {
+		if ev.User.Username != user {
+			return
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		out[res+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name]++
+	})
+	return out, err
+}
+
+// eachEvent calls fn with each complete line of the audit log whose
+// request was received in [from, to) (to zero: no end).
+func eachEvent(file string, from, to time.Time, fn func(*auditEvent)) error {
+	return eachEventFrom(file, 0, from, to, fn)
+}
+
+// eachEventFrom is eachEvent reading the log from offset, the start of a
+// line.
+func eachEventFrom(file string, offset int64, from, to time.Time, fn func(*auditEvent)) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
 	}
-	return byUser, nil
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return nil // EOF; a line the API server is still writing is left out
+		}
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if ev.RequestReceived.Before(from) || (!to.IsZero() && !ev.RequestReceived.Before(to)) {
+			continue
+		}
+		fn(&ev)
+	}
 }
 
 // auditTail follows an audit log, reading each line once.

@@ -17,6 +17,7 @@ type idleResult struct {
 	idleWrites writes        // the operator's writes in the cfg.idle window after it settled
 	idle       time.Duration
 	peak, rss  int64 // VmHWM at the end, VmRSS at the end
+	change     changeResult
 	load       string
 }
 
@@ -41,6 +42,7 @@ func idleFleet(ctx context.Context, cfg config, p paths, mgrBin, dir string, f f
 	}
 	fmt.Fprintf(out, "settled (no operator write for %s) %.1f s after the start; load average at the end %s\n",
 		cfg.quiet, res.settled.Seconds(), res.load)
+	fmt.Fprintf(out, "policy change (orphaning rule %s): %s\n", changedRule, res.change)
 	return nil
 }
 
@@ -86,24 +88,9 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 	res.governed = time.Since(start)
 	fmt.Fprintf(out, "- every cluster governed %.1f s after the manager started\n", res.governed.Seconds())
 
-	// Settled: no write of the operator's for cfg.quiet.
 	tail := newAuditTail(cp.auditLog)
-	for {
-		last, err := tail.lastWrite(userOperator)
-		if err != nil {
-			return res, err
-		}
-		if last.Before(start) {
-			last = start
-		}
-		if time.Since(last) >= cfg.quiet {
-			break
-		}
-		select {
-		case <-wctx.Done():
-			return res, firstErr(op.exited(), fmt.Errorf("the operator did not settle: %w", wctx.Err()))
-		case <-time.After(time.Second):
-		}
+	if err := settle(wctx, tail, start, cfg.quiet); err != nil {
+		return res, firstErr(op.exited(), err)
 	}
 	settled := time.Now()
 	res.settled = settled.Sub(start)
@@ -126,6 +113,31 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 		return res, err
 	}
 	res.peak, res.rss = mem.peak, mem.now
+	if res.change, err = policyChange(wctx, admin, tail, cp.auditLog, cfg.quiet, f); err != nil {
+		return res, firstErr(op.exited(), err)
+	}
 	res.load = loadAverage()
 	return res, nil
+}
+
+// settle returns once the operator has not written for quiet (counted
+// from since at the earliest).
+func settle(ctx context.Context, tail *auditTail, since time.Time, quiet time.Duration) error {
+	for {
+		last, err := tail.lastWrite(userOperator)
+		if err != nil {
+			return err
+		}
+		if last.Before(since) {
+			last = since
+		}
+		if time.Since(last) >= quiet {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the operator did not settle: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }

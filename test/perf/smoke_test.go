@@ -114,6 +114,11 @@ func TestSmoke(t *testing.T) {
 		if n := res.idleWrites.total(); n != 0 {
 			t.Errorf("the operator wrote on a steady fleet: %s", res.idleWrites)
 		}
+		t.Logf("policy change: %s", res.change)
+		// work-000 of the three is the one the policy change orphans.
+		if c := res.change; c.affected != 1 || c.once != 1 || c.again+c.missed+c.other != 0 || len(c.rest) != 0 {
+			t.Errorf("the policy change: %s", c)
+		}
 	})
 }
 
