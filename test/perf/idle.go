@@ -16,7 +16,7 @@ type idleResult struct {
 	settled    time.Duration // from the start until the operator stopped writing for cfg.quiet
 	idleWrites writes        // the operator's writes in the cfg.idle window after it settled
 	idle       time.Duration
-	peak, rss  int64 // VmHWM at the end, VmRSS at the end
+	peak, rss  int64 // VmHWM and VmRSS at the end, after the policy change
 	change     changeResult
 	load       string
 }
@@ -108,14 +108,15 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 	if res.idleWrites == nil {
 		res.idleWrites = writes{}
 	}
+	if res.change, err = policyChange(wctx, admin, tail, cp.auditLog, cfg.quiet, f); err != nil {
+		return res, firstErr(op.exited(), err)
+	}
+	// The peak covers the policy change's re-evaluation too.
 	mem, err := readMemory(op.cmd.Process.Pid)
 	if err != nil {
 		return res, err
 	}
 	res.peak, res.rss = mem.peak, mem.now
-	if res.change, err = policyChange(wctx, admin, tail, cp.auditLog, cfg.quiet, f); err != nil {
-		return res, firstErr(op.exited(), err)
-	}
 	res.load = loadAverage()
 	return res, nil
 }
