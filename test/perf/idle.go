@@ -18,6 +18,10 @@ type idleResult struct {
 	idle       time.Duration
 	peak, rss  int64 // VmHWM and VmRSS at the end, after the policy change
 	change     changeResult
+	// cpuSettled is the manager's CPU time from its start until it
+	// settled; cpuChange, from then until the policy change settled (the
+	// idle window included).
+	cpuSettled, cpuChange time.Duration
 	load       string
 }
 
@@ -43,6 +47,8 @@ func idleFleet(ctx context.Context, cfg config, p paths, mgrBin, dir string, f f
 	fmt.Fprintf(out, "settled (no operator write for %s) %.1f s after the start; load average at the end %s\n",
 		cfg.quiet, res.settled.Seconds(), res.load)
 	fmt.Fprintf(out, "policy change (orphaning rule %s): %s\n", changedRule, res.change)
+	fmt.Fprintf(out, "manager CPU: %.1f s until settled, %.1f s idle and for the policy change\n",
+		res.cpuSettled.Seconds(), res.cpuChange.Seconds())
 	return nil
 }
 
@@ -94,6 +100,9 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 	}
 	settled := time.Now()
 	res.settled = settled.Sub(start)
+	if res.cpuSettled, err = cpuTime(op.cmd.Process.Pid); err != nil {
+		return res, err
+	}
 	fmt.Fprintf(out, "- settled %.1f s after the start; counting its writes for %s\n", res.settled.Seconds(), cfg.idle)
 	select {
 	case <-wctx.Done():
@@ -111,6 +120,11 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 	if res.change, err = policyChange(wctx, admin, tail, cp.auditLog, cfg.quiet, f); err != nil {
 		return res, firstErr(op.exited(), err)
 	}
+	cpuEnd, err := cpuTime(op.cmd.Process.Pid)
+	if err != nil {
+		return res, err
+	}
+	res.cpuChange = cpuEnd - res.cpuSettled
 	// The peak covers the policy change's re-evaluation too.
 	mem, err := readMemory(op.cmd.Process.Pid)
 	if err != nil {
