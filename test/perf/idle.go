@@ -22,7 +22,7 @@ type idleResult struct {
 	// settled; cpuChange, from then until the policy change settled (the
 	// idle window included).
 	cpuSettled, cpuChange time.Duration
-	load       string
+	load                  string
 }
 
 // idleFleet creates a fleet of clusters with works (no add-ons), a policy
