@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,4 +55,31 @@ func UnlabelNamespace(ctx context.Context, c client.Client, reader client.Reader
 func RetireSignalWorks(ctx context.Context, c client.Client, reader client.Reader, cluster, keep string) error {
 	a := &ManagedClusterAdapter{clusterWriter: clusterWriter{Client: c, apiReader: reader}, teardowns: newTeardowns()}
 	return a.retireSignalWorks(ctx, cluster, keep)
+}
+
+// ClusterPatch is the teardown's patch helper of a ManagedCluster.
+type ClusterPatch struct{ p *clusterPatch }
+
+// NewClusterPatch makes the helper from the cluster as read.
+func NewClusterPatch(c client.Client, mc *unstructured.Unstructured) ClusterPatch {
+	return ClusterPatch{newClusterPatch(c, mc)}
+}
+
+// Annotate sets an annotation in memory.
+func (p ClusterPatch) Annotate(key, value string) { p.p.annotate(key, value) }
+
+// SetCondition sets ContentDeleteSuccess False in memory.
+func (p ClusterPatch) SetCondition(reason, message string) bool {
+	return p.p.setCondition(metav1.ConditionFalse, reason, message)
+}
+
+// Flush writes what changed, and says what it wrote.
+func (p ClusterPatch) Flush(ctx context.Context) (metadata, status bool, err error) {
+	done, err := p.p.flush(ctx, "testing")
+	return done.metadata, done.status, err
+}
+
+// RemoveFinalizer removes the finalizer and the annotations named.
+func (p ClusterPatch) RemoveFinalizer(ctx context.Context, finalizer string, annotations ...string) (bool, error) {
+	return p.p.removeFinalizer(ctx, finalizer, annotations)
 }

@@ -116,7 +116,7 @@ func TestReviewSignalNotDeletedWhenLabelRefused(t *testing.T) {
 	}
 	rec := &writes{}
 	a := reviewAdapter(t, rec, ns, w)
-	if _, err := a.execute(context.Background(), a.teardowns.of(mc.GetName(), mc.GetUID()), mc, s, plan); err != nil {
+	if _, err := a.execute(context.Background(), a.teardowns.of(mc.GetName(), mc.GetUID()), newClusterPatch(a.Client, mc), s, plan); err != nil {
 		t.Logf("execute: %v", err)
 	}
 	t.Logf("patches: %v; deletes: %v", rec.patches, rec.deletes)
@@ -137,7 +137,7 @@ func TestReviewReleaseKeepsFinalizerWhenUnlabelRefused(t *testing.T) {
 	plan := decision.PlanTeardown(g, s)
 	rec := &writes{}
 	a := reviewAdapter(t, rec, ns)
-	if _, err := a.execute(context.Background(), a.teardowns.of(mc.GetName(), mc.GetUID()), mc, s, plan); err != nil {
+	if _, err := a.execute(context.Background(), a.teardowns.of(mc.GetName(), mc.GetUID()), newClusterPatch(a.Client, mc), s, plan); err != nil {
 		t.Logf("execute: %v", err)
 	}
 	t.Logf("patches: %v", rec.patches)
@@ -177,7 +177,7 @@ func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
 	stale.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
 	act := decision.Action{Verb: decision.VerbForce, Resource: "manifestworks.work.open-cluster-management.io", Namespace: "c1", Name: "app",
 		UID: "old", Meta: stale, Finalizer: v1alpha1.WorkAgentFinalizer, For: "the timeout passed"}
-	if _, err := a.force(context.Background(), mc, &decision.Plan{Strategy: v1alpha1.RemoveStrategyBestEffort}, []decision.Action{act}); err != nil {
+	if _, err := a.force(context.Background(), newClusterPatch(c, mc), &decision.Plan{Strategy: v1alpha1.RemoveStrategyBestEffort}, []decision.Action{act}); err != nil {
 		t.Logf("force: %v", err)
 	}
 	got := &workv1.ManifestWork{}

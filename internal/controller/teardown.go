@@ -29,20 +29,23 @@ func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructure
 		return reconcile.Result{}, nil // finished; the cache has not caught up yet
 	}
 	st := a.teardowns.of(mc.GetName(), mc.GetUID())
+	// Every write on the cluster in this reconcile goes through one helper,
+	// made from the cluster as read.
+	cluster := newClusterPatch(a.Client, mc)
 	s, err := a.reader().Read(ctx, g, a.teardowns.memory(mc.GetName(), mc.GetUID()))
 	if err != nil {
 		var accessErr *accessError
 		if errors.As(err, &accessErr) {
 			// Reported, and retried with backoff: a granted permission
 			// brings no watch event.
-			if _, rerr := a.report(ctx, st, mc, nil, decision.HeldReport(err), "read"); rerr != nil {
+			if _, rerr := a.report(ctx, st, cluster, nil, decision.HeldReport(err), "read"); rerr != nil {
 				return reconcile.Result{}, rerr
 			}
 		}
 		return reconcile.Result{}, err
 	}
 	plan := decision.PlanTeardown(g, s)
-	res, err := a.execute(ctx, st, mc, s, plan)
+	res, err := a.execute(ctx, st, cluster, s, plan)
 	if next := plan.Next(); err == nil && plan.Suspended == "" && (next == nil || next.Kind != decision.StepResumed) {
 		// Nothing reports a resume here (a dry run, a hold, which force
 		// nothing, or no resume); writeCondition forgets it once written.
@@ -65,7 +68,8 @@ func (a *ClusterTeardown) reader() *snapshot.Reader {
 // the end. A dry run, or a held plan, writes nothing and reports the plan.
 // What the writes meet (a conflict on a stamp) may turn the report into a
 // hold; it never adds a write the plan did not list.
-func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
+func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, cluster *clusterPatch, s *decision.Snapshot, plan *decision.Plan) (res reconcile.Result, err error) {
+	mc := cluster.mc
 	if plan.Suspended != "" {
 		// A suspended policy or a paused cluster: not a single write, not
 		// even the condition; the resume brings the cluster back.
@@ -79,54 +83,62 @@ func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, mc *un
 	case plan.Held != "":
 		report = plan.HeldReport()
 		if err := a.records.hold(ctx, st, mc, plan, s, plan.Held); err != nil {
-			return a.recordFailed(ctx, st, mc, err)
+			return a.recordFailed(ctx, st, cluster, err)
 		}
 	case plan.DryRun:
 		report = plan.DryRunReport()
 		if err := a.records.dryRun(ctx, st, mc, plan, s); err != nil {
-			return a.recordFailed(ctx, st, mc, err)
+			return a.recordFailed(ctx, st, cluster, err)
 		}
 	case step == nil:
 		return reconcile.Result{}, nil
 	case step.Kind == decision.StepFinish:
-		return a.finishStep(ctx, st, mc, s, plan, step)
+		return a.finishStep(ctx, st, cluster, s, plan, step)
 	default:
 		report = step.Report
-		holds, stop, err := a.run(ctx, st, mc, s, plan)
+		ran, err := a.run(ctx, st, cluster, s, plan)
 		switch {
-		case stop == stepStale:
+		case ran.stop == stepStale:
 			// Nothing after the refused label is written, nor reported.
 			return reconcile.Result{}, nil
-		case stop == stepNoRecord:
-			return a.recordFailed(ctx, st, mc, err)
+		case ran.stop == stepNoRecord:
+			return a.recordFailed(ctx, st, cluster, err)
 		case err != nil:
 			return reconcile.Result{}, err
 		}
-		if len(holds) > 0 {
-			report = decision.OrphaningHeld(append(plannedHolds(step), holds...))
+		if len(ran.holds) > 0 {
+			report = decision.OrphaningHeld(append(plannedHolds(step), ran.holds...))
 		}
-		if err := a.records.hold(ctx, st, mc, plan, s, record.HoldOf(plan, holds)); err != nil {
-			return a.recordFailed(ctx, st, mc, err)
+		if err := a.records.hold(ctx, st, mc, plan, s, record.HoldOf(plan, ran.holds)); err != nil {
+			return a.recordFailed(ctx, st, cluster, err)
 		}
 	}
 	if report == nil {
 		return reconcile.Result{}, nil
 	}
 	a.observeRemaining(mc, plan, step)
-	return a.report(ctx, st, mc, plan, report, stepKey(step))
+	return a.report(ctx, st, cluster, plan, report, stepKey(step))
 }
 
 // finishStep runs the last step. A refused unlabel keeps the finalizer
 // until the namespace's event brings the cluster back.
-func (a *ClusterTeardown) finishStep(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (reconcile.Result, error) {
-	stop, err := a.finish(ctx, st, mc, s, plan, step)
+func (a *ClusterTeardown) finishStep(ctx context.Context, st *teardownState, cluster *clusterPatch, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (reconcile.Result, error) {
+	stop, err := a.finish(ctx, st, cluster, s, plan, step)
 	switch stop {
 	case stepStale:
 		return reconcile.Result{}, nil
 	case stepNoRecord:
-		return a.recordFailed(ctx, st, mc, err)
+		return a.recordFailed(ctx, st, cluster, err)
 	}
 	return reconcile.Result{}, err
+}
+
+// stepResult is what the writes of a step came to, besides an error: the
+// stamps that turned into holds (another manager owns the field, or the
+// write failed), and why the writes stopped short.
+type stepResult struct {
+	holds []string
+	stop  stepStop
 }
 
 // stepStop is why a step's writes stopped short, other than an error.
@@ -181,15 +193,14 @@ func plannedHolds(step *decision.Step) []string {
 }
 
 // run makes the writes of the plan's next step, by verb: labels, stamps
-// and records before deletes, deletes before forcing. It returns the stamps
-// that turned into holds (another manager owns the field, or the write
-// failed), and why it stopped short: a refused label or unlabel stops the
-// step before any other write, a record not written before any write.
-func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan) ([]string, stepStop, error) {
-	now := plan.Now()
+// and records before deletes, deletes before forcing. It returns what the
+// writes came to: a refused label or unlabel stops the step before any
+// other write, a record not written before any write.
+func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *clusterPatch, s *decision.Snapshot, plan *decision.Plan) (stepResult, error) {
+	mc, now := cluster.mc, plan.Now()
 	// The record first: the entries of the writes below, as intended.
 	if err := a.records.intend(ctx, st, mc, plan, s, now); err != nil {
-		return nil, stepNoRecord, err
+		return stepResult{stop: stepNoRecord}, err
 	}
 	byVerb := map[decision.Verb][]decision.Action{}
 	for _, act := range now {
@@ -199,10 +210,10 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstru
 	for _, act := range labels {
 		written, err := a.label(ctx, act)
 		if err != nil {
-			return nil, stepOn, err
+			return stepResult{}, err
 		}
 		if !written {
-			return nil, stepStale, nil
+			return stepResult{stop: stepStale}, nil
 		}
 	}
 	a.records.done(st, plan, labels, func(decision.Action) bool { return true })
@@ -212,15 +223,15 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstru
 	}
 	a.records.done(st, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { _, ok := stamped[act.UID]; return ok })
 	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
-		if err := a.recordUnconfirmed(ctx, mc, plan, acts[0]); err != nil {
-			return nil, stepOn, err
+		if err := a.recordUnconfirmed(ctx, cluster, plan, acts[0]); err != nil {
+			return stepResult{}, err
 		}
 	}
 	deleted, err := a.deleteAll(ctx, mc, plan, byVerb[decision.VerbDelete])
 	st.deletedAll(deleted)
 	a.records.done(st, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
 	if err != nil {
-		return nil, stepOn, err
+		return stepResult{}, err
 	}
 	// An object forced right after its delete only if the delete went
 	// through: never the finalizer of an object that is not being deleted.
@@ -230,41 +241,36 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, mc *unstru
 			force = append(force, act)
 		}
 	}
-	forced, err := a.force(ctx, mc, plan, force)
+	forced, err := a.force(ctx, cluster, plan, force)
 	st.forcedAll(forced)
 	a.records.done(st, plan, force, func(act decision.Action) bool { return forced.Has(act.UID) })
-	return holds, stepOn, err
+	return stepResult{holds: holds}, err
 }
 
-// errRecord marks a teardown record that could not be written: nothing the
-// record would list is written either.
-var errRecord = errors.New("the teardown record could not be written; nothing is deleted until it is")
-
 // recordFailed reports a record that could not be written as a hold, and
-// retries with backoff: the teardown waits for its record.
-func (a *ClusterTeardown) recordFailed(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, err error) (reconcile.Result, error) {
-	if !errors.Is(err, errRecord) {
-		err = fmt.Errorf("%w: %w", errRecord, err)
-	}
+// retries with backoff: the teardown waits for its record, and nothing the
+// record would list is written either.
+func (a *ClusterTeardown) recordFailed(ctx context.Context, st *teardownState, cluster *clusterPatch, err error) (reconcile.Result, error) {
+	err = fmt.Errorf("the teardown record could not be written; nothing is deleted until it is: %w", err)
 	if apierrors.IsConflict(err) {
 		// Someone else changed the record meanwhile: it is read again
 		// and the write retried, without a report.
 		return reconcile.Result{}, err
 	}
-	if _, rerr := a.report(ctx, st, mc, nil, decision.HeldReport(err), "record"); rerr != nil {
+	if _, rerr := a.report(ctx, st, cluster, nil, decision.HeldReport(err), "record"); rerr != nil {
 		return reconcile.Result{}, rerr
 	}
 	return reconcile.Result{}, err
 }
 
 // finish reports the outcome, then makes the last step's writes, in this
-// order: the outcome (the condition), the record ended, the namespace
-// unlabelled, and the finalizer last (a refused unlabel, stepStale, keeps
-// it).
-func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (stepStop, error) {
-	r := step.Report
+// order: the outcome (the condition, flushed before the finalizer goes),
+// the record ended, the namespace unlabelled, and the finalizer last (a
+// refused unlabel, stepStale, keeps it).
+func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, cluster *clusterPatch, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (stepStop, error) {
+	mc, r := cluster.mc, step.Report
 	if r.Reason != "" {
-		if _, err := a.writeCondition(ctx, mc, r); err != nil {
+		if err := a.writeOutcome(ctx, cluster, r); err != nil {
 			return stepOn, err
 		}
 		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
@@ -288,7 +294,7 @@ func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, mc *uns
 				return stepStale, nil
 			}
 		case decision.VerbRemoveFinalizer:
-			if err := a.removeFinalizer(ctx, mc, act, r); err != nil {
+			if err := a.removeFinalizer(ctx, cluster, act, r); err != nil {
 				return stepOn, err
 			}
 		}

@@ -3,7 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +26,8 @@ import (
 // once per progress interval (the requeue at its end writes what was held
 // back). It requeues when the step waits for a time. plan is the plan the
 // report comes from, nil when none could be made.
-func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
+func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster *clusterPatch, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
+	mc := cluster.mc
 	// The event first: the step it reports has happened even if the
 	// condition write below meets a newer cluster and has to wait.
 	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
@@ -39,7 +39,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *uns
 		}
 		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
 	}
-	held, err := a.writeProgress(ctx, st, mc, r, step)
+	held, err := a.writeProgress(ctx, st, cluster, r, step)
 	if err != nil {
 		if apierrors.IsConflict(err) {
 			// Another writer (OCM's registration controllers) changed the
@@ -64,8 +64,8 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, mc *uns
 // writeProgress writes ContentDeleteSuccess when it changed, unless only
 // the progress of the step last written changed within the progress
 // interval: then it returns how long the write waits.
-func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, r *decision.Report, step string) (time.Duration, error) {
-	key := r.Reason + "/" + step
+func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, cluster *clusterPatch, r *decision.Report, step string) (time.Duration, error) {
+	mc, key := cluster.mc, r.Reason+"/"+step
 	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
 		!r.Done && prev.Reason == r.Reason && (prev.Status == metav1.ConditionFalse || heldAgain(prev, r)) {
 		if held := a.progress.hold(st.progress, key); held > 0 {
@@ -75,7 +75,7 @@ func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, 
 			return 0, nil
 		}
 	}
-	written, err := a.writeCondition(ctx, mc, r)
+	written, err := a.writeCondition(ctx, cluster, r)
 	if err == nil && written {
 		st.progress = a.progress.mark(key)
 	}
@@ -91,40 +91,58 @@ func heldAgain(prev *metav1.Condition, r *decision.Report) bool {
 		(r.Reason == v1alpha1.WaitingForTurnReason || r.Reason == v1alpha1.BlastRadiusExceededReason)
 }
 
-// writeCondition writes ContentDeleteSuccess when it changed, on the
-// cluster as read: a cluster changed meanwhile is a conflict. The outcome
-// (a done report) must be written before the finalizer goes, so its
-// conflict is an error, retried. It says whether it wrote.
-func (a *ClusterTeardown) writeCondition(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) (written bool, err error) {
-	status := metav1.ConditionFalse
-	switch {
-	case r.Done:
-		status = metav1.ConditionTrue
-	case r.Pending:
-		status = metav1.ConditionUnknown
-	}
-	before := mc.DeepCopy()
+// writeCondition sets ContentDeleteSuccess as the report says, and
+// flushes it at the end of the step when it changed, on the cluster as
+// read: a cluster changed meanwhile is a conflict. It says whether it
+// wrote.
+func (a *ClusterTeardown) writeCondition(ctx context.Context, cluster *clusterPatch, r *decision.Report) (written bool, err error) {
 	if r.Reason == v1alpha1.ResumedReason {
 		// Reported once: the next reconcile goes on with the teardown.
 		defer func() {
 			if err == nil {
-				if st := a.teardowns.peek(mc.GetUID()); st != nil {
+				if st := a.teardowns.peek(cluster.mc.GetUID()); st != nil {
 					st.resumeReported()
 				}
 			}
 		}()
 	}
-	if !setContentDeleteCondition(mc, status, r.Reason, r.Message) {
+	if !cluster.setCondition(reportStatus(r), r.Reason, r.Message) {
 		return false, nil
 	}
-	if err := a.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if r.Done && apierrors.IsConflict(err) {
-			return false, fmt.Errorf("writing the outcome of %s: %w", mc.GetName(), err)
-		}
+	done, err := cluster.flushReport(ctx)
+	if err != nil {
 		return false, err
 	}
+	logStep(ctx, cluster.mc, r)
+	return done.status, nil
+}
+
+// writeOutcome sets ContentDeleteSuccess to the outcome and flushes it
+// before the finalizer goes: a conflict is an error, retried, as the
+// outcome must be on the cluster before it can go.
+func (a *ClusterTeardown) writeOutcome(ctx context.Context, cluster *clusterPatch, r *decision.Report) error {
+	changed := cluster.setCondition(reportStatus(r), r.Reason, r.Message)
+	done, err := cluster.flushBeforeFinalizer(ctx)
+	if err == nil && changed && done.status {
+		logStep(ctx, cluster.mc, r)
+	}
+	return err
+}
+
+// reportStatus is the status of ContentDeleteSuccess a report sets.
+func reportStatus(r *decision.Report) metav1.ConditionStatus {
+	switch {
+	case r.Done:
+		return metav1.ConditionTrue
+	case r.Pending:
+		return metav1.ConditionUnknown
+	}
+	return metav1.ConditionFalse
+}
+
+// logStep logs a step whose condition was written.
+func logStep(ctx context.Context, mc *unstructured.Unstructured, r *decision.Report) {
 	logf.FromContext(ctx).Info("cluster cleanup step", "cluster", mc.GetName(), "reason", r.Reason, "message", r.Message)
-	return true, nil
 }
 
 // eventAction bounds an event action to the 128 characters the API accepts.

@@ -141,14 +141,16 @@ func (a *ClusterTeardown) deleted(mc *unstructured.Unstructured, act decision.Ac
 // force removes the work agent's finalizer from the objects, after
 // recording them on the cluster, reports every forced object, and returns
 // the objects it forced.
-func (a *ClusterTeardown) force(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
+func (a *ClusterTeardown) force(ctx context.Context, cluster *clusterPatch, plan *decision.Plan, acts []decision.Action) (sets.Set[types.UID], error) {
 	done := sets.New[types.UID]()
 	if len(acts) == 0 {
 		return done, nil
 	}
-	if err := a.recordForcing(ctx, mc, acts); err != nil {
+	recordForcing(cluster, acts)
+	if _, err := cluster.flushForcing(ctx); err != nil {
 		return done, err
 	}
+	mc := cluster.mc
 	var forced []string
 	for _, act := range acts {
 		patch, _ := removeFinalizerPatch(act.Meta, act.Finalizer, nil)
@@ -177,12 +179,13 @@ func actionKey(act decision.Action) string {
 	return resource + "/" + act.Name
 }
 
-// recordForcing writes, before any finalizer is removed, the count of
-// forced objects and the batch about to be forced, so that a cleanup never
-// ends as Completed after a crash or a failed write, and an object of a
-// batch cut short is not counted twice when the next one forces it. It
-// writes on the cluster as read, so no record written meanwhile is lost.
-func (a *ClusterTeardown) recordForcing(ctx context.Context, mc *unstructured.Unstructured, batch []decision.Action) error {
+// recordForcing sets, in memory, the count of forced objects and the batch
+// about to be forced; flushed before any finalizer is removed, they make
+// sure a cleanup never ends as Completed after a crash or a failed write,
+// and that an object of a batch cut short is not counted twice when the
+// next one forces it.
+func recordForcing(cluster *clusterPatch, batch []decision.Action) {
+	mc := cluster.mc
 	counted := sets.New[string]()
 	if v := mc.GetAnnotations()[v1alpha1.ForcingAnnotation]; v != "" {
 		counted.Insert(strings.Split(v, ",")...)
@@ -195,25 +198,20 @@ func (a *ClusterTeardown) recordForcing(ctx context.Context, mc *unstructured.Un
 			total++
 		}
 	}
-	before := mc.DeepCopy()
-	setAnnotation(mc, v1alpha1.ForcedObjectsAnnotation, strconv.Itoa(total))
-	setAnnotation(mc, v1alpha1.ForcingAnnotation, strings.Join(keys, ","))
-	if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("recording the forced objects of %s: %w", mc.GetName(), err)
-	}
-	return nil
+	cluster.annotate(v1alpha1.ForcedObjectsAnnotation, strconv.Itoa(total))
+	cluster.annotate(v1alpha1.ForcingAnnotation, strings.Join(keys, ","))
 }
 
 // recordUnconfirmed writes the works about to be deleted with an orphan
 // the agent never confirmed on the cluster, before they are deleted, and
 // reports them once (Event, metric).
-func (a *ClusterTeardown) recordUnconfirmed(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, act decision.Action) error {
+func (a *ClusterTeardown) recordUnconfirmed(ctx context.Context, cluster *clusterPatch, plan *decision.Plan, act decision.Action) error {
+	mc := cluster.mc
 	recorded := sets.New(decision.UnconfirmedOrphans(mc)...).Insert(act.Objects...)
-	before := mc.DeepCopy()
-	setAnnotation(mc, v1alpha1.UnconfirmedOrphansAnnotation, strings.Join(sets.List(recorded), ","))
+	cluster.annotate(v1alpha1.UnconfirmedOrphansAnnotation, strings.Join(sets.List(recorded), ","))
 	// On the cluster as read: a record written meanwhile is not lost.
-	if err := a.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("recording the unconfirmed orphans of %s: %w", mc.GetName(), err)
+	if _, err := cluster.flushUnconfirmed(ctx); err != nil {
+		return err
 	}
 	a.Metrics.UnconfirmedOrphans.Add(float64(len(act.Objects)))
 	a.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, v1alpha1.OrphanNotConfirmedReason, eventAction("Orphan/"+act.Objects[0]),
@@ -223,16 +221,17 @@ func (a *ClusterTeardown) recordUnconfirmed(ctx context.Context, mc *unstructure
 
 // removeFinalizer removes the operator's finalizer, and the annotations the
 // action names, from the cluster, then reports the outcome's event.
-func (a *ClusterTeardown) removeFinalizer(ctx context.Context, mc *unstructured.Unstructured, act decision.Action, r *decision.Report) error {
-	patch, ok := removeFinalizerPatch(mc, act.Finalizer, act.Annotations)
-	if !ok || a.teardowns.isFinished(mc.GetUID()) {
+func (a *ClusterTeardown) removeFinalizer(ctx context.Context, cluster *clusterPatch, act decision.Action, r *decision.Report) error {
+	mc := cluster.mc
+	if a.teardowns.isFinished(mc.GetUID()) {
 		return nil // a cache that has not caught up yet
 	}
-	if err := a.Client.Patch(ctx, mc, patch); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
-			return fmt.Errorf("the finalizers of %s changed meanwhile, retrying: %w", mc.GetName(), err)
-		}
-		return client.IgnoreNotFound(err)
+	removed, err := cluster.removeFinalizer(ctx, act.Finalizer, act.Annotations)
+	switch {
+	case apierrors.IsInvalid(err) || apierrors.IsConflict(err):
+		return fmt.Errorf("the finalizers of %s changed meanwhile, retrying: %w", mc.GetName(), err)
+	case err != nil || !removed:
+		return client.IgnoreNotFound(err) // not removed: a cache that has not caught up yet
 	}
 	a.teardowns.end(mc.GetName(), mc.GetUID())
 	a.Metrics.forget(mc.GetName())
