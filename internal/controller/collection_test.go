@@ -371,6 +371,39 @@ var _ = Describe("Deleting a group in one request", func() {
 		Expect(deletingWorks("coll-recreate", "w-0", "w-1", "w-2")).To(Equal([]string{"w-0", "w-1", "w-2"}))
 	})
 
+	It("asks the API server again whether the namespace is closed once the namespace was written", func() {
+		mc, _ := newNamespace("coll-reprobe")
+		labelDeleting("coll-reprobe")
+		settled()
+		probes := func() int {
+			events, err := testenv.ReadAuditLog(auditLog)
+			Expect(err).NotTo(HaveOccurred())
+			n := 0
+			for _, e := range events {
+				if e.Stage == "ResponseComplete" && e.Verb == "create" && e.ObjectRef.Namespace == "coll-reprobe" &&
+					e.ObjectRef.Name == controller.AdmissionProbe {
+					n++
+				}
+			}
+			return n
+		}
+		closed := controller.NamespaceClosed(k8s, k8s, mc, controller.AdmissionSettle)
+		Expect(closed(ctx)).To(BeTrue())
+		Expect(closed(ctx)).To(BeTrue())
+		Eventually(probes).Should(Equal(1), "the namespace unchanged: one dry run")
+
+		// Relabelled: the deleting label removed and put back.
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "coll-reprobe"}, ns)).To(Succeed())
+		before := ns.DeepCopy()
+		delete(ns.Labels, v1alpha1.ClusterDeletingLabel)
+		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before))).To(Succeed())
+		Expect(closed(ctx)).To(BeFalse(), "the live namespace has no deleting label")
+		labelDeleting("coll-reprobe")
+		Expect(closed(ctx)).To(BeTrue())
+		Eventually(probes).Should(BeNumerically(">=", 2), "the namespace written since: a new dry run")
+	})
+
 	// What remains: a work of the snapshot changed (not re-created)
 	// after the check is deleted as the plan decided. A cleanup-priority
 	// only orders the deletes of the stage, whose group was every work
@@ -441,6 +474,45 @@ var _ = Describe("Deleting a group in one request", func() {
 		clusterGone(cluster)
 		Expect(auditVerbs(cluster, "deletecollection")).To(Equal(1))
 		Expect(auditVerbs(cluster, "delete")).To(Equal(1), "the signal work's delete")
+	})
+
+	It("asks the API server once per teardown whether the namespace is closed: two groups, one dry run", func() {
+		const cluster = "coll-probe"
+		fleetCluster(cluster, map[string]string{"env": cluster}, true)
+		addon(cluster, "search")
+		addon(cluster, "policy")
+		for i := range 3 {
+			work(cluster, fmt.Sprintf("w-%d", i), nil)
+		}
+		Expect(k8s.Create(ctx, cleanupPolicy(cluster, v1alpha1.CleanupPolicySpec{
+			ClusterSelector: fmt.Sprintf("cluster.metadata.labels[?'env'].orValue('') == '%s'", cluster),
+			DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "addons", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"}},
+				{Name: "works", GroupVersionResource: gvrWorks()},
+			},
+		}))).To(Succeed())
+		governedBy(cluster, cluster)
+		applied(cluster, 3)
+		settled()
+
+		deleteCluster(cluster)
+		clusterGone(cluster)
+		events, err := testenv.ReadAuditLog(auditLog)
+		Expect(err).NotTo(HaveOccurred())
+		var collections, probes int
+		for _, e := range events {
+			if e.Stage != "ResponseComplete" || e.ObjectRef.Namespace != cluster {
+				continue
+			}
+			switch {
+			case e.Verb == "deletecollection" && e.ResponseStatus.Code < 300:
+				collections++
+			case e.Verb == "create" && e.ObjectRef.Resource == "manifestworks" && e.ObjectRef.Name == controller.AdmissionProbe:
+				probes++
+			}
+		}
+		Expect(collections).To(Equal(2), "the add-ons and the works, each in one request")
+		Expect(probes).To(Equal(1), "the namespace was not written between the two groups")
 	})
 
 	for _, strategy := range []v1alpha1.RemoveStrategyType{v1alpha1.RemoveStrategyRequired, v1alpha1.RemoveStrategyBestEffort} {

@@ -83,3 +83,17 @@ func (p ClusterPatch) Flush(ctx context.Context) (metadata, status bool, err err
 func (p ClusterPatch) RemoveFinalizer(ctx context.Context, finalizer string, annotations ...string) (bool, error) {
 	return p.p.removeFinalizer(ctx, finalizer, annotations)
 }
+
+// AdmissionProbe names the work of the dry-run create that checks a
+// namespace is closed.
+const AdmissionProbe = admissionProbe
+
+// NamespaceClosed returns the executor's check that no object can be
+// created in a cluster's namespace, as one teardown of mc makes it again
+// and again.
+func NamespaceClosed(c client.Client, reader client.Reader, mc *unstructured.Unstructured, settle time.Duration) func(ctx context.Context) bool {
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns(),
+		admissionSettle: settle}
+	a.teardowns.of(mc.GetName(), mc.GetUID())
+	return func(ctx context.Context) bool { return a.namespaceClosed(ctx, mc, mc.GetName()) }
+}

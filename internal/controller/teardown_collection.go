@@ -149,11 +149,20 @@ func (a *ClusterTeardown) namespaceClosed(ctx context.Context, mc *unstructured.
 	}
 	// The admission plugin reads the namespace's labels from a watch too: a
 	// label written moments ago may not be seen yet. A dry-run create must
-	// be refused by the operator's policy.
+	// be refused by the operator's policy, once per teardown and process
+	// while the namespace is not written again: a later group of the same
+	// teardown needs no new probe.
+	st := a.teardowns.peek(mc.GetUID())
+	if st != nil && st.closedSince(ns.ResourceVersion) {
+		return true
+	}
 	if refused, err := a.admissionRefuses(ctx, namespace); err != nil || !refused {
 		log.Info("deleting one by one: the API server does not refuse a new work in the namespace yet",
 			"cluster", mc.GetName(), "namespace", namespace, "error", err)
 		return false
+	}
+	if st != nil {
+		st.closed(ns.ResourceVersion)
 	}
 	return true
 }

@@ -39,6 +39,25 @@ type teardownState struct {
 	record *openRecord
 	// dryRun is the fingerprint of the dry-run record written.
 	dryRun string
+	// closedAt is the resourceVersion the cluster namespace had, read
+	// live, when the API server refused a dry-run create in it: while it
+	// has not been written since, it is still closed (namespaceClosed).
+	closedAt string
+}
+
+// closedSince says whether the namespace, at resourceVersion rv, is the one
+// the API server was seen to close.
+func (st *teardownState) closedSince(rv string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return rv != "" && st.closedAt == rv
+}
+
+// closed keeps the namespace's resourceVersion when it was seen closed.
+func (st *teardownState) closed(rv string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closedAt = rv
 }
 
 // memory is what the plan reads of this process's writes.
