@@ -25,9 +25,10 @@ import (
 //	removeFinalizer       the operator's finalizer, last
 //
 // Every write is on the cluster as last read or written: the metadata and
-// the status go in merge patches carrying the resourceVersion, as their
-// maps and the conditions list are replaced whole by a merge patch, so a
-// change another writer made since (OCM's registration controllers write
+// the status go in merge patches carrying the resourceVersion, as the
+// teardown reads, changes and writes back values another writer may have
+// changed (the annotations' lists and counts; the conditions list, which a
+// merge patch replaces whole), so a change another writer made since (OCM's registration controllers write
 // the cluster's labels, annotations and status) is a conflict, never
 // overwritten. A conflict returns an error and nothing after the flush is
 // written; the other writer's event brings the cluster back.
@@ -37,12 +38,35 @@ type clusterPatch struct {
 	mc *unstructured.Unstructured
 	// base is the cluster as read, or as the last write returned it.
 	base *unstructured.Unstructured
+	// written: a write of this helper returned base.
+	written bool
 }
 
 // flushed is what a flush wrote.
 type flushed struct {
 	metadata, status bool
+	// checked: nothing had changed, and an empty patch on the
+	// resourceVersion confirmed the cluster is as base has it.
+	checked bool
 }
+
+// check says when a flush with nothing to write still confirms that the
+// cluster is as the teardown read it: before a write that acts on what it
+// read (the cluster unavailable, not paused), a cluster changed since is a
+// conflict, as a write with something to write would be.
+type check int
+
+const (
+	// noCheck: nothing changed, nothing is sent.
+	noCheck check = iota
+	// checkAlways: an empty patch on the resourceVersion whenever
+	// nothing changed.
+	checkAlways
+	// checkIfUnwritten: an empty patch only while this helper has written
+	// nothing, so base is still the cluster as read (from a cache that may
+	// lag behind the teardown's own last write).
+	checkIfUnwritten
+)
 
 func newClusterPatch(c client.Client, mc *unstructured.Unstructured) *clusterPatch {
 	return &clusterPatch{client: c, mc: mc, base: mc.DeepCopy()}
@@ -61,32 +85,47 @@ func (p *clusterPatch) setCondition(status metav1.ConditionStatus, reason, messa
 // flushUnconfirmed writes the unconfirmed orphans recorded, before the
 // works they name are deleted: the outcome reports them after a restart.
 func (p *clusterPatch) flushUnconfirmed(ctx context.Context) (flushed, error) {
-	return p.flush(ctx, "recording the unconfirmed orphans")
+	return p.flush(ctx, "recording the unconfirmed orphans", checkAlways)
 }
 
 // flushForcing writes the count of forced objects and the batch about to
 // be forced, before any finalizer is removed: a teardown that forced
-// anything never ends as Completed, whenever the operator stops.
+// anything never ends as Completed, whenever the operator stops. A batch
+// recorded already (a force retried, or cut by a restart) is still
+// checked: a force decided on a cluster read unavailable or not paused
+// must not go once it is available or paused again.
 func (p *clusterPatch) flushForcing(ctx context.Context) (flushed, error) {
-	return p.flush(ctx, "recording the forced objects")
+	return p.flush(ctx, "recording the forced objects", checkAlways)
 }
 
 // flushReport writes the step's condition, at the end of the step.
 func (p *clusterPatch) flushReport(ctx context.Context) (flushed, error) {
-	return p.flush(ctx, "reporting the step")
+	return p.flush(ctx, "reporting the step", noCheck)
 }
 
 // flushBeforeFinalizer writes the outcome, before the record ends and the
-// finalizer goes: a cluster gone says how its teardown ended.
+// finalizer goes: a cluster gone says how its teardown ended. An outcome
+// the cluster, as read, carries already is checked: the cache may not
+// show a report written over it since (a record that failed to end).
 func (p *clusterPatch) flushBeforeFinalizer(ctx context.Context) (flushed, error) {
-	return p.flush(ctx, "writing the outcome")
+	return p.flush(ctx, "writing the outcome", checkIfUnwritten)
 }
 
 // flush writes what changed in memory since the cluster was read or last
 // written: the metadata (labels, annotations) first, then the status, each
-// in a merge patch on the resourceVersion. why names the flush in errors.
-func (p *clusterPatch) flush(ctx context.Context, why string) (flushed, error) {
+// in a merge patch on the resourceVersion; with nothing changed, it checks
+// the cluster as c says. why names the flush in errors.
+func (p *clusterPatch) flush(ctx context.Context, why string, c check) (flushed, error) {
 	var done flushed
+	if p.metadataSame() && p.statusSame() && (c == checkAlways || c == checkIfUnwritten && !p.written) {
+		after := p.base.DeepCopy()
+		if err := p.client.Patch(ctx, after, client.MergeFromWithOptions(p.base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return done, fmt.Errorf("%s of %s: %w", why, p.mc.GetName(), err)
+		}
+		p.wrote(after, false, false)
+		done.checked = true
+		return done, nil
+	}
 	if !p.metadataSame() {
 		after := p.base.DeepCopy()
 		after.SetLabels(p.mc.GetLabels())
@@ -123,7 +162,7 @@ func (p *clusterPatch) flush(ctx context.Context, why string) (flushed, error) {
 // the annotations only where they are: a finalizer moved, or an annotation
 // gone, is refused (Invalid), never written over.
 func (p *clusterPatch) removeFinalizer(ctx context.Context, finalizer string, annotations []string) (bool, error) {
-	if _, err := p.flush(ctx, "removing the finalizer"); err != nil {
+	if _, err := p.flush(ctx, "removing the finalizer", noCheck); err != nil {
 		return false, err
 	}
 	patch, ok := removeFinalizerPatch(p.base, finalizer, annotations)
@@ -160,7 +199,7 @@ func (p *clusterPatch) wrote(server *unstructured.Unstructured, keepMetadata, ke
 	if keepStatus {
 		setStatus(next, p.mc.Object["status"])
 	}
-	p.base = server
+	p.base, p.written = server, true
 	p.mc.Object = next.Object
 }
 

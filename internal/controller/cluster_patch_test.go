@@ -83,6 +83,19 @@ var _ = Describe("Cluster patch helper", func() {
 		Expect(found).To(BeFalse())
 	})
 
+	It("checks, before a force, a cluster it has nothing to write to: one changed since the read is a conflict", func() {
+		p := controller.NewClusterPatch(k8s, getClusterNow(name))
+		checked, err := p.FlushForcing(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(checked).To(BeTrue(), "the batch recorded already: an empty patch on the resourceVersion")
+
+		By("a cluster that became available again since the read is not forced on")
+		p = controller.NewClusterPatch(k8s, getClusterNow(name))
+		byAnother(func(mc *unstructured.Unstructured) { mc.SetLabels(map[string]string{"env": "theirs"}) })
+		_, err = p.FlushForcing(ctx)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a conflict, so nothing is forced: %v", err)
+	})
+
 	It("removes its finalizer and annotations whatever else changed, but not a finalizer moved", func() {
 		byAnother(func(mc *unstructured.Unstructured) {
 			mc.SetFinalizers(append(mc.GetFinalizers(), held))

@@ -75,8 +75,15 @@ func (p ClusterPatch) SetCondition(reason, message string) bool {
 
 // Flush writes what changed, and says what it wrote.
 func (p ClusterPatch) Flush(ctx context.Context) (metadata, status bool, err error) {
-	done, err := p.p.flush(ctx, "testing")
+	done, err := p.p.flush(ctx, "testing", noCheck)
 	return done.metadata, done.status, err
+}
+
+// FlushForcing is the flush before a force, and says whether, with
+// nothing to write, it checked the cluster.
+func (p ClusterPatch) FlushForcing(ctx context.Context) (checked bool, err error) {
+	done, err := p.p.flushForcing(ctx)
+	return done.checked, err
 }
 
 // RemoveFinalizer removes the finalizer and the annotations named.

@@ -229,7 +229,7 @@ func (a *ClusterTeardown) removeFinalizer(ctx context.Context, cluster *clusterP
 	removed, err := cluster.removeFinalizer(ctx, act.Finalizer, act.Annotations)
 	switch {
 	case apierrors.IsInvalid(err) || apierrors.IsConflict(err):
-		return fmt.Errorf("the finalizers of %s changed meanwhile, retrying: %w", mc.GetName(), err)
+		return fmt.Errorf("%s changed meanwhile, retrying: %w", mc.GetName(), err)
 	case err != nil || !removed:
 		return client.IgnoreNotFound(err) // not removed: a cache that has not caught up yet
 	}
