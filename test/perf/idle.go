@@ -44,6 +44,9 @@ func idleFleet(ctx context.Context, cfg config, p paths, mgrBin, dir string, f f
 	return nil
 }
 
+// idleOnce starts the operator on a fleet of its own that no one deletes,
+// and measures how long it takes to govern every cluster and to settle,
+// then what it writes and holds in memory while nothing happens.
 func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fleet, out io.Writer) (idleResult, error) {
 	res := idleResult{fleet: f, idle: cfg.idle}
 	cp, err := startControlPlane(p, dir)
@@ -74,38 +77,16 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 	defer op.stop()
 	wctx, wcancel := op.watchExit(rctx)
 	defer wcancel()
-	// Listing a large fleet often would load the API server the operator
-	// is measured on.
-	every := 250 * time.Millisecond
-	if f.clusters > 1000 {
-		every = time.Second
-	}
-	if err := waitFinalizer(wctx, admin, f.clusters, operatorFinalizer, every); err != nil {
+	if err := waitFinalizer(wctx, admin, f.clusters, operatorFinalizer, idlePollEvery(f.clusters)); err != nil {
 		return res, firstErr(op.exited(), err)
 	}
 	res.governed = time.Since(start)
 	fmt.Fprintf(out, "- every cluster governed %.1f s after the manager started\n", res.governed.Seconds())
 
-	// Settled: no write of the operator's for cfg.quiet.
-	tail := newAuditTail(cp.auditLog)
-	for {
-		last, err := tail.lastWrite(userOperator)
-		if err != nil {
-			return res, err
-		}
-		if last.Before(start) {
-			last = start
-		}
-		if time.Since(last) >= cfg.quiet {
-			break
-		}
-		select {
-		case <-wctx.Done():
-			return res, firstErr(op.exited(), fmt.Errorf("the operator did not settle: %w", wctx.Err()))
-		case <-time.After(time.Second):
-		}
+	settled, err := waitSettled(wctx, op, cp.auditLog, start, cfg.quiet)
+	if err != nil {
+		return res, err
 	}
-	settled := time.Now()
 	res.settled = settled.Sub(start)
 	fmt.Fprintf(out, "- settled %.1f s after the start; counting its writes for %s\n", res.settled.Seconds(), cfg.idle)
 	select {
@@ -113,19 +94,59 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 		return res, firstErr(op.exited(), wctx.Err())
 	case <-time.After(cfg.idle):
 	}
-	byUser, err := readWrites(cp.auditLog, settled, time.Now())
+	return res, measureIdle(&res, op.cmd.Process.Pid, cp.auditLog, settled)
+}
+
+// idlePollEvery is how often the harness lists the clusters while the
+// operator governs them: listing a large fleet often would load the API
+// server the operator is measured on.
+func idlePollEvery(clusters int) time.Duration {
+	if clusters > 1000 {
+		return time.Second
+	}
+	return 250 * time.Millisecond
+}
+
+// waitSettled returns when the operator has written nothing for quiet
+// (counted from start at the earliest), and says when; it gives up when
+// ctx ends, naming why the operator exited if it did.
+func waitSettled(ctx context.Context, op *operatorProcess, auditLog string, start time.Time, quiet time.Duration) (time.Time, error) {
+	tail := newAuditTail(auditLog)
+	for {
+		last, err := tail.lastWrite(userOperator)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if last.Before(start) {
+			last = start
+		}
+		if time.Since(last) >= quiet {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, firstErr(op.exited(), fmt.Errorf("the operator did not settle: %w", ctx.Err()))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// measureIdle takes the operator's writes since it settled, its memory
+// (process pid) and the load, at the end of the idle time.
+func measureIdle(res *idleResult, pid int, auditLog string, settled time.Time) error {
+	byUser, err := readWrites(auditLog, settled, time.Now())
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.idleWrites = byUser[userOperator]
 	if res.idleWrites == nil {
 		res.idleWrites = writes{}
 	}
-	mem, err := readMemory(op.cmd.Process.Pid)
+	mem, err := readMemory(pid)
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.peak, res.rss = mem.peak, mem.now
 	res.load = loadAverage()
-	return res, nil
+	return nil
 }
