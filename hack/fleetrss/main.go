@@ -111,6 +111,16 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 	}
 	// A measurement, not a controller: watch the settled manager a while.
 	time.Sleep(settle)
+	if err := printMemory(pid, clusters, works, governedIn); err != nil {
+		return err
+	}
+	fmt.Printf("the manager's log: %s\n", logFile.Name())
+	return nil
+}
+
+// printMemory prints the manager's peak and settled memory, in all and
+// per 1,000 works.
+func printMemory(pid, clusters, works int, governedIn time.Duration) error {
 	hwm, rss, err := memory(pid)
 	if err != nil {
 		return err
@@ -123,7 +133,6 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 		// for what the works alone cost.
 		fmt.Printf("per 1,000 works: peak %.1f MiB, settled %.1f MiB (%d works)\n", hwm/total*1000, rss/total*1000, int(total))
 	}
-	fmt.Printf("the manager's log: %s\n", logFile.Name())
 	return nil
 }
 
