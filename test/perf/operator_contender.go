@@ -123,6 +123,9 @@ func startOperator(settled bool, extra ...string) func(ctx context.Context, r *r
 // once.
 func startOperatorPaced(settled bool, maxConcurrent int, extra ...string) func(ctx context.Context, r *run) (*instance, error) {
 	return func(ctx context.Context, r *run) (*instance, error) {
+		// Per run: the contender is started once per case, and -1 means
+		// each case's own pace, not the first case's.
+		maxConcurrent := maxConcurrent
 		if maxConcurrent < 0 {
 			maxConcurrent = r.maxConcurrent
 		}
