@@ -131,7 +131,16 @@ func (f flags) options() (operator.Options, error) {
 	return opts, nil
 }
 
+// bind registers every flag of the manager on fs.
 func (f *flags) bind(fs *flag.FlagSet) {
+	f.bindManager(fs)
+	f.bindOperator(fs)
+}
+
+// bindManager registers the flags of what controller-runtime serves and
+// runs: the metrics, probe, profiling and webhook endpoints, and leader
+// election.
+func (f *flags) bindManager(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0",
 		"The address the metrics endpoint binds to, :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to; 0 disables it.")
@@ -165,6 +174,12 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "The port the webhook server listens on.")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false,
 		"Serve HTTP/2 on the metrics and webhook servers; off by default against HTTP/2 stream attacks.")
+}
+
+// bindOperator registers the flags of the operator's own work: its pace
+// against the API server, its teardowns, their records, and the limits on
+// what a policy may ask.
+func (f *flags) bindOperator(fs *flag.FlagSet) {
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS,
 		"Queries per second to the API server, a guard against a runaway loop: the API server's priority and fairness "+
 			"paces the operator (see --create-flow-control).")

@@ -144,9 +144,20 @@ func printHistory(w io.Writer, ns string, rs []record.Record, now time.Time) {
 	_ = tw.Flush()
 }
 
-// printRecord writes one record: its header, holds, and a table of its
+// printRecord writes one record: its header, its counts, and a table of its
 // entries in the order they were written.
 func printRecord(w io.Writer, r *record.Record, now time.Time) {
+	printRecordHeader(w, r, now)
+	printRecordObjects(w, r)
+	if len(r.Entries) == 0 {
+		return
+	}
+	printRecordEntries(w, r)
+}
+
+// printRecordHeader writes what the teardown was: whose, under which
+// policy, when, with what signal, and what held it.
+func printRecordHeader(w io.Writer, r *record.Record, now time.Time) {
 	kind := "Teardown"
 	if r.DryRun {
 		kind = "Dry run (nothing was done; what the teardown would do)"
@@ -183,6 +194,11 @@ func printRecord(w io.Writer, r *record.Record, now time.Time) {
 		}
 		fmt.Fprintf(w, "Hold:      %s, %s (%s): %s\n", stamp(h.Start.Time), until, duration.HumanDuration(h.Duration(now)), h.Reason)
 	}
+}
+
+// printRecordObjects writes how many objects each action touched, and,
+// for a record too large for its ConfigMap, what its listing leaves out.
+func printRecordObjects(w io.Writer, r *record.Record) {
 	counts := r.Counts()
 	var parts []string
 	for _, a := range []record.Action{record.Deleted, record.Orphaned, record.Stamped, record.Forced, record.Kept, record.Labelled, record.Unlabelled} {
@@ -202,9 +218,11 @@ func printRecord(w io.Writer, r *record.Record, now time.Time) {
 			fmt.Fprintf(w, "           %s: %d\n", k, s.Omitted[k])
 		}
 	}
-	if len(r.Entries) == 0 {
-		return
-	}
+}
+
+// printRecordEntries writes the entries as a table, one object a row, in
+// the order they were written.
+func printRecordEntries(w io.Writer, r *record.Record) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tSTEP\tACTION\tSTATE\tOBJECT\tDETAIL")

@@ -38,6 +38,14 @@ func printPlan(w io.Writer, p *decision.Plan) {
 	} else {
 		fmt.Fprintln(w, "\nIf the cluster is deleted now:")
 	}
+	printSteps(w, p)
+	printWorks(w, p)
+	printPrune(w, p)
+}
+
+// printSteps numbers the plan's steps from 1, as a reader counts them,
+// and marks each one the teardown has done.
+func printSteps(w io.Writer, p *decision.Plan) {
 	n := 0
 	step := func(st decision.Step, format string, args ...any) {
 		n++
@@ -80,8 +88,6 @@ func printPlan(w io.Writer, p *decision.Plan) {
 			step(st, "remove the finalizer %s: the cluster goes%s", v1alpha1.ClusterCleanupFinalizer, outcome)
 		}
 	}
-	printWorks(w, p)
-	printPrune(w, p)
 }
 
 func printHeader(w io.Writer, p *decision.Plan) {

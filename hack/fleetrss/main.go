@@ -60,20 +60,17 @@ func main() {
 	}
 }
 
+// run creates the fleet, starts the manager on it, and prints its memory
+// once it governs every cluster and has settled.
 func run(clusters, works int, settle time.Duration, manager string) error {
 	ctx := context.Background()
 	if manager == "" {
-		dir, err := os.MkdirTemp("", "fleetrss-")
+		built, remove, err := buildManager()
 		if err != nil {
 			return err
 		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		manager = filepath.Join(dir, "manager")
-		build := exec.Command("go", "build", "-o", manager, "./cmd")
-		build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("building ./cmd: %w", err)
-		}
+		defer remove()
+		manager = built
 	}
 	env, err := testenv.Start()
 	if err != nil {
@@ -95,18 +92,11 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 	}
 	fmt.Printf("fleet: %d clusters x %d works created in %s\n", clusters, works, time.Since(start).Round(time.Second))
 
-	cmd := exec.Command(manager, "--kubeconfig", env.Kubeconfig, "--health-probe-bind-address=0")
-	cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
-	logFile, err := os.CreateTemp("", "fleetrss-manager-*.log")
+	cmd, logFile, err := startManager(manager, env.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = logFile.Close() }()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logFile.Close() }()
 	pid := cmd.Process.Pid
 
 	if err := c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: v1alpha1.CleanupPolicySpec{
@@ -115,27 +105,22 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 	}}); err != nil {
 		return err
 	}
-	start = time.Now()
-	deadline := start.Add(15 * time.Minute)
-	for {
-		n, err := governed(ctx, c)
-		if err != nil {
-			return err
-		}
-		if n == clusters {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d clusters governed after 15 minutes; the manager's log: %s", n, clusters, logFile.Name())
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-			return fmt.Errorf("the manager exited; its log: %s", logFile.Name())
-		}
-		time.Sleep(time.Second)
+	governedIn, err := waitGoverned(ctx, c, clusters, pid, logFile.Name())
+	if err != nil {
+		return err
 	}
-	governedIn := time.Since(start)
 	// A measurement, not a controller: watch the settled manager a while.
 	time.Sleep(settle)
+	if err := printMemory(pid, clusters, works, governedIn); err != nil {
+		return err
+	}
+	fmt.Printf("the manager's log: %s\n", logFile.Name())
+	return nil
+}
+
+// printMemory prints the manager's peak and settled memory, in all and
+// per 1,000 works.
+func printMemory(pid, clusters, works int, governedIn time.Duration) error {
 	hwm, rss, err := memory(pid)
 	if err != nil {
 		return err
@@ -148,8 +133,67 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 		// for what the works alone cost.
 		fmt.Printf("per 1,000 works: peak %.1f MiB, settled %.1f MiB (%d works)\n", hwm/total*1000, rss/total*1000, int(total))
 	}
-	fmt.Printf("the manager's log: %s\n", logFile.Name())
 	return nil
+}
+
+// buildManager builds ./cmd as shipped into a temporary folder, which
+// remove deletes: the measure is of the binary, not of a test process.
+func buildManager() (path string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "fleetrss-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { _ = os.RemoveAll(dir) }
+	path = filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-o", path, "./cmd")
+	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("building ./cmd: %w", err)
+	}
+	return path, remove, nil
+}
+
+// startManager starts the manager against the test API server with its
+// default flags but the webhooks and probes, its output to a log file
+// kept after the run for a reader to look into.
+func startManager(manager, kubeconfig string) (*exec.Cmd, *os.File, error) {
+	cmd := exec.Command(manager, "--kubeconfig", kubeconfig, "--health-probe-bind-address=0")
+	cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
+	logFile, err := os.CreateTemp("", "fleetrss-manager-*.log")
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, nil, err
+	}
+	return cmd, logFile, nil
+}
+
+// waitGoverned waits, up to 15 minutes, until the manager governs every
+// cluster, and says how long it took; it gives up at once if the manager
+// exits, naming its log.
+func waitGoverned(ctx context.Context, c client.Client, clusters, pid int, log string) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(15 * time.Minute)
+	for {
+		n, err := governed(ctx, c)
+		if err != nil {
+			return 0, err
+		}
+		if n == clusters {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d of %d clusters governed after 15 minutes; the manager's log: %s", n, clusters, log)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return 0, fmt.Errorf("the manager exited; its log: %s", log)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // createFleet creates the clusters with their namespaces and works, 32 at a

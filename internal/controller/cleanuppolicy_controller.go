@@ -149,16 +149,31 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	}
 	r.reportShare(p, prev, share)
 
+	if share.exhausted {
+		setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, fmt.Sprintf(
+			"evaluated %d of %d clusters before the CEL cost budget ran out; continuing", share.evaluated, len(clusters.Items)))
+		logf.FromContext(ctx).Info("CEL cost budget exhausted, requeueing", "policy", p.Name)
+		return reconcile.Result{RequeueAfter: budgetPause}, nil
+	}
+	if err := r.setFleetCondition(ctx, p, prev, compiled, share, unserved); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.forgetClusters(clusters)
+	return reconcile.Result{}, nil
+}
+
+// setFleetCondition sets the condition a complete pass over the fleet
+// earns, the most pressing first: a resource the API server does not
+// serve, a deletion signal refused, a selector that failed, a hold on the
+// hub, else Ready. A problem's Event is sent only when what it reports
+// changes, so a steady fleet does not repeat it on every pass.
+func (r *CleanupPolicyReconciler) setFleetCondition(ctx context.Context, p *v1alpha1.CleanupPolicy, prev *v1alpha1.CleanupPolicyStatus,
+	compiled *cel.Policy, share *share, unserved []decision.UnservedField) error {
 	var signalErrs field.ErrorList
 	if compiled.Spec.DeletionSignal != nil {
 		signalErrs = r.SignalLimits.OrDefault().Check(compiled.Spec.DeletionSignal.Manifests)
 	}
 	switch {
-	case share.exhausted:
-		setReconcilingCondition(p, v1alpha1.BudgetExhaustedReason, fmt.Sprintf(
-			"evaluated %d of %d clusters before the CEL cost budget ran out; continuing", share.evaluated, len(clusters.Items)))
-		logf.FromContext(ctx).Info("CEL cost budget exhausted, requeueing", "policy", p.Name)
-		return reconcile.Result{RequeueAfter: budgetPause}, nil
 	case len(unserved) > 0:
 		// Not terminal: a CRD installed later serves the resource, and its
 		// events bring the policy back.
@@ -182,7 +197,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		summary := r.readySummary(p)
 		reason, msg, err := r.hubHold(ctx, share, summary)
 		if err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		if reason == "" {
 			setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, summary)
@@ -190,8 +205,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 		}
 		setStalledCondition(p, reason, msg)
 	}
-	r.forgetClusters(clusters)
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // reconcileSuspended writes the status of a suspended policy once, when

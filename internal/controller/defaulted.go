@@ -47,18 +47,9 @@ func defaultedField(ctx context.Context, reader client.Reader, obj client.Object
 	if len(st.defaulted) == 0 {
 		return nil, "", "", nil
 	}
-	// The API server names each conflicting field in a cause of its own.
-	field := "." + strings.Join(st.defaulted, ".")
-	var status apierrors.APIStatus
-	if !errors.As(conflict, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
-		return nil, "", "", nil // not a field conflict (a UID precondition, say)
+	if why, only := conflictOnlyOn(conflict, st.defaulted); !only {
+		return nil, "", why, nil
 	}
-	for _, c := range status.Status().Details.Causes {
-		if c.Type != metav1.CauseTypeFieldManagerConflict || c.Field != field {
-			return nil, "", fmt.Sprintf("the conflict is on %s", c.Field), nil
-		}
-	}
-
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(st.gvk)
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
@@ -67,31 +58,63 @@ func defaultedField(ctx context.Context, reader client.Reader, obj client.Object
 	if live.GetUID() != obj.GetUID() {
 		return nil, "", "the object was replaced", nil
 	}
-	lastApplied, hasLastApplied := live.GetAnnotations()[LastAppliedAnnotation]
-	for _, e := range live.GetManagedFields() {
-		if e.Manager == v1alpha1.FieldManager || e.FieldsV1 == nil || !ownsField(e.FieldsV1.Raw, st.defaulted...) {
-			continue
-		}
-		who := fmt.Sprintf("%q", e.Manager)
-		switch {
-		case e.Operation == metav1.ManagedFieldsOperationApply:
-			return nil, "", who + " applied it with server-side apply", nil
-		case !hasLastApplied || !ownsField(e.FieldsV1.Raw, "metadata", "annotations", LastAppliedAnnotation):
-			return nil, "", who + " set it, and no record says what it sent", nil
-		}
-		sent, err := sentField(lastApplied, st.defaulted)
-		switch {
-		case err != nil:
-			return nil, "", fmt.Sprintf("%s set it, and its %s cannot be read: %v", who, LastAppliedAnnotation, err), nil
-		case sent:
-			return nil, "", fmt.Sprintf("%s applied it (it is in %s)", who, LastAppliedAnnotation), nil
-		}
-		managers = append(managers, e.Manager)
+	managers, why = managersThatNeverSent(live, st.defaulted)
+	if why != "" {
+		return nil, "", why, nil
 	}
 	if len(managers) == 0 {
 		return nil, "", "no other manager owns it now", nil
 	}
 	return managers, live.GetResourceVersion(), "", nil
+}
+
+// conflictOnlyOn says whether an apply's conflict is a field conflict on
+// path and on nothing else: only then can taking the default resolve it.
+// When the conflict names another field, why says which; any other error
+// (a UID precondition, say) is no field conflict and has no why.
+func conflictOnlyOn(conflict error, path []string) (why string, only bool) {
+	// The API server names each conflicting field in a cause of its own.
+	field := "." + strings.Join(path, ".")
+	var status apierrors.APIStatus
+	if !errors.As(conflict, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
+		return "", false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type != metav1.CauseTypeFieldManagerConflict || c.Field != field {
+			return fmt.Sprintf("the conflict is on %s", c.Field), false
+		}
+	}
+	return "", true
+}
+
+// managersThatNeverSent lists the managers other than the operator that own
+// the field at path on the live object, provided each provably never sent
+// it: an Update manager that wrote the last-applied configuration, which
+// does not hold the field. At the first manager that may have sent it, it
+// stops and why names that manager and the reason.
+func managersThatNeverSent(live *unstructured.Unstructured, path []string) (managers []string, why string) {
+	lastApplied, hasLastApplied := live.GetAnnotations()[LastAppliedAnnotation]
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == v1alpha1.FieldManager || e.FieldsV1 == nil || !ownsField(e.FieldsV1.Raw, path...) {
+			continue
+		}
+		who := fmt.Sprintf("%q", e.Manager)
+		switch {
+		case e.Operation == metav1.ManagedFieldsOperationApply:
+			return nil, who + " applied it with server-side apply"
+		case !hasLastApplied || !ownsField(e.FieldsV1.Raw, "metadata", "annotations", LastAppliedAnnotation):
+			return nil, who + " set it, and no record says what it sent"
+		}
+		sent, err := sentField(lastApplied, path)
+		switch {
+		case err != nil:
+			return nil, fmt.Sprintf("%s set it, and its %s cannot be read: %v", who, LastAppliedAnnotation, err)
+		case sent:
+			return nil, fmt.Sprintf("%s applied it (it is in %s)", who, LastAppliedAnnotation)
+		}
+		managers = append(managers, e.Manager)
+	}
+	return managers, ""
 }
 
 // takeDefault, after an apply conflicted, takes the stamp's defaulted field

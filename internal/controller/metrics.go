@@ -80,67 +80,13 @@ type clusterSeries struct {
 // NewMetrics returns the metrics, not registered.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		InCleanup: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_clusters_in_cleanup",
-			Help: "ManagedClusters whose content is being removed, by the reason of their current step.",
-		}, []string{"step"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "cleanup_cluster_duration_seconds",
-			Help:    "Time from a ManagedCluster's deletion to the removal of the operator's finalizer, by outcome.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
-		}, []string{"outcome"}),
-		DeletedObjects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cleanup_deleted_objects_total",
-			Help: "Objects in cluster namespaces deleted by the operator, by resource.",
-		}, []string{"resource"}),
-		ForcedObjects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cleanup_forced_objects_total",
-			Help: "Objects whose work-agent finalizer the operator removed, by resource.",
-		}, []string{"resource"}),
-		OrphanedWorks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cleanup_orphaned_works_total",
-			Help: "ManifestWorks the operator gave deleteOption Orphan.",
-		}),
-		UnconfirmedOrphans: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cleanup_unconfirmed_orphans_total",
-			Help: "ManifestWorks deleted with an orphaning deleteOption the work agent never confirmed (an unavailable cluster past the timeout).",
-		}),
-		Remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_cluster_remaining_objects",
-			Help: "Objects the current step of a ManagedCluster's cleanup still deletes or waits for, by cluster and step.",
-		}, []string{"cluster", "step"}),
-		ClusterDeletion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_cluster_deletion_timestamp_seconds",
-			Help: "The deletionTimestamp of each ManagedCluster whose cleanup is under way, in seconds since the epoch, with the policy and strategy that govern it (empty while held without one).",
-		}, []string{"cluster", "policy", "strategy"}),
-		ClusterTimeout: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_cluster_timeout_seconds",
-			Help: "The removeStrategy timeout of the policy governing each ManagedCluster whose cleanup is under way (absent while held without a policy).",
-		}, []string{"cluster", "policy", "strategy"}),
-		ClusterStep: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_cluster_step",
-			Help: "1 for each ManagedCluster whose cleanup is under way, labelled with the reason of its current step.",
-		}, []string{"cluster", "step"}),
-		PolicyCondition: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_policy_condition",
-			Help: "Per CleanupPolicy and condition type (Ready, Stalled, Reconciling): 1 while True, 0 while False or absent, with the condition's reason.",
-		}, []string{"policy", "type", "reason"}),
-		PolicyClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_policy_clusters",
-			Help: "The cluster counts of each CleanupPolicy's status, by field: matchedClusters, governedClusters, clustersDeleting, ocmResourceCleanupClusters.",
-		}, []string{"policy", "field"}),
-		PolicyObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_policy_objects",
-			Help: "The object counts of each CleanupPolicy's status, by field: worksStamped, policiesStamped, conflicts, contested, templatesNotReadingDecisions, dryRunPending, notOwned.",
-		}, []string{"policy", "field"}),
-		WatchedResources: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cleanup_watched_resources",
-			Help: "1 for each resource the operator watches and caches, in every namespace, for the teardowns of the policies that name it (stages, monitored resources); ManifestWorks whole, the others metadata only.",
-		}, []string{"resource"}),
 		steps:     map[string]clusterSeries{},
 		remaining: map[string]string{},
 		policies:  map[string]map[string]string{},
 	}
+	m.newCleanupTotals()
+	m.newClusterSeries()
+	m.newPolicySeries()
 	// The series of the default stages' resources exist from the start, at
 	// 0: a counter series born with its first increment has no earlier
 	// sample, and increase() and rate() would miss that increment.
@@ -149,6 +95,80 @@ func NewMetrics() *Metrics {
 	}
 	m.ForcedObjects.WithLabelValues(decision.ManifestWorks.Resource)
 	return m
+}
+
+// newCleanupTotals makes the metrics summed over the fleet's cleanups: how
+// many are under way, how long they took, and what they deleted, forced
+// and orphaned.
+func (m *Metrics) newCleanupTotals() {
+	m.InCleanup = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_clusters_in_cleanup",
+		Help: "ManagedClusters whose content is being removed, by the reason of their current step.",
+	}, []string{"step"})
+	m.Duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cleanup_cluster_duration_seconds",
+		Help:    "Time from a ManagedCluster's deletion to the removal of the operator's finalizer, by outcome.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+	}, []string{"outcome"})
+	m.DeletedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cleanup_deleted_objects_total",
+		Help: "Objects in cluster namespaces deleted by the operator, by resource.",
+	}, []string{"resource"})
+	m.ForcedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cleanup_forced_objects_total",
+		Help: "Objects whose work-agent finalizer the operator removed, by resource.",
+	}, []string{"resource"})
+	m.OrphanedWorks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cleanup_orphaned_works_total",
+		Help: "ManifestWorks the operator gave deleteOption Orphan.",
+	})
+	m.UnconfirmedOrphans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cleanup_unconfirmed_orphans_total",
+		Help: "ManifestWorks deleted with an orphaning deleteOption the work agent never confirmed (an unavailable cluster past the timeout).",
+	})
+}
+
+// newClusterSeries makes the series kept per cluster in cleanup, dropped
+// when its cleanup ends: where it stands, since when, and under which
+// policy and timeout, so an alert can name the cluster.
+func (m *Metrics) newClusterSeries() {
+	m.Remaining = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_cluster_remaining_objects",
+		Help: "Objects the current step of a ManagedCluster's cleanup still deletes or waits for, by cluster and step.",
+	}, []string{"cluster", "step"})
+	m.ClusterDeletion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_cluster_deletion_timestamp_seconds",
+		Help: "The deletionTimestamp of each ManagedCluster whose cleanup is under way, in seconds since the epoch, with the policy and strategy that govern it (empty while held without one).",
+	}, []string{"cluster", "policy", "strategy"})
+	m.ClusterTimeout = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_cluster_timeout_seconds",
+		Help: "The removeStrategy timeout of the policy governing each ManagedCluster whose cleanup is under way (absent while held without a policy).",
+	}, []string{"cluster", "policy", "strategy"})
+	m.ClusterStep = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_cluster_step",
+		Help: "1 for each ManagedCluster whose cleanup is under way, labelled with the reason of its current step.",
+	}, []string{"cluster", "step"})
+}
+
+// newPolicySeries makes the series kept per CleanupPolicy, mirroring its
+// status, and the resources its teardowns watch.
+func (m *Metrics) newPolicySeries() {
+	m.PolicyCondition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_policy_condition",
+		Help: "Per CleanupPolicy and condition type (Ready, Stalled, Reconciling): 1 while True, 0 while False or absent, with the condition's reason.",
+	}, []string{"policy", "type", "reason"})
+	m.PolicyClusters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_policy_clusters",
+		Help: "The cluster counts of each CleanupPolicy's status, by field: matchedClusters, governedClusters, clustersDeleting, ocmResourceCleanupClusters.",
+	}, []string{"policy", "field"})
+	m.PolicyObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_policy_objects",
+		Help: "The object counts of each CleanupPolicy's status, by field: worksStamped, policiesStamped, conflicts, contested, templatesNotReadingDecisions, dryRunPending, notOwned.",
+	}, []string{"policy", "field"})
+	m.WatchedResources = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_watched_resources",
+		Help: "1 for each resource the operator watches and caches, in every namespace, for the teardowns of the policies that name it (stages, monitored resources); ManifestWorks whole, the others metadata only.",
+	}, []string{"resource"})
 }
 
 // Collectors lists the metrics for registration.

@@ -32,7 +32,6 @@ func (a *ManagedClusterAdapter) reconcileProtection(ctx context.Context, mc *uns
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, v1alpha1.ProtectionFailedReason, "Protect",
 			"%s; the cluster is protected from deletion until the expression succeeds for it", p.Error)
 	}
-	_, hasAccepted := mc.GetAnnotations()[v1alpha1.DeleteConfirmationAcceptedAnnotation]
 	if p.Refused != "" && p.Protected {
 		log.Info("deletion confirmation refused", "cluster", name, "reason", p.Refused)
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, v1alpha1.ConfirmationRefusedReason, "Confirm",
@@ -46,41 +45,66 @@ func (a *ManagedClusterAdapter) reconcileProtection(ctx context.Context, mc *uns
 		return res, true, a.stampConfirmation(ctx, mc, p.Stamp)
 	}
 
-	label, hasLabel := mc.GetLabels()[v1alpha1.DeletionProtectedLabel]
-	accepted := mc.GetAnnotations()[v1alpha1.DeleteConfirmationAcceptedAnnotation]
-	add := (p.Protected && label != "true") || (p.Accepted != "" && accepted != p.Accepted)
-	remove := (!p.Protected && hasLabel) || (p.Accepted == "" && hasAccepted)
+	m := protectionMarksOf(mc)
+	add := (p.Protected && m.label != "true") || (p.Accepted != "" && m.accepted != p.Accepted)
+	remove := (!p.Protected && m.hasLabel) || (p.Accepted == "" && m.hasAccepted)
 	switch {
 	case add:
 		if err := a.applyProtection(ctx, mc, p); err != nil {
 			return res, false, err
 		}
 	case remove:
-		if err := a.removeProtection(ctx, mc, !p.Protected && hasLabel, p.Accepted == "" && hasAccepted); err != nil {
+		if err := a.removeProtection(ctx, mc, !p.Protected && m.hasLabel, p.Accepted == "" && m.hasAccepted); err != nil {
 			return res, false, err
 		}
 	default:
 		return res, false, nil
 	}
+	a.announceProtection(ctx, mc, p, m)
+	return res, true, nil
+}
+
+// protectionMarks are the deletion-protection label and the accepted
+// confirmation a cluster carried when it was read.
+type protectionMarks struct {
+	label, accepted       string
+	hasLabel, hasAccepted bool
+}
+
+// protectionMarksOf reads the marks; the decision compares them with what
+// it wants to know whether to write.
+func protectionMarksOf(mc *unstructured.Unstructured) protectionMarks {
+	var m protectionMarks
+	m.label, m.hasLabel = mc.GetLabels()[v1alpha1.DeletionProtectedLabel]
+	m.accepted, m.hasAccepted = mc.GetAnnotations()[v1alpha1.DeleteConfirmationAcceptedAnnotation]
+	return m
+}
+
+// announceProtection tells, in one Event and the log, what a write of the
+// protection changed from the marks as read. A write can change the mark
+// and the acceptance at once; the mark, which decides whether the cluster
+// can be deleted at all, is the one told.
+func (a *ManagedClusterAdapter) announceProtection(ctx context.Context, mc *unstructured.Unstructured, p decision.Protection, m protectionMarks) {
+	log := logf.FromContext(ctx)
+	name := mc.GetName()
 	switch {
-	case p.Protected && label != "true":
+	case p.Protected && m.label != "true":
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.ProtectedReason, "Protect",
 			"protected from deletion (%s=true): deleting it needs kubectl cleanup confirm-delete %s first", v1alpha1.DeletionProtectedLabel, name)
 		log.Info("cluster protected from deletion", "cluster", name)
-	case !p.Protected && hasLabel:
+	case !p.Protected && m.hasLabel:
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.ProtectedReason, "Protect",
 			"no longer protected from deletion: %s removed", v1alpha1.DeletionProtectedLabel)
 		log.Info("cluster no longer protected from deletion", "cluster", name)
-	case p.Accepted != "" && accepted != p.Accepted:
+	case p.Accepted != "" && m.accepted != p.Accepted:
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeleteConfirmedReason, "Confirm",
 			"deletion confirmed at %s: the cluster may be deleted until %s", p.Accepted, p.Expires.UTC().Format(time.RFC3339))
 		log.Info("deletion confirmation accepted", "cluster", name, "confirmedAt", p.Accepted, "expires", p.Expires)
-	case p.Accepted == "" && hasAccepted:
+	case p.Accepted == "" && m.hasAccepted:
 		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeleteConfirmedReason, "Confirm",
-			"the deletion confirmation of %s no longer counts: the cluster is protected from deletion again", accepted)
-		log.Info("deletion confirmation taken back", "cluster", name, "confirmedAt", accepted)
+			"the deletion confirmation of %s no longer counts: the cluster is protected from deletion again", m.accepted)
+		log.Info("deletion confirmation taken back", "cluster", name, "confirmedAt", m.accepted)
 	}
-	return res, true, nil
 }
 
 // stampConfirmation writes when the operator saw a confirmation that came

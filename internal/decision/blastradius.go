@@ -270,8 +270,36 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 // passed (until released, or, afterWindow Proceed, until a window passes
 // with no new deletion).
 func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured, now time.Time) *verdict {
+	ranked, quiet, next := b.countedWithin(f, now)
+	rank := slices.IndexFunc(ranked, func(c Started) bool { return c.UID == mc.GetUID() })
+	switch {
+	case rank >= 0 && rank < b.MaxTeardowns:
+		return nil
+	case rank < 0 && quiet && b.AfterWindow == v1alpha1.AfterWindowProceed:
+		return nil
+	}
+	names := make([]string, 0, len(ranked))
+	for _, c := range ranked {
+		names = append(names, c.Cluster)
+	}
+	msg := fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s): %d teardown(s) of its clusters counted within the window: %s",
+		policy, b, len(ranked), Bounded(names, ", "))
+	if rank < 0 {
+		msg = fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s) since a burst past it; its window passed and afterWindow is %s",
+			policy, b, b.AfterWindow)
+	}
+	msg += fmt.Sprintf("; nothing is written or deleted until it is released: kubectl cleanup release --policy %s --clusters %s", policy, mc.GetName())
+	return &verdict{reason: v1alpha1.BlastRadiusExceededReason, message: msg, requeue: next}
+}
+
+// countedWithin ranks the teardowns that count within the window: the
+// begun ones first, then by start (to the second, as the API server keeps
+// times) and by name, so every reconcile of every cluster ranks them
+// alike. quiet says no deletion falls in the window; next is when the
+// soonest counted teardown stops counting, 0 when none does.
+func (b Budget) countedWithin(f *Fleet, now time.Time) (ranked []Started, quiet bool, next time.Duration) {
 	window := map[types.UID]Started{}
-	quiet, next := true, time.Duration(0)
+	quiet = true
 	// wake notes a time a counted teardown stops counting; note, a
 	// deletion's, which also says the window is not quiet.
 	wake := func(since time.Time) {
@@ -308,29 +336,11 @@ func (b Budget) exceeded(policy string, f *Fleet, mc *unstructured.Unstructured,
 			}
 		}
 	}
-	ranked := slices.SortedFunc(maps.Values(window), func(x, y Started) int {
+	ranked = slices.SortedFunc(maps.Values(window), func(x, y Started) int {
 		return cmp.Or(cmp.Compare(boolRank(begun[x.UID]), boolRank(begun[y.UID])),
 			x.Start.Truncate(time.Second).Compare(y.Start.Truncate(time.Second)), cmp.Compare(x.Cluster, y.Cluster))
 	})
-	rank := slices.IndexFunc(ranked, func(c Started) bool { return c.UID == mc.GetUID() })
-	switch {
-	case rank >= 0 && rank < b.MaxTeardowns:
-		return nil
-	case rank < 0 && quiet && b.AfterWindow == v1alpha1.AfterWindowProceed:
-		return nil
-	}
-	names := make([]string, 0, len(ranked))
-	for _, c := range ranked {
-		names = append(names, c.Cluster)
-	}
-	msg := fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s): %d teardown(s) of its clusters counted within the window: %s",
-		policy, b, len(ranked), Bounded(names, ", "))
-	if rank < 0 {
-		msg = fmt.Sprintf("held by the blast radius of CleanupPolicy %s (%s) since a burst past it; its window passed and afterWindow is %s",
-			policy, b, b.AfterWindow)
-	}
-	msg += fmt.Sprintf("; nothing is written or deleted until it is released: kubectl cleanup release --policy %s --clusters %s", policy, mc.GetName())
-	return &verdict{reason: v1alpha1.BlastRadiusExceededReason, message: msg, requeue: next}
+	return ranked, quiet, next
 }
 
 // earliest is the sooner of two waits, 0 standing for none.

@@ -149,6 +149,26 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		return nil, err
 	}
 	op.Teardown = deps.Teardown()
+	if err := setupPolicyController(mgr, op, deps, optional); err != nil {
+		return nil, err
+	}
+	if err := controller.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("setting up the cache indexes: %w", err)
+	}
+	if err := setupAdmission(ctx, mgr, opts, env); err != nil {
+		return nil, err
+	}
+	if err := addHousekeeping(mgr, opts, own, deps.Records.Namespace); err != nil {
+		return nil, err
+	}
+	registerMetrics(op)
+	return op, nil
+}
+
+// setupPolicyController registers the CleanupPolicy reconciler. It shares
+// the compile cache, the governance and the tally with the targets'
+// reconcilers, so a policy's status counts what they decided.
+func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.Deps, optional *controller.Optional) error {
 	if err := (&controller.CleanupPolicyReconciler{
 		Tally:      deps.Tally,
 		Client:     mgr.GetClient(),
@@ -159,30 +179,28 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Mapper:     mgr.GetRESTMapper(),
 		Metrics:    op.Metrics,
 
-		SignalLimits:      opts.SignalLimits.OrDefault(),
+		SignalLimits:      deps.SignalLimits,
 		OperatorNamespace: deps.Records.Namespace,
 	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
+		return fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
-	if err := controller.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("setting up the cache indexes: %w", err)
+	return nil
+}
+
+// addHousekeeping adds what runs beside the reconcilers, on no object's
+// event: the check that the records' namespace exists, the sweep of
+// records past their age (they go even when no teardown ends), and the
+// publication of the settings the plugin's previews decide with. own reads
+// and writes the operator's own ConfigMaps in namespace.
+func addHousekeeping(mgr manager.Manager, opts Options, own client.Client, namespace string) error {
+	if err := mgr.Add(&record.NamespaceCheck{Reader: mgr.GetAPIReader(), Namespace: namespace}); err != nil {
+		return err
 	}
-	if err := setupAdmission(ctx, mgr, opts, env); err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(&record.NamespaceCheck{Reader: mgr.GetAPIReader(), Namespace: deps.Records.Namespace}); err != nil {
-		return nil, err
-	}
-	// Records past their age go even when no teardown ends.
-	if err := mgr.Add(&record.Sweeper{Client: own, Namespace: deps.Records.Namespace, Retention: opts.Records.Retention,
+	if err := mgr.Add(&record.Sweeper{Client: own, Namespace: namespace, Retention: opts.Records.Retention,
 		Every: min(max(opts.Records.Retention.MaxAge/10, time.Minute), time.Hour)}); err != nil {
-		return nil, err
+		return err
 	}
-	if err := mgr.Add(&settings.Publisher{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Settings: SettingsOf(opts)}); err != nil {
-		return nil, err
-	}
-	registerMetrics(op)
-	return op, nil
+	return mgr.Add(&settings.Publisher{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Settings: SettingsOf(opts)})
 }
 
 // SettingsOf are the settings of opts that change a decision, as the

@@ -118,7 +118,22 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 	if lister == nil {
 		lister = MapperLister{Reader: r.Client, Mapper: r.Mapper}
 	}
-	for _, gvr := range decision.Resources(g.Policy) {
+	if err := r.readNamespace(ctx, s, lister, g.Policy, ns.Name); err != nil {
+		return nil, err
+	}
+	if err := r.readOutside(ctx, s, lister, decision.Places(g.Policy)); err != nil {
+		return nil, err
+	}
+	return s, r.readSignalOwner(ctx, s, decision.SignalWorkName(g.Policy))
+}
+
+// readNamespace lists, in the cluster namespace, the objects of every
+// resource the policy's stages and monitored resources name, but the
+// works, which readWorks read whole. A resource the API server does not
+// serve is marked, so its step holds rather than finding nothing to wait
+// for.
+func (r *Reader) readNamespace(ctx context.Context, s *decision.Snapshot, lister Lister, policy *cel.Policy, namespace string) error {
+	for _, gvr := range decision.Resources(policy) {
 		if _, done := s.Objects[gvr]; done {
 			continue
 		}
@@ -128,26 +143,23 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 		if r.Mapper != nil {
 			scope, err := ScopeOf(r.Mapper, gvr)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if scope == decision.ClusterScoped {
 				s.ClusterScoped[gvr] = true
 				continue
 			}
 		}
-		items, served, err := lister.List(ctx, gvr, ns.Name)
+		items, served, err := lister.List(ctx, gvr, namespace)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !served {
 			s.Unserved[gvr] = true
 		}
 		s.Objects[gvr] = Objects(gvr, items)
 	}
-	if err := r.readOutside(ctx, s, lister, decision.Places(g.Policy)); err != nil {
-		return nil, err
-	}
-	return s, r.readSignalOwner(ctx, s, decision.SignalWorkName(g.Policy))
+	return nil
 }
 
 // readOutside lists the places of the stages outside the cluster

@@ -50,7 +50,7 @@ func policyChange(ctx context.Context, admin client.Client, tail *auditTail, aud
 	// pause of quiet alone is not the end: a fleet's works are
 	// re-evaluated in bursts.
 	for {
-		if err := settle(ctx, tail, began, quiet); err != nil {
+		if _, err := settle(ctx, tail, began, quiet); err != nil {
 			return res, fmt.Errorf("after the policy change (%s): %w", res, err)
 		}
 		res.settled = time.Since(began) - quiet

@@ -165,17 +165,12 @@ type controlPlane struct {
 	dir      string
 }
 
+// startControlPlane starts a kube-apiserver and etcd of their own, with
+// the operator's, OCM's and the policy framework's CRDs, writing to an
+// audit log in dir, and creates the operator's namespace.
 func startControlPlane(p paths, dir string) (*controlPlane, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-		return nil, err
-	}
-	auditLog := filepath.Join(dir, "audit.log")
-	// A kept work folder may hold the log of an earlier run.
-	if err := os.Remove(auditLog); err != nil && !os.IsNotExist(err) {
+	policy, auditLog, err := prepareAudit(dir)
+	if err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{
@@ -227,6 +222,24 @@ func startControlPlane(p paths, dir string) (*controlPlane, error) {
 		return nil, err
 	}
 	return cp, nil
+}
+
+// prepareAudit writes the audit policy into dir and says where the audit
+// log goes; a kept work folder may hold the log of an earlier run, which
+// is removed so the harness reads this run's alone.
+func prepareAudit(dir string) (policy, auditLog string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	policy = filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return "", "", err
+	}
+	auditLog = filepath.Join(dir, "audit.log")
+	if err := os.Remove(auditLog); err != nil && !os.IsNotExist(err) {
+		return "", "", err
+	}
+	return policy, auditLog, nil
 }
 
 func (cp *controlPlane) stop() error { return cp.env.Stop() }

@@ -276,75 +276,90 @@ func startAgent(ctx context.Context, cfg *rest.Config, agentDelay time.Duration)
 	if err != nil {
 		return err
 	}
-	var scheduled sync.Map // UID -> when the release was scheduled (watch or sweep)
-	release := func(namespace, name string) {
-		u := &metav1.PartialObjectMetadata{}
-		u.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
-		u.SetNamespace(namespace)
-		u.SetName(name)
-		patch := []byte(`{"metadata":{"finalizers":null}}`)
-		// As the agent requeues, retry until the work is let go.
-		for ctx.Err() == nil {
-			err := agentClient.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
-			if err == nil || apierrors.IsNotFound(err) {
-				return
-			}
-			if agentErrors.Add(1) == 1 {
-				fmt.Fprintf(os.Stderr, "the simulated agent retries after: %v\n", err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	handle := func(obj any) {
-		m, ok := obj.(*metav1.PartialObjectMetadata)
-		if !ok || m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, workAgentFinalizer) {
-			return
-		}
-		if _, loaded := scheduled.LoadOrStore(m.UID, time.Now()); loaded {
-			return
-		}
-		time.AfterFunc(agentDelay, func() { release(m.Namespace, m.Name) })
-	}
+	a := &workAgent{client: agentClient, delay: agentDelay}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    handle,
-		UpdateFunc: func(_, n any) { handle(n) },
+		AddFunc:    func(obj any) { a.handle(ctx, obj) },
+		UpdateFunc: func(_, n any) { a.handle(ctx, n) },
 	}); err != nil {
 		return err
 	}
-	// A deleting work the watch did not deliver in time (a loaded API
-	// server can hold a watch back) is released by a sweep every 2 s, as
-	// the agent's own resync would.
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(2 * time.Second):
-			}
-			list := &metav1.PartialObjectMetadataList{}
-			list.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWorkList"))
-			if err := agentClient.List(ctx, list); err != nil {
-				continue
-			}
-			for i := range list.Items {
-				m := &list.Items[i]
-				if m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, workAgentFinalizer) {
-					continue
-				}
-				// A release scheduled through the watch retries until
-				// it succeeds; only a work the watch never delivered is
-				// released here.
-				if _, loaded := scheduled.LoadOrStore(m.UID, time.Now()); loaded {
-					continue
-				}
-				agentSwept.Add(1)
-				go release(m.Namespace, m.Name)
-			}
-		}
-	}()
+	go a.sweep(ctx)
 	go func() { _ = agentCache.Start(ctx) }()
 	if !agentCache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("the work agent's cache did not sync")
 	}
 	return nil
+}
+
+// workAgent releases each deleting work once, whether its watch or its
+// sweep finds it first.
+type workAgent struct {
+	client    client.Client
+	delay     time.Duration
+	scheduled sync.Map // UID -> when the release was scheduled (watch or sweep)
+}
+
+// release removes the agent's finalizer from a work. As the agent
+// requeues, it retries until the work is let go.
+func (a *workAgent) release(ctx context.Context, namespace, name string) {
+	u := &metav1.PartialObjectMetadata{}
+	u.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWork"))
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	for ctx.Err() == nil {
+		err := a.client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
+		if err == nil || apierrors.IsNotFound(err) {
+			return
+		}
+		if agentErrors.Add(1) == 1 {
+			fmt.Fprintf(os.Stderr, "the simulated agent retries after: %v\n", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// handle schedules the release of a work its watch delivers deleting,
+// delay after it first sees it.
+func (a *workAgent) handle(ctx context.Context, obj any) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok || m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, workAgentFinalizer) {
+		return
+	}
+	if _, loaded := a.scheduled.LoadOrStore(m.UID, time.Now()); loaded {
+		return
+	}
+	time.AfterFunc(a.delay, func() { a.release(ctx, m.Namespace, m.Name) })
+}
+
+// sweep releases, every 2 s until ctx ends, a deleting work the watch did
+// not deliver in time (a loaded API server can hold a watch back), as the
+// agent's own resync would.
+func (a *workAgent) sweep(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(workv1.GroupVersion.WithKind("ManifestWorkList"))
+		if err := a.client.List(ctx, list); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			m := &list.Items[i]
+			if m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, workAgentFinalizer) {
+				continue
+			}
+			// A release scheduled through the watch retries until
+			// it succeeds; only a work the watch never delivered is
+			// released here.
+			if _, loaded := a.scheduled.LoadOrStore(m.UID, time.Now()); loaded {
+				continue
+			}
+			agentSwept.Add(1)
+			go a.release(ctx, m.Namespace, m.Name)
+		}
+	}
 }

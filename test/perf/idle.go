@@ -17,12 +17,12 @@ type idleResult struct {
 	idleWrites writes        // the operator's writes in the cfg.idle window after it settled
 	idle       time.Duration
 	peak, rss  int64 // VmHWM and VmRSS at the end, after the policy change
+	load       string
 	change     changeResult
 	// cpuSettled is the manager's CPU time from its start until it
 	// settled; cpuChange, from then until the policy change settled (the
 	// idle window included).
 	cpuSettled, cpuChange time.Duration
-	load                  string
 }
 
 // idleFleet creates a fleet of clusters with works (no add-ons), a policy
@@ -52,6 +52,9 @@ func idleFleet(ctx context.Context, cfg config, p paths, mgrBin, dir string, f f
 	return nil
 }
 
+// idleOnce starts the operator on a fleet of its own that no one deletes,
+// and measures how long it takes to govern every cluster and to settle,
+// then what it writes and holds in memory while nothing happens.
 func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fleet, out io.Writer) (idleResult, error) {
 	res := idleResult{fleet: f, idle: cfg.idle}
 	cp, err := startControlPlane(p, dir)
@@ -82,23 +85,17 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 	defer op.stop()
 	wctx, wcancel := op.watchExit(rctx)
 	defer wcancel()
-	// Listing a large fleet often would load the API server the operator
-	// is measured on.
-	every := 250 * time.Millisecond
-	if f.clusters > 1000 {
-		every = time.Second
-	}
-	if err := waitFinalizer(wctx, admin, f.clusters, operatorFinalizer, every); err != nil {
+	if err := waitFinalizer(wctx, admin, f.clusters, operatorFinalizer, idlePollEvery(f.clusters)); err != nil {
 		return res, firstErr(op.exited(), err)
 	}
 	res.governed = time.Since(start)
 	fmt.Fprintf(out, "- every cluster governed %.1f s after the manager started\n", res.governed.Seconds())
 
 	tail := newAuditTail(cp.auditLog)
-	if err := settle(wctx, tail, start, cfg.quiet); err != nil {
+	settled, err := settle(wctx, tail, start, cfg.quiet)
+	if err != nil {
 		return res, firstErr(op.exited(), err)
 	}
-	settled := time.Now()
 	res.settled = settled.Sub(start)
 	if res.cpuSettled, err = cpuTime(op.cmd.Process.Pid); err != nil {
 		return res, err
@@ -109,50 +106,75 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 		return res, firstErr(op.exited(), wctx.Err())
 	case <-time.After(cfg.idle):
 	}
-	byUser, err := readWrites(cp.auditLog, settled, time.Now())
-	if err != nil {
+	if err := measureIdle(&res, cp.auditLog, settled); err != nil {
 		return res, err
-	}
-	res.idleWrites = byUser[userOperator]
-	if res.idleWrites == nil {
-		res.idleWrites = writes{}
 	}
 	if res.change, err = policyChange(wctx, admin, tail, cp.auditLog, cfg.quiet, f); err != nil {
 		return res, firstErr(op.exited(), err)
 	}
-	cpuEnd, err := cpuTime(op.cmd.Process.Pid)
-	if err != nil {
-		return res, err
-	}
-	res.cpuChange = cpuEnd - res.cpuSettled
-	// The peak covers the policy change's re-evaluation too.
-	mem, err := readMemory(op.cmd.Process.Pid)
-	if err != nil {
-		return res, err
-	}
-	res.peak, res.rss = mem.peak, mem.now
-	res.load = loadAverage()
-	return res, nil
+	return res, measureIdleEnd(&res, op.cmd.Process.Pid)
 }
 
-// settle returns once the operator has not written for quiet (counted
-// from since at the earliest).
-func settle(ctx context.Context, tail *auditTail, since time.Time, quiet time.Duration) error {
+// idlePollEvery is how often the harness lists the clusters while the
+// operator governs them: listing a large fleet often would load the API
+// server the operator is measured on.
+func idlePollEvery(clusters int) time.Duration {
+	if clusters > 1000 {
+		return time.Second
+	}
+	return 250 * time.Millisecond
+}
+
+// settle returns when the operator has written nothing for quiet (counted
+// from since at the earliest), and says when; it gives up when ctx ends.
+func settle(ctx context.Context, tail *auditTail, since time.Time, quiet time.Duration) (time.Time, error) {
 	for {
 		last, err := tail.lastWrite(userOperator)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		if last.Before(since) {
 			last = since
 		}
 		if time.Since(last) >= quiet {
-			return nil
+			return time.Now(), nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the operator did not settle: %w", ctx.Err())
+			return time.Time{}, fmt.Errorf("the operator did not settle: %w", ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// measureIdle takes the operator's writes since it settled, at the end of
+// the idle time.
+func measureIdle(res *idleResult, auditLog string, settled time.Time) error {
+	byUser, err := readWrites(auditLog, settled, time.Now())
+	if err != nil {
+		return err
+	}
+	res.idleWrites = byUser[userOperator]
+	if res.idleWrites == nil {
+		res.idleWrites = writes{}
+	}
+	return nil
+}
+
+// measureIdleEnd takes the manager's (process pid) CPU time since it settled,
+// its memory and the load, once the policy change has settled: the peak
+// covers the fleet's re-evaluation too.
+func measureIdleEnd(res *idleResult, pid int) error {
+	cpu, err := cpuTime(pid)
+	if err != nil {
+		return err
+	}
+	res.cpuChange = cpu - res.cpuSettled
+	mem, err := readMemory(pid)
+	if err != nil {
+		return err
+	}
+	res.peak, res.rss = mem.peak, mem.now
+	res.load = loadAverage()
+	return nil
 }

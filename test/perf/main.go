@@ -12,7 +12,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -27,7 +26,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -236,73 +234,6 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// teardownResult is one contender's teardown.
-type teardownResult struct {
-	c         contender
-	took      time.Duration
-	writes    writes // the contender's, from the deletion of the clusters until 2 s after the end
-	tail      int    // of those, made after the end
-	agent     int    // the simulated agent's writes
-	swept     int64  // works the agent found by its sweep, not its watch
-	mem       memory
-	inProcess bool
-	load      string
-	cpu       cpuUse // from the deletion of the clusters to the end
-	probe     probeResult
-	note      string // what the contender alone measured
-}
-
-func teardownTable(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, out io.Writer) ([]teardownResult, error) {
-	fmt.Fprintf(out, "\n## teardown: %s (%s)\n\n", tc.name, tc.fleet)
-	// runs[i] are contender i's runs, one a round; the contenders take
-	// turns, so that a slower minute of the machine falls on all of them.
-	runs := make([][]teardownResult, len(cfg.contenders))
-	for round := 1; round <= cfg.rounds; round++ {
-		for i, key := range cfg.contenders {
-			c := contenders[key]
-			res, err := teardownOnce(ctx, cfg, p, mgrBin, filepath.Join(dir, key), tc, c)
-			if err != nil {
-				return nil, fmt.Errorf("%s, %s: %w", tc.name, c.name, err)
-			}
-			fmt.Fprintf(out, "- %s%s: %.2f s, %d writes, peak RSS %s%s, CPU %s (load %s); probe %s\n", c.name, roundOf(round, cfg.rounds), res.took.Seconds(),
-				res.writes.total(), mib(res.mem.peak), map[bool]string{true: " (the harness process)"}[res.inProcess], res.cpu, res.load, res.probe)
-			runs[i] = append(runs[i], res)
-		}
-	}
-	results := make([]teardownResult, len(runs))
-	for i := range runs {
-		results[i] = medianRun(runs[i])
-	}
-	if cfg.rounds > 1 {
-		printRounds(out, runs)
-	}
-	fmt.Fprintf(out, "\n| contender | teardown | writes | peak RSS | CPU | writes by verb and resource |\n|---|---|---|---|---|---|\n")
-	for _, r := range results {
-		rss := mib(r.mem.peak)
-		if r.inProcess {
-			rss += " (harness process)"
-		}
-		tail := ""
-		if r.tail > 0 {
-			tail = fmt.Sprintf(" (%d after the end)", r.tail)
-		}
-		fmt.Fprintf(out, "| %s | %.2f s | %d%s | %s | %s | %s |\n", r.c.name, r.took.Seconds(), r.writes.total(), tail, rss, r.cpu, r.writes)
-	}
-	fmt.Fprintln(out)
-	for _, r := range results {
-		swept := ""
-		if r.swept > 0 {
-			swept = fmt.Sprintf(" (%d of the works it found by its 2 s sweep, not its watch)", r.swept)
-		}
-		note := ""
-		if r.note != "" {
-			note = "; " + r.note
-		}
-		fmt.Fprintf(out, "- %s: %s; the simulated agent wrote %d%s%s; probe %s.\n", r.c.name, r.c.about, r.agent, swept, note, r.probe)
-	}
-	return results, nil
-}
-
 // summary prints the teardown cases side by side: time, writes and peak RSS
 // (* the harness process's).
 func summary(out io.Writer, cfg config, rows [][]teardownResult) {
@@ -323,94 +254,4 @@ func summary(out io.Writer, cfg config, rows [][]teardownResult) {
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintf(out, "\nload average at the end: %s\n", loadAverage())
-}
-
-func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, tc teardownCase, c contender) (teardownResult, error) {
-	res := teardownResult{c: c}
-	cp, err := startControlPlane(p, dir)
-	if err != nil {
-		return res, err
-	}
-	defer func() { _ = cp.stop() }()
-	admin, err := client.New(cp.admin, client.Options{Scheme: newScheme()})
-	if err != nil {
-		return res, err
-	}
-	if err := populate(ctx, admin, tc.fleet); err != nil {
-		return res, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	agentCfg, err := cp.user(userAgent, "system:masters")
-	if err != nil {
-		return res, err
-	}
-	agentSwept.Store(0)
-	if err := startAgent(rctx, agentCfg, tc.agentDelay); err != nil {
-		return res, err
-	}
-	r := &run{p: p, cp: cp, admin: admin, fleet: tc.fleet, mgrBin: mgrBin, maxConcurrent: cmp.Or(tc.maxConcurrent, 50)}
-	inst, err := c.start(rctx, r)
-	if err != nil {
-		return res, err
-	}
-	defer inst.stop()
-	res.inProcess = inst.inProcess
-	if inst.inProcess {
-		// The peak covers the teardown only, not the harness's setup.
-		_ = resetPeak(inst.pid)
-	}
-	prof, err := startProfiles(rctx, cfg.knobs, cp.admin, filepath.Base(filepath.Dir(dir))+"-"+filepath.Base(dir), !inst.inProcess)
-	if err != nil {
-		return res, err
-	}
-	pr, err := startProbe(rctx, cp, admin)
-	if err != nil {
-		return res, err
-	}
-	probeFrom := time.Now()
-	time.Sleep(probeIdle)
-	res.cpu = startCPU(inst.pid, inst.inProcess)
-	start := time.Now()
-	if err := deleteClusters(rctx, admin, tc.fleet); err != nil {
-		return res, err
-	}
-	if err := inst.teardown(rctx); err != nil {
-		return res, err
-	}
-	end := time.Now()
-	res.cpu.stop()
-	res.probe = probeResult{idle: pr.between(probeFrom, start), during: pr.between(start, end)}
-	if inst.note != nil {
-		res.note = inst.note()
-	}
-	if err := pr.failed(); err != nil {
-		return res, fmt.Errorf("the probe client: %w", err)
-	}
-	if err := prof.wait(); err != nil {
-		return res, err
-	}
-	res.took = end.Sub(start)
-	res.load = loadAverage()
-	if res.mem, err = readMemory(inst.pid); err != nil {
-		return res, err
-	}
-	// What the contender writes just after the end (a last status) counts.
-	time.Sleep(2 * time.Second)
-	all, err := readWrites(cp.auditLog, start, time.Time{})
-	if err != nil {
-		return res, err
-	}
-	during, err := readWrites(cp.auditLog, start, end)
-	if err != nil {
-		return res, err
-	}
-	res.writes = all[c.user]
-	if res.writes == nil {
-		res.writes = writes{}
-	}
-	res.tail = res.writes.total() - during[c.user].total()
-	res.agent = all[userAgent].total()
-	res.swept = agentSwept.Load()
-	return res, nil
 }

@@ -58,20 +58,33 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-func run(ctx context.Context, cfg *rest.Config) error {
+// newManager makes the manager the controllers run in, without metrics
+// or probes, with the cache index the propagator's handlers need.
+func newManager(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 newScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The propagator's handlers find PlacementBindings by this index.
 	if err := mgr.GetCache().IndexField(ctx, &policyv1.PlacementBinding{}, "placementRef.name",
 		func(obj client.Object) []string {
 			return []string{obj.(*policyv1.PlacementBinding).PlacementRef.Name}
 		}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// run starts the dependency watcher, which the replicated-policy
+// controller and the template resolver need running before they are set
+// up, then runs both controllers until ctx ends.
+func run(ctx context.Context, cfg *rest.Config) error {
+	mgr, err := newManager(ctx, cfg)
+	if err != nil {
 		return err
 	}
 
