@@ -109,10 +109,17 @@ func idleOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, f fl
 	if err := measureIdle(&res, cp.auditLog, settled); err != nil {
 		return res, err
 	}
-	if res.change, err = policyChange(wctx, admin, tail, cp.auditLog, cfg.quiet, f); err != nil {
-		return res, firstErr(op.exited(), err)
+	return res, changeAndMeasure(wctx, &res, op, admin, tail, cp.auditLog, cfg.quiet)
+}
+
+// changeAndMeasure changes the settled fleet's policy, then measures the
+// manager (op) at the end.
+func changeAndMeasure(ctx context.Context, res *idleResult, op *operatorProcess, admin client.Client, tail *auditTail, auditLog string, quiet time.Duration) error {
+	var err error
+	if res.change, err = policyChange(ctx, admin, tail, auditLog, quiet, res.fleet); err != nil {
+		return firstErr(op.exited(), err)
 	}
-	return res, measureIdleEnd(&res, op.cmd.Process.Pid)
+	return measureIdleEnd(res, op.cmd.Process.Pid)
 }
 
 // idlePollEvery is how often the harness lists the clusters while the
