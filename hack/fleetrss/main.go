@@ -46,12 +46,16 @@ var workGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", 
 // withStatus gives every work an applied work's status.
 var withStatus bool
 
+// selector is the policy's clusterSelector; empty selects every cluster.
+var selector string
+
 func main() {
 	clusters := flag.Int("clusters", 500, "ManagedClusters in the fleet")
 	works := flag.Int("works", 10, "ManifestWorks per cluster")
 	settle := flag.Duration("settle", 15*time.Second, "how long to watch the manager once every cluster is governed")
 	manager := flag.String("manager", "", "the manager binary; empty builds ./cmd")
 	flag.BoolVar(&withStatus, "status", false, "give each work the status its agent would report once applied")
+	flag.StringVar(&selector, "selector", "", "the policy's clusterSelector; it must select every cluster of the fleet")
 	flag.Parse()
 	logf.SetLogger(logr.Discard())
 	if err := run(*clusters, *works, *settle, *manager); err != nil {
@@ -60,17 +64,18 @@ func main() {
 	}
 }
 
-// run creates the fleet, starts the manager on it, and prints its memory
-// once it governs every cluster and has settled.
 func run(clusters, works int, settle time.Duration, manager string) error {
 	ctx := context.Background()
 	if manager == "" {
-		built, remove, err := buildManager()
+		dir, err := os.MkdirTemp("", "fleetrss-")
 		if err != nil {
 			return err
 		}
-		defer remove()
-		manager = built
+		defer func() { _ = os.RemoveAll(dir) }()
+		manager = filepath.Join(dir, "manager")
+		if err := buildManager(manager); err != nil {
+			return err
+		}
 	}
 	env, err := testenv.Start()
 	if err != nil {
@@ -91,8 +96,24 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 		return err
 	}
 	fmt.Printf("fleet: %d clusters x %d works created in %s\n", clusters, works, time.Since(start).Round(time.Second))
+	return measure(ctx, c, manager, env.Kubeconfig, clusters, works, settle)
+}
 
-	cmd, logFile, err := startManager(manager, env.Kubeconfig)
+// buildManager builds ./cmd into out.
+func buildManager(out string) error {
+	build := exec.Command("go", "build", "-o", out, "./cmd")
+	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building ./cmd: %w", err)
+	}
+	return nil
+}
+
+// measure starts the manager on the fleet, creates the policy, waits until
+// it governs every cluster, and prints the time, the manager's CPU and its
+// memory.
+func measure(ctx context.Context, c client.Client, manager, kubeconfig string, clusters, works int, settle time.Duration) error {
+	cmd, logFile, err := startManager(manager, kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -100,8 +121,9 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 	pid := cmd.Process.Pid
 
 	if err := c.Create(ctx, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: v1alpha1.CleanupPolicySpec{
-		RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
-		Orphaning:      []v1alpha1.OrphaningRule{{Name: "keep", When: "work.metadata.labels[?'keep'].orValue('') == 'yes'"}},
+		ClusterSelector: selector,
+		RemoveStrategy:  v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
+		Orphaning:       []v1alpha1.OrphaningRule{{Name: "keep", When: "work.metadata.labels[?'keep'].orValue('') == 'yes'"}},
 	}}); err != nil {
 		return err
 	}
@@ -109,54 +131,32 @@ func run(clusters, works int, settle time.Duration, manager string) error {
 	if err != nil {
 		return err
 	}
-	// A measurement, not a controller: watch the settled manager a while.
-	time.Sleep(settle)
-	if err := printMemory(pid, clusters, works, governedIn); err != nil {
+	// The CPU the manager spent from its start until every cluster was
+	// governed: the fleet's first pass, read before the idle settle.
+	governCPU, err := cpuTime(pid)
+	if err != nil {
 		return err
 	}
-	fmt.Printf("the manager's log: %s\n", logFile.Name())
-	return nil
-}
-
-// printMemory prints the manager's peak and settled memory, in all and
-// per 1,000 works.
-func printMemory(pid, clusters, works int, governedIn time.Duration) error {
+	// A measurement, not a controller: watch the settled manager a while.
+	time.Sleep(settle)
 	hwm, rss, err := memory(pid)
 	if err != nil {
 		return err
 	}
 	total := float64(clusters * works)
-	fmt.Printf("governed %d clusters in %s; manager peak RSS (VmHWM) %.0f MiB, settled RSS (VmRSS) %.0f MiB\n",
-		clusters, governedIn.Round(time.Second), hwm, rss)
+	fmt.Printf("governed %d clusters in %s (manager CPU %.1f s); manager peak RSS (VmHWM) %.0f MiB, settled RSS (VmRSS) %.0f MiB\n",
+		clusters, governedIn.Round(time.Second), governCPU.Seconds(), hwm, rss)
 	if total > 0 {
 		// The whole process over the works; subtract a run with -works 0
 		// for what the works alone cost.
 		fmt.Printf("per 1,000 works: peak %.1f MiB, settled %.1f MiB (%d works)\n", hwm/total*1000, rss/total*1000, int(total))
 	}
+	fmt.Printf("the manager's log: %s\n", logFile.Name())
 	return nil
 }
 
-// buildManager builds ./cmd as shipped into a temporary folder, which
-// remove deletes: the measure is of the binary, not of a test process.
-func buildManager() (path string, remove func(), err error) {
-	dir, err := os.MkdirTemp("", "fleetrss-")
-	if err != nil {
-		return "", nil, err
-	}
-	remove = func() { _ = os.RemoveAll(dir) }
-	path = filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", path, "./cmd")
-	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		remove()
-		return "", nil, fmt.Errorf("building ./cmd: %w", err)
-	}
-	return path, remove, nil
-}
-
-// startManager starts the manager against the test API server with its
-// default flags but the webhooks and probes, its output to a log file
-// kept after the run for a reader to look into.
+// startManager starts the manager binary on the test API server with its
+// default flags, webhooks off, its output in a temporary log file.
 func startManager(manager, kubeconfig string) (*exec.Cmd, *os.File, error) {
 	cmd := exec.Command(manager, "--kubeconfig", kubeconfig, "--health-probe-bind-address=0")
 	cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
@@ -172,9 +172,8 @@ func startManager(manager, kubeconfig string) (*exec.Cmd, *os.File, error) {
 	return cmd, logFile, nil
 }
 
-// waitGoverned waits, up to 15 minutes, until the manager governs every
-// cluster, and says how long it took; it gives up at once if the manager
-// exits, naming its log.
+// waitGoverned waits until the policy governs every cluster and returns
+// how long that took; it gives up after 15 minutes or when the manager exits.
 func waitGoverned(ctx context.Context, c client.Client, clusters, pid int, log string) (time.Duration, error) {
 	start := time.Now()
 	deadline := start.Add(15 * time.Minute)
@@ -326,4 +325,28 @@ func memory(pid int) (hwm, rss float64, err error) {
 		}
 	}
 	return hwm, rss, s.Err()
+}
+
+// cpuTime is the user and system CPU time a process has used so far, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func cpuTime(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	_, rest, ok := strings.Cut(string(raw), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, raw)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }

@@ -1,10 +1,8 @@
 package cel
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -28,9 +26,11 @@ type Expression struct {
 	// map, filter, ...): only such an evaluation can run long on little
 	// cost, and only it is bounded in time (see evalCost).
 	iterates bool
-	// fast evaluates the expression without the program where it can
-	// (see fast.go); nil where the expression is outside its subset.
-	fast fastNode
+	// untracked is the program without cost tracking, where the cost
+	// estimate bounds every evaluation (see untracked.go); else nil.
+	untracked cel.Program
+	// charge is the estimate an untracked evaluation is charged.
+	charge uint64
 	// ast is the checked expression.
 	ast *celast.AST
 	// readsManifests says an orphaning rule reads more of a work's
@@ -86,7 +86,10 @@ type compiler struct {
 	env  *Env
 	vars *apiservercel.DeclType
 	envs [numScopes]*cel.Env
-	errs field.ErrorList
+	// untrackedEnvs plan the programs without cost tracking, one per
+	// scope, built when first needed.
+	untrackedEnvs [numScopes]*cel.Env
+	errs          field.ErrorList
 }
 
 // Compile type-checks every expression of the policy, checks what the schema
@@ -251,21 +254,44 @@ func (c *compiler) compile(scope Scope, path *field.Path, src string, want *cel.
 			est.Max, uint64(MaxEstimatedCost))))
 		return nil
 	}
-	iterates := iterates(ast)
-	// The base environment sets the rest on every program: the per-call
-	// cost limit (PerCallCostLimit), cost tracking, and OptOptimize, which
-	// also compiles a constant pattern of matches() once, with the program.
-	var opts []cel.ProgramOption
-	if iterates {
-		opts = append(opts, cel.InterruptCheckFrequency(checkFrequency))
-	}
-	prog, err := env.Program(ast, opts...)
+	expr, err := c.programs(scope, env, ast, est)
 	if err != nil {
 		c.errs = append(c.errs, field.InternalError(path, err))
 		return nil
 	}
-	return &Expression{Path: path, program: prog, output: ast.OutputType(), iterates: iterates, fast: compileFast(ast.NativeRep()), ast: ast.NativeRep(),
+	expr.Path = path
+	return expr
+}
+
+// programs plans the programs of a checked expression of scope: the
+// tracked one, and the untracked one where est bounds every evaluation.
+func (c *compiler) programs(scope Scope, env *cel.Env, ast *cel.Ast, est checker.CostEstimate) (*Expression, error) {
+	e := &Expression{output: ast.OutputType(), iterates: iterates(ast), ast: ast.NativeRep(),
 		readsManifests: scope == ScopeManifest && readsManifests(ast)}
+	// The base environment sets the rest on every program: the per-call
+	// cost limit (PerCallCostLimit), cost tracking, and OptOptimize, which
+	// also compiles a constant pattern of matches() once, with the program.
+	var opts []cel.ProgramOption
+	if e.iterates {
+		opts = append(opts, cel.InterruptCheckFrequency(checkFrequency))
+	}
+	var err error
+	if e.program, err = env.Program(ast, opts...); err != nil {
+		return nil, err
+	}
+	if !boundedBy(ast, est) {
+		return e, nil
+	}
+	plain, err := c.untrackedEnv(scope, env)
+	if err != nil {
+		return nil, err
+	}
+	// The untracked environment has no program options of its own.
+	if e.untracked, err = plain.PlanProgram(ast.NativeRep(), append(opts, cel.EvalOptions(cel.OptOptimize))...); err != nil {
+		return nil, err
+	}
+	e.charge = est.Max
+	return e, nil
 }
 
 // iterates reports whether a checked expression holds a comprehension.
@@ -284,8 +310,21 @@ func (c *compiler) scopeEnv(scope Scope) (*cel.Env, error) {
 			return nil, err
 		}
 		c.envs[scope] = env
+		c.untrackedEnvs[scope] = nil
 	}
 	return c.envs[scope], nil
+}
+
+// untrackedEnv is the untracked environment of scope, whose environment is env.
+func (c *compiler) untrackedEnv(scope Scope, env *cel.Env) (*cel.Env, error) {
+	if c.untrackedEnvs[scope] == nil {
+		plain, err := untrackedEnv(env)
+		if err != nil {
+			return nil, err
+		}
+		c.untrackedEnvs[scope] = plain
+	}
+	return c.untrackedEnvs[scope], nil
 }
 
 // estimate is the worst-case cost of a checked expression of scope.
@@ -303,63 +342,6 @@ func (c *compiler) sizes(scope Scope) *sizeEstimator {
 		}
 	}
 	return &sizeEstimator{roots: roots}
-}
-
-func (c *compiler) checkStrategy(path *field.Path, s v1alpha1.RemoveStrategyType) {
-	if !slices.Contains(v1alpha1.RemoveStrategyTypes, s) {
-		c.errs = append(c.errs, field.NotSupported(path, s, v1alpha1.RemoveStrategyTypes))
-	}
-}
-
-func (c *compiler) checkPrune(path *field.Path, b v1alpha1.PruneBehavior) {
-	if !slices.Contains(v1alpha1.PruneBehaviors, b) {
-		c.errs = append(c.errs, field.NotSupported(path, b, v1alpha1.PruneBehaviors))
-	}
-}
-
-func (c *compiler) checkName(path *field.Path, name string, seen map[string]bool) {
-	switch {
-	case name == "":
-		c.errs = append(c.errs, field.Required(path, "a name is required"))
-	case seen[name]:
-		c.errs = append(c.errs, field.Duplicate(path, name))
-	}
-	seen[name] = true
-}
-
-func (c *compiler) checkGVR(path *field.Path, gvr v1alpha1.GroupVersionResource) {
-	if gvr.Version == "" {
-		c.errs = append(c.errs, field.Required(path.Child("version"), "the API version is required"))
-	}
-	if gvr.Resource == "" {
-		c.errs = append(c.errs, field.Required(path.Child("resource"), "the plural resource name is required, for example manifestworks"))
-	}
-}
-
-func (c *compiler) checkManifests(path *field.Path, manifests []v1alpha1.Manifest) {
-	for i, m := range manifests {
-		p := path.Index(i)
-		var obj struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Metadata   struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(m.Raw, &obj); err != nil {
-			c.errs = append(c.errs, field.Invalid(p, string(m.Raw), "not a Kubernetes object: "+err.Error()))
-			continue
-		}
-		if obj.APIVersion == "" {
-			c.errs = append(c.errs, field.Required(p.Child("apiVersion"), ""))
-		}
-		if obj.Kind == "" {
-			c.errs = append(c.errs, field.Required(p.Child("kind"), ""))
-		}
-		if obj.Metadata.Name == "" {
-			c.errs = append(c.errs, field.Required(p.Child("metadata", "name"), ""))
-		}
-	}
 }
 
 // declTypeOf gives a variable's result type the declaration the variables
@@ -391,23 +373,4 @@ func declTypeOf(t *cel.Type) *apiservercel.DeclType {
 		return apiservercel.NewMapType(declTypeOf(params[0]), declTypeOf(params[1]), -1)
 	}
 	return apiservercel.DynType
-}
-
-// checkOutside checks a stage outside the cluster namespace: named
-// namespaces, never every one, or cluster-scoped, not both; and a when,
-// without which the stage would take every object of its resource there.
-func (c *compiler) checkOutside(path *field.Path, st v1alpha1.DeletionStage) {
-	for i, ns := range st.Namespaces {
-		if ns == "" || ns == "*" {
-			c.errs = append(c.errs, field.Invalid(path.Child("namespaces").Index(i), ns,
-				"every namespace is never a stage's: name each namespace"))
-		}
-	}
-	if len(st.Namespaces) > 0 && st.ClusterScoped {
-		c.errs = append(c.errs, field.Invalid(path.Child("clusterScoped"), true, "a stage names namespaces or is clusterScoped, not both"))
-	}
-	if st.OutsideClusterNamespace() && strings.TrimSpace(st.When) == "" {
-		c.errs = append(c.errs, field.Required(path.Child("when"),
-			"a stage outside the cluster namespace (namespaces or clusterScoped) needs a when that selects the cluster's objects: without one it would delete every object of the resource there"))
-	}
 }

@@ -85,19 +85,7 @@ func locate(path *field.Path, v any, t reflect.Type) field.ErrorList {
 		if !ok {
 			return leaf()
 		}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch {
-			case name == "-" || !f.IsExported():
-			case name == "" && (f.Anonymous || strings.Contains(opts, "inline")):
-				errs = append(errs, locate(path, v, f.Type)...)
-			case name != "":
-				if fv, ok := m[name]; ok {
-					errs = append(errs, locate(path.Child(name), fv, f.Type)...)
-				}
-			}
-		}
+		errs = locateFields(path, m, t)
 	case t.Kind() == reflect.Slice:
 		items, ok := v.([]any)
 		if !ok {
@@ -117,6 +105,26 @@ func locate(path *field.Path, v any, t reflect.Type) field.ErrorList {
 	}
 	if len(errs) == 0 {
 		return leaf()
+	}
+	return errs
+}
+
+// locateFields finds the fields of the object m that do not decode into
+// the fields of the struct t, as locate does.
+func locateFields(path *field.Path, m map[string]any, t reflect.Type) field.ErrorList {
+	var errs field.ErrorList
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case name == "" && (f.Anonymous || strings.Contains(opts, "inline")):
+			errs = append(errs, locate(path, m, f.Type)...)
+		case name != "":
+			if fv, ok := m[name]; ok {
+				errs = append(errs, locate(path.Child(name), fv, f.Type)...)
+			}
+		}
 	}
 	return errs
 }

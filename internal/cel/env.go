@@ -3,6 +3,7 @@ package cel
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -192,14 +193,18 @@ func (s *sizeEstimator) EstimateSize(node checker.AstNode) *checker.SizeEstimate
 		unknown.Max = maxObjectBytes
 	}
 	path := node.Path()
-	if len(path) == 0 {
-		// A value taken out of an optional (`x.?f.orValue(d)`, `.value()`)
-		// is the field's value or the default: bound it as the field.
-		if path = optionalTarget(node.Expr()); path == nil {
-			return nil
-		}
+	if len(path) > 0 {
+		return s.bound(path, unknown)
 	}
-	return s.bound(path, unknown)
+	// A value taken out of an optional (`x.?f.orValue(d)`, `.value()`) is
+	// the field's value or the default: bound it as the larger of the two.
+	path, def := optionalTarget(node.Expr())
+	if path == nil {
+		return nil
+	}
+	est := *s.bound(path, unknown)
+	est.Max = max(est.Max, def)
+	return &est
 }
 
 // bound is the size estimate of the value at path, from the schema where it
@@ -238,41 +243,47 @@ func (s *sizeEstimator) bound(path []string, unknown *checker.SizeEstimate) *che
 }
 
 // optionalTarget returns the path of the field an optional is unwrapped
-// from, when expr is `<path>.?<field>.orValue(<literal>)` or
-// `<path>.?<field>.value()`, with a default no larger than the field may be
-// (an empty or short literal). Otherwise nil.
-func optionalTarget(expr ast.Expr) []string {
+// from, and the size of the default, when expr is
+// `<path>.?<field>.orValue(<literal>)` or `<path>.?<field>.value()` with an
+// empty or short literal. Otherwise nil.
+func optionalTarget(expr ast.Expr) ([]string, uint64) {
 	// Nodes the estimator makes up, such as a list's element, have no expression.
 	if expr == nil || expr.Kind() != ast.CallKind {
-		return nil
+		return nil, 0
 	}
 	call := expr.AsCall()
+	var def uint64
 	switch {
 	case call.FunctionName() == "value" && len(call.Args()) == 0:
-	case call.FunctionName() == "orValue" && len(call.Args()) == 1 && smallLiteral(call.Args()[0]):
+	case call.FunctionName() == "orValue" && len(call.Args()) == 1:
+		size, ok := smallLiteral(call.Args()[0])
+		if !ok {
+			return nil, 0
+		}
+		def = size
 	default:
-		return nil
+		return nil, 0
 	}
 	if !call.IsMemberFunction() {
-		return nil
+		return nil, 0
 	}
 	target := call.Target()
 	if target.Kind() != ast.CallKind || target.AsCall().FunctionName() != operators.OptSelect {
-		return nil
+		return nil, 0
 	}
 	args := target.AsCall().Args()
 	if len(args) != 2 || args[1].Kind() != ast.LiteralKind {
-		return nil
+		return nil, 0
 	}
 	field, ok := args[1].AsLiteral().Value().(string)
 	if !ok {
-		return nil
+		return nil, 0
 	}
 	base := selectPath(args[0])
 	if base == nil {
-		return nil
+		return nil, 0
 	}
-	return append(base, field)
+	return append(base, field), def
 }
 
 // selectPath is the path of a chain of field selections from a variable.
@@ -292,24 +303,25 @@ func selectPath(expr ast.Expr) []string {
 	return nil
 }
 
-// smallLiteral is a default that adds nothing to a field's size bound: an
-// empty list or map, or a scalar literal of at most 64 bytes.
-func smallLiteral(expr ast.Expr) bool {
+// smallLiteral is the size of a default that adds little to a field's
+// size bound: an empty list or map, or a scalar literal of at most 64
+// bytes (a string's size is its code points, as cel-go counts them).
+func smallLiteral(expr ast.Expr) (uint64, bool) {
 	switch expr.Kind() {
 	case ast.ListKind:
-		return expr.AsList().Size() == 0
+		return 0, expr.AsList().Size() == 0
 	case ast.MapKind:
-		return expr.AsMap().Size() == 0
+		return 0, expr.AsMap().Size() == 0
 	case ast.LiteralKind:
 		switch v := expr.AsLiteral().Value().(type) {
 		case string:
-			return len(v) <= 64
+			return uint64(utf8.RuneCountInString(v)), len(v) <= 64
 		case []byte:
-			return len(v) <= 64
+			return uint64(len(v)), len(v) <= 64
 		}
-		return true
+		return 0, true
 	}
-	return false
+	return 0, false
 }
 
 func (s *sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {

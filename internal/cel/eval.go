@@ -30,11 +30,16 @@ func (e *EvalError) Unwrap() error { return e.Err }
 
 // Budget is the cost one reconcile may spend on evaluation. It is safe for
 // concurrent use.
-type Budget struct{ remaining atomic.Int64 }
+type Budget struct {
+	remaining atomic.Int64
+	// reserve is what estimates leave for tracked evaluations (see
+	// spendEstimate).
+	reserve int64
+}
 
 // NewBudget returns a budget of the given cost.
 func NewBudget(cost int64) *Budget {
-	b := &Budget{}
+	b := &Budget{reserve: cost / 2}
 	b.remaining.Store(cost)
 	return b
 }
@@ -156,7 +161,9 @@ func (e *Expression) eval(a *Activation) (ref.Val, error) {
 
 // evalCost evaluates the expression, spends its cost from the budget and
 // returns it: the cost of this expression alone, not of the variables it
-// computed on the way.
+// computed on the way. An expression whose estimate bounds its cost is run
+// untracked and charged the estimate while the budget holds it (see
+// untracked.go); otherwise its program counts the cost as it runs.
 func (e *Expression) evalCost(a *Activation) (ref.Val, uint64, error) {
 	if a.budget.Remaining() <= 0 {
 		return nil, 0, &EvalError{Path: e.Path.String(), Err: ErrBudgetExhausted}
@@ -166,20 +173,28 @@ func (e *Expression) evalCost(a *Activation) (ref.Val, uint64, error) {
 		// evaluation is bounded by its own deadline, not by ctx.)
 		return nil, 0, &EvalError{Path: e.Path.String(), Err: err}
 	}
-	if e.fast != nil {
-		// The fast path has no deadline: it stops past the per-call cost
-		// limit, and its work grows with the cost it charges.
-		if val, cost, ok := fastEval(e.fast, a); ok {
-			a.budget.spend(int64(cost))
-			return val, cost, nil
-		}
+	if e.untracked != nil && a.budget.spendEstimate(int64(e.charge)) {
+		val, _, err := e.evalDetails(e.untracked, a)
+		return val, e.charge, err
 	}
-	return e.evalProgram(a)
+	return e.evalTracked(a)
 }
 
-// evalProgram evaluates the expression with its tracked program, as
-// evalCost does where the fast path gives up.
-func (e *Expression) evalProgram(a *Activation) (ref.Val, uint64, error) {
+// evalTracked evaluates the expression with its tracked program and spends
+// the cost the program counted.
+func (e *Expression) evalTracked(a *Activation) (ref.Val, uint64, error) {
+	var cost uint64
+	val, details, err := e.evalDetails(e.program, a)
+	if details != nil && details.ActualCost() != nil {
+		cost = *details.ActualCost()
+		a.budget.spend(int64(min(cost, math.MaxInt64)))
+	}
+	return val, cost, err
+}
+
+// evalDetails evaluates the expression with prog, a comprehension within
+// its deadline, and names the field that failed.
+func (e *Expression) evalDetails(prog cel.Program, a *Activation) (ref.Val, *cel.EvalDetails, error) {
 	var (
 		val     ref.Val
 		details *cel.EvalDetails
@@ -187,24 +202,19 @@ func (e *Expression) evalProgram(a *Activation) (ref.Val, uint64, error) {
 	)
 	if e.iterates {
 		// Only a comprehension checks for interruption: bound it in time.
-		val, details, err = e.program.ContextEval(evalDeadlines.context(time.Now()), a)
+		val, details, err = prog.ContextEval(evalDeadlines.context(time.Now()), a)
 	} else {
-		val, details, err = e.program.Eval(a)
-	}
-	var cost uint64
-	if details != nil && details.ActualCost() != nil {
-		cost = *details.ActualCost()
-		a.budget.spend(int64(min(cost, math.MaxInt64)))
+		val, details, err = prog.Eval(a)
 	}
 	if err != nil {
 		var inner *EvalError
 		if errors.As(err, &inner) {
 			// A variable failed: report the variable's path, not the caller's.
-			return nil, cost, inner
+			return nil, details, inner
 		}
-		return nil, cost, &EvalError{Path: e.Path.String(), Err: err}
+		return nil, details, &EvalError{Path: e.Path.String(), Err: err}
 	}
-	return val, cost, nil
+	return val, details, nil
 }
 
 // value converts an object for the variable name: through its schema where

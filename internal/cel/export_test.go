@@ -1,6 +1,8 @@
 package cel
 
 import (
+	"context"
+
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types/ref"
 )
@@ -31,7 +33,7 @@ var (
 
 // LibraryAdapted is a as the API server library's adapter alone would bind
 // it: the same objects, read through common.UnstructuredToVal, charged to
-// budget. Evaluations on it are the reference the fast adapter must match.
+// budget. Evaluations on it are the reference the operator's adapter must match.
 func (a *Activation) LibraryAdapted(budget *Budget) *Activation {
 	out := a.policy.Bind(a.ctx, budget, nil)
 	out.bound = a.bound
@@ -46,18 +48,22 @@ func (a *Activation) LibraryAdapted(budget *Budget) *Activation {
 	return out
 }
 
-// HasFastPath reports whether e has a fast path.
-func (e *Expression) HasFastPath() bool { return e.fast != nil }
+// Untracked reports whether e has a program without cost tracking.
+func (e *Expression) Untracked() bool { return e.untracked != nil }
 
-// EvalFast evaluates e on its fast path alone; ok is false where the fast
-// path leaves the evaluation to the program. The budget is not charged.
-func (e *Expression) EvalFast(a *Activation) (val ref.Val, cost uint64, ok bool) {
-	if e.fast == nil {
-		return nil, 0, false
-	}
-	return fastEval(e.fast, a)
+// EvalUntracked evaluates e with its untracked program alone and returns
+// the estimate it would be charged. The budget is not charged.
+func (e *Expression) EvalUntracked(a *Activation) (ref.Val, uint64, error) {
+	val, _, err := e.evalDetails(e.untracked, a)
+	return val, e.charge, err
 }
 
-// EvalProgram evaluates e with its tracked program alone, as evalCost
-// does where the fast path gives up.
-func (e *Expression) EvalProgram(a *Activation) (ref.Val, uint64, error) { return e.evalProgram(a) }
+// EvalTracked evaluates e with its tracked program alone, as evalCost does
+// where e has no untracked program or the budget does not hold its estimate.
+func (e *Expression) EvalTracked(a *Activation) (ref.Val, uint64, error) { return e.evalTracked(a) }
+
+// EvalUntrackedWithin evaluates e with its untracked program until ctx ends.
+func (e *Expression) EvalUntrackedWithin(ctx context.Context, a *Activation) error {
+	_, _, err := e.untracked.ContextEval(ctx, a)
+	return err
+}

@@ -19,23 +19,12 @@ const (
 	maxFuncLines = 60
 )
 
-// pending names the files whose excess is being removed on another branch;
-// each is exempt as a whole meanwhile. The test fails once one of them is
-// within the limits or gone, so an entry is dropped as soon as it is no
-// longer needed.
-var pending = map[string]bool{
-	"internal/cel/compile.go": true,
-	"internal/cel/decode.go":  true,
-	"internal/cel/fast.go":    true,
-}
-
 // TestSizeLimits walks every module of the repository (the operator's and
 // the nested ones under hack/ and test/) and names each file and function
 // over its limit.
 func TestSizeLimits(t *testing.T) {
 	root := testenv.RepoRoot()
 	checked := 0
-	seen := map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -62,25 +51,13 @@ func TestSizeLimits(t *testing.T) {
 			return nil
 		}
 		checked++
-		seen[rel] = pending[rel]
-		switch {
-		case pending[rel] && len(problems) == 0:
-			t.Errorf("%s is within the limits now: drop it from pending", rel)
-		case pending[rel]:
-		default:
-			for _, p := range problems {
-				t.Errorf("%s: %s", rel, p)
-			}
+		for _, p := range problems {
+			t.Errorf("%s: %s", rel, p)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for rel := range pending {
-		if !seen[rel] {
-			t.Errorf("%s is gone: drop it from pending", rel)
-		}
 	}
 	// A walk that finds nothing (a moved root, say) must not pass.
 	if checked < 100 {

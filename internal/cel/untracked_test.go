@@ -2,19 +2,20 @@ package cel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
 
-// oddClusters are ManagedClusters with the values a fast path may get
+// oddClusters are ManagedClusters with the values an evaluation may get
 // wrong: none at all, no labels, null or non-map labels and annotations, non-string
 // label values, a huge label map, no metadata, odd conditions.
 func oddClusters() map[string]map[string]any {
@@ -99,8 +100,9 @@ func oddManifests() map[string]map[string]any {
 	}
 }
 
-// fastExprs are selectors and rules, in and out of the fast path's subset.
-var fastExprs = map[cel.Scope][]string{
+// corpus are selectors and rules of every shape policies use, and some
+// that are tracked: dynamic values, comprehensions, calls.
+var corpus = map[cel.Scope][]string{
 	cel.ScopeSelector: {
 		"cluster.metadata.labels[?'env'].orValue('') == 'prod' && cluster.status.conditions.exists(c, c.type == 'ManagedClusterConditionAvailable' && c.status == 'True')",
 		"cluster.metadata.labels[?'env'].orValue('') == 'prod'",
@@ -224,16 +226,22 @@ func tryCompileIn(t testing.TB, scope cel.Scope, src string) (*cel.Expression, e
 	return p.ClusterSelector, nil
 }
 
-// TestFastPathMatchesProgram evaluates selectors and rules on odd objects
-// on the fast path and with the tracked program: where the fast path
-// answers, the program succeeds with the same value at the same cost; where
-// it gives up, the evaluation is the program's, error and cost included.
-func TestFastPathMatchesProgram(t *testing.T) {
+// TestUntrackedMatchesTracked evaluates the corpus on odd objects with the
+// untracked program and with the tracked one: where an expression has an
+// untracked program, both fail with the same error or return the same
+// value, and the tracked cost is within the estimate the untracked
+// evaluation is charged.
+func TestUntrackedMatchesTracked(t *testing.T) {
 	ctx := context.Background()
-	answered, total := 0, 0
-	for scope, exprs := range fastExprs {
+	untracked, total := 0, 0
+	for scope, exprs := range corpus {
 		for _, src := range exprs {
 			e := compileIn(t, scope, src)
+			total++
+			if !e.Untracked() {
+				continue
+			}
+			untracked++
 			p, _ := cel.Compile(typedEnv(t), policy(nil))
 			for cname, c := range oddClusters() {
 				for mname, m := range oddManifests() {
@@ -241,183 +249,176 @@ func TestFastPathMatchesProgram(t *testing.T) {
 						continue
 					}
 					a := bindFor(scope, p.Bind(ctx, cel.NewBudget(cel.ReconcileCostBudget), c), m)
-					total++
-					if checkFastPath(t, e, src, a, cname+"/"+mname) {
-						answered++
-					}
+					checkUntracked(t, e, src, a, cname+"/"+mname)
 				}
 			}
 		}
 	}
-	// Most of the cases are in the subset: a fast path that gave up on
-	// everything would pass the comparisons.
-	if answered*2 < total {
-		t.Fatalf("the fast path answered %d of %d evaluations", answered, total)
+	// Most of the corpus is typed: a change that tracked everything
+	// would pass the comparisons.
+	if untracked*2 < total {
+		t.Fatalf("%d of %d expressions untracked", untracked, total)
 	}
-	t.Logf("the fast path answered %d of %d evaluations", answered, total)
+	t.Logf("%d of %d expressions untracked", untracked, total)
 }
 
-// checkFastPath compares the fast path with the program on one evaluation
-// and returns whether the fast path answered.
-func checkFastPath(t *testing.T, e *cel.Expression, src string, a *cel.Activation, obj string) bool {
+// checkUntracked compares the untracked program with the tracked one on
+// one evaluation.
+func checkUntracked(t *testing.T, e *cel.Expression, src string, a *cel.Activation, obj string) {
 	t.Helper()
-	progVal, progCost, progErr := e.EvalProgram(a)
-	val, cost, err := e.EvalCost(a)
+	val, charge, err := e.EvalUntracked(a)
+	tval, cost, terr := e.EvalTracked(a)
 	switch {
-	case cel.Transient(err) || cel.Transient(progErr):
+	case cel.Transient(err) || cel.Transient(terr):
 		// Interrupted for time on a loaded machine: another run may not be.
-	case (err == nil) != (progErr == nil) || err != nil && err.Error() != progErr.Error():
-		t.Fatalf("%s on %s: error %v, the program's %v", src, obj, err, progErr)
-	case cost != progCost:
-		t.Fatalf("%s on %s: cost %d, the program's %d", src, obj, cost, progCost)
-	case err == nil && !sameFastVal(val, progVal):
-		t.Fatalf("%s on %s: %v, the program's %v", src, obj, val, progVal)
+	case (err == nil) != (terr == nil) || err != nil && err.Error() != terr.Error():
+		t.Fatalf("%s on %s: untracked error %v, tracked %v", src, obj, err, terr)
+	case err == nil && !sameType(val, tval):
+		t.Fatalf("%s on %s: untracked %v, tracked %v", src, obj, val, tval)
+	case cost > charge:
+		t.Fatalf("%s on %s: tracked cost %d, over the estimate %d it is charged", src, obj, cost, charge)
+	case charge > cel.PerCallCostLimit:
+		t.Fatalf("%s: untracked with an estimate of %d, over the per-call limit", src, charge)
 	}
-	fastVal, fastCost, ok := e.EvalFast(a)
-	if !ok {
-		return false
-	}
-	switch {
-	case cel.Transient(progErr):
-	case progErr != nil:
-		t.Fatalf("%s on %s: the fast path answered %v where the program failed: %v", src, obj, fastVal, progErr)
-	case fastCost != progCost:
-		t.Fatalf("%s on %s: the fast path's cost %d, the program's %d", src, obj, fastCost, progCost)
-	case !sameFastVal(fastVal, progVal):
-		t.Fatalf("%s on %s: the fast path's %v, the program's %v", src, obj, fastVal, progVal)
-	}
-	return true
 }
 
-func sameFastVal(a, b ref.Val) bool {
+func sameType(a, b ref.Val) bool {
 	if a.Type() != b.Type() {
 		return false
 	}
 	return a.Equal(b) == types.True
 }
 
-// TestFastPathCovers holds the expressions of the benchmarks, and the
-// shapes most policies use, to the fast path: a change that takes them off
-// it fails here, not only in a benchmark.
-func TestFastPathCovers(t *testing.T) {
+// TestUntrackedCovers holds the expressions of the benchmarks, and the
+// shapes most policies use, to untracked programs, and keeps tracked what
+// the estimate does not bound: a change either way fails here, not only in
+// a benchmark or on a cluster.
+func TestUntrackedCovers(t *testing.T) {
 	in := map[cel.Scope][]string{
-		cel.ScopeSelector: {fastExprs[cel.ScopeSelector][0], "has(cluster.metadata.labels.env)", "!cluster.metadata.name.endsWith('-x')",
+		cel.ScopeSelector: {corpus[cel.ScopeSelector][0], "has(cluster.metadata.labels.env)", "!cluster.metadata.name.endsWith('-x')",
 			"cluster.status.conditions.all(c, c.status == 'True')", "cluster.metadata.labels['env'] != 'x'",
 			"cluster.metadata.labels[?'env'].orValue('') == 'prod' && cluster.?spec.?hubAcceptsClient.orValue(false)",
-			"cluster != null && cluster.metadata.labels[?'env'].orValue('') == 'dev'"},
-		cel.ScopeManifest: {fastExprs[cel.ScopeManifest][0]},
-		cel.ScopeObject:   {fastExprs[cel.ScopeObject][0]},
+			"cluster != null && cluster.metadata.labels[?'env'].orValue('') == 'dev'",
+			"size(cluster.metadata.labels) > 0", "cluster.metadata.name.matches('^a')"},
+		cel.ScopeManifest: {"work.metadata.labels[?'legacy'].orValue('') == 'true'"},
+		cel.ScopeObject:   {corpus[cel.ScopeObject][0]},
 	}
 	for scope, exprs := range in {
 		for _, src := range exprs {
-			if !compileIn(t, scope, src).HasFastPath() {
-				t.Errorf("%s: no fast path", src)
+			if !compileIn(t, scope, src).Untracked() {
+				t.Errorf("%s: tracked", src)
 			}
 		}
 	}
-	out := []string{"cluster.metadata.name == 'a' || true", "size(cluster.metadata.labels) > 0", "cluster.metadata.labels.exists(k, k == 'env')",
-		"cluster.status.conditions.exists_one(c, c.type == 'x')", "'a' == 'a' && cluster.spec.hubAcceptsClient", "cluster.status.conditions[0].type == 'x'"}
-	for _, src := range out {
-		if compileIn(t, cel.ScopeSelector, src).HasFastPath() {
-			t.Errorf("%s: a fast path for an expression outside the subset", src)
-		}
+	out := map[cel.Scope][]string{
+		// Dynamic: the estimator charges no selection on it.
+		cel.ScopeManifest: {corpus[cel.ScopeManifest][0], "manifest.kind == 'ConfigMap'"},
+		cel.ScopeSelector: {"dyn(cluster.metadata).name == 'a'",
+			// Estimated over the per-call limit.
+			sixScans("cluster.metadata.annotations['a']")},
 	}
-}
-
-// TestFastPathRandom builds random expressions of the fast path's subset,
-// and a few outside it, and compares both paths on the odd objects.
-func TestFastPathRandom(t *testing.T) {
-	r := rand.New(rand.NewPCG(13, 4))
-	g := &fastGen{r: r}
-	clusters := oddClusters()
-	names := make([]string, 0, len(clusters))
-	for n := range clusters {
-		names = append(names, n)
-	}
-	ctx := context.Background()
-	p, _ := cel.Compile(typedEnv(t), policy(nil))
-	n := 300
-	if testing.Short() {
-		n = 50
-	}
-	answered, total, compiled := 0, 0, 0
-	for range n {
-		src := g.boolean(3)
-		e, err := tryCompileIn(t, cel.ScopeSelector, src)
-		if err != nil {
-			continue // operands of different types
-		}
-		compiled++
-		for range 8 {
-			name := names[r.IntN(len(names))]
-			a := p.Bind(ctx, cel.NewBudget(cel.ReconcileCostBudget), clusters[name])
-			total++
-			if checkFastPath(t, e, src, a, name) {
-				answered++
+	for scope, exprs := range out {
+		for _, src := range exprs {
+			if compileIn(t, scope, src).Untracked() {
+				t.Errorf("%s: untracked, yet its estimate does not bound it", src)
 			}
 		}
 	}
-	t.Logf("%d of %d expressions compiled; the fast path answered %d of %d evaluations", compiled, n, answered, total)
-	if compiled*2 < n || answered*4 < total {
-		t.Fatalf("the fast path answered %d of %d evaluations", answered, total)
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.Variables = []v1alpha1.Variable{{Name: "env", Expression: "cluster.metadata.labels[?'env'].orValue('')"}}
+		s.RemoveStrategy.Rules = []v1alpha1.StrategyRule{{When: "variables.env == 'prod'", Strategy: v1alpha1.RemoveStrategyNeedless}}
+	})
+	if !p.Variables[0].Untracked() || p.StrategyRules[0].Untracked() {
+		t.Error("a variable's expression is untracked where it reads only the cluster; one that reads variables is tracked")
 	}
 }
 
-type fastGen struct {
-	r *rand.Rand
-	// in says the expression is inside a comprehension over conditions.
-	in bool
+// sixScans is six scans of the string s, each for another letter.
+func sixScans(s string) string {
+	clauses := make([]string, 6)
+	for i := range clauses {
+		clauses[i] = fmt.Sprintf("%s.contains('%c')", s, 'b'+i)
+	}
+	return strings.Join(clauses, " || ")
 }
 
-func (g *fastGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
-
-func (g *fastGen) str(root string) string {
-	switch g.r.IntN(6) {
-	case 0:
-		return g.pick(root+".metadata.name", root+".metadata.labels.env", root+".metadata.labels['tier']")
-	case 1:
-		return root + ".metadata.labels[?" + g.pick("'env'", "'tier'", "'flag'", "'nested'", "'a.b/c'") + "].orValue(" + g.pick("''", "'prod'", "1", "true") + ")"
-	case 2:
-		return root + g.pick(".metadata.?annotations.?note.orValue('')", ".?metadata.?labels[?'env'].orValue('')", ".?status.?version.?kubernetes.orValue('')")
-	case 3:
-		if g.in {
-			return g.pick("c.type", "c.status")
-		}
-		return root + ".metadata.name"
-	default:
-		return g.pick("'prod'", "''", "'gold'", "'ManagedClusterConditionAvailable'", "'ü'", "'a'", "1", "true")
+// TestTypedPerCallCostLimit: an expression on a typed object estimated
+// over the per-call limit is tracked, and stopped there.
+func TestTypedPerCallCostLimit(t *testing.T) {
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.ClusterSelector = sixScans("cluster.metadata.annotations['a']")
+	})
+	c := cluster("a", nil)
+	c["metadata"].(map[string]any)["annotations"] = map[string]any{"a": strings.Repeat("a", 2_000_000)}
+	_, err := p.ClusterSelector.Bool(p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), c))
+	if err == nil || !strings.Contains(err.Error(), "cost limit exceeded") {
+		t.Fatalf("got %v, want the per-call cost limit exceeded", err)
 	}
 }
 
-func (g *fastGen) boolean(depth int) string {
-	root := "cluster"
-	if depth <= 0 {
-		switch g.r.IntN(5) {
-		case 0:
-			return "has(" + g.pick("cluster.metadata.labels", "cluster.metadata.labels.env", "cluster.spec.hubAcceptsClient", "cluster.metadata.annotations.note") + ")"
-		case 1:
-			return "cluster.spec.hubAcceptsClient"
-		case 2:
-			return g.str(root) + g.pick(".startsWith(", ".endsWith(", ".contains(") + g.str(root) + ")"
-		default:
-			return g.str(root) + g.pick(" == ", " != ") + g.str(root)
-		}
+// TestEstimatesLeaveAReserve: untracked evaluations are charged their
+// estimate while the budget holds it beyond half of it; then the tracked
+// program charges what each costs, until the budget runs out.
+func TestEstimatesLeaveAReserve(t *testing.T) {
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.ClusterSelector = "cluster.status.conditions.exists(c, c.type == 'ManagedClusterConditionAvailable')"
+	})
+	sel := p.ClusterSelector
+	if !sel.Untracked() {
+		t.Fatal("the selector is tracked")
 	}
-	switch g.r.IntN(6) {
-	case 0:
-		return "(" + g.boolean(depth-1) + " && " + g.boolean(depth-1) + ")"
-	case 1:
-		return "(" + g.boolean(depth-1) + " || " + g.boolean(depth-1) + ")"
-	case 2:
-		return "!(" + g.boolean(depth-1) + ")"
-	case 3:
-		if g.in {
-			return g.boolean(depth - 1)
+	_, estimate, _ := sel.EvalUntracked(p.Bind(context.Background(), cel.NewBudget(1), cluster("a", nil)))
+	_, actual, _ := sel.EvalTracked(p.Bind(context.Background(), cel.NewBudget(1), cluster("a", nil)))
+	if actual == 0 || actual >= estimate {
+		t.Fatalf("cost %d, estimate %d: the test needs an estimate over the cost", actual, estimate)
+	}
+	// Room for two estimates beyond the reserve, and a little more.
+	total := int64(4*estimate + 10)
+	budget := cel.NewBudget(total)
+	a := p.Bind(context.Background(), budget, cluster("a", nil))
+	var charged []uint64
+	var err error
+	for range 100_000 {
+		var cost uint64
+		if _, cost, err = sel.EvalCost(a); err != nil {
+			break
 		}
-		g.in = true
-		defer func() { g.in = false }()
-		return "cluster.status.conditions." + g.pick("exists", "all") + "(c, " + g.boolean(depth-1) + ")"
-	default:
-		return g.boolean(depth - 1)
+		charged = append(charged, cost)
+	}
+	if !errors.Is(err, cel.ErrBudgetExhausted) {
+		t.Fatalf("got %v, want the budget exhausted", err)
+	}
+	if len(charged) < 3 || charged[0] != estimate || charged[1] != estimate || charged[2] != actual {
+		t.Fatalf("charged %v, want the estimate %d twice, then the cost %d", charged[:min(len(charged), 4)], estimate, actual)
+	}
+	if want := 2 + (total-2*int64(estimate))/int64(actual); int64(len(charged)) < want-1 {
+		t.Fatalf("%d evaluations before the budget ran out, want about %d: the reserve is for what evaluations cost", len(charged), want)
+	}
+}
+
+// TestUntrackedComprehensionInterrupted: an untracked comprehension checks
+// for interruption, so evaluations bound it in time as they bound a
+// tracked one.
+func TestUntrackedComprehensionInterrupted(t *testing.T) {
+	p := mustCompile(t, func(s *v1alpha1.CleanupPolicySpec) {
+		s.ClusterSelector = "cluster.status.conditions.all(c, c.status == 'True')"
+	})
+	c := cluster("a", nil)
+	conds := make([]any, 10_000)
+	for i := range conds {
+		conds[i] = map[string]any{"type": fmt.Sprint("T", i), "status": "True"}
+	}
+	c["status"] = map[string]any{"conditions": conds}
+	a := p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), c)
+	if !p.ClusterSelector.Untracked() {
+		t.Fatal("the selector is tracked")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.ClusterSelector.EvalUntrackedWithin(ctx, a); !errors.Is(err, interpreter.InterruptError{}) && !cel.Transient(err) {
+		t.Fatalf("got %v, want the evaluation interrupted", err)
+	}
+	if ok, err := p.ClusterSelector.Bool(a); err != nil || !ok {
+		t.Fatalf("got %v, %v; want true without a deadline reached", ok, err)
 	}
 }
