@@ -63,6 +63,7 @@ type CleanupPolicyReconciler struct {
 	OperatorNamespace string
 
 	invalidLogged reportedOnce
+	pace          fleetPace
 }
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=get;list;watch
@@ -76,6 +77,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	if err := r.Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forgetPolicy(req.Name)
+			r.pace.forget(req.Name)
 			return reconcile.Result{}, r.forgetDeleted(ctx)
 		}
 		return reconcile.Result{}, err
@@ -111,7 +113,9 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		// event brings the policy back. The condition carries the detail.
 		return reconcile.Result{}, nil
 	}
+	began := time.Now()
 	result, err = r.reconcileFleet(ctx, p, compiled)
+	r.pace.passed(p.Name, time.Since(began))
 	if err == nil {
 		// Only once the status describes this generation: after an error
 		// worth a retry it still describes the one before.
@@ -339,7 +343,7 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 		For(newCleanupPolicy(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Another policy's change can change this one's overlaps.
 		Watches(newCleanupPolicy(), allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(newManagedCluster(), allPolicies).
+		Watches(newManagedCluster(), r.pacedPolicies()).
 		// A CRD installed or removed can serve a resource a policy names.
 		Watches(crdMetadata(), allPolicies).
 		WatchesRawSource(r.Tally.source())
