@@ -3,6 +3,7 @@ package cel
 import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/decls"
 	"github.com/google/cel-go/common/types"
 	"k8s.io/apiserver/pkg/cel/library"
@@ -66,7 +67,21 @@ func boundedBy(a *cel.Ast, est checker.CostEstimate) bool {
 			return false
 		}
 	}
-	return true
+	return !selectsOnOptional(a.NativeRep())
+}
+
+// selectsOnOptional reports whether the expression reads a field of an
+// optional value (optional.of(x).name): the estimator charges a field
+// selection on a map or an object only, the tracker every one.
+func selectsOnOptional(a *celast.AST) bool {
+	found := celast.MatchDescendants(celast.NavigateAST(a), func(n celast.NavigableExpr) bool {
+		if n.Kind() != celast.SelectKind {
+			return false
+		}
+		t := a.GetType(n.AsSelect().Operand().ID())
+		return t.Kind() == types.OpaqueKind && t.TypeName() == types.OptionalType.TypeName()
+	})
+	return len(found) > 0
 }
 
 // dynamic reports whether a checked type is, or holds, a value whose size

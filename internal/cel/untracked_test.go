@@ -314,6 +314,8 @@ func TestUntrackedCovers(t *testing.T) {
 		// Dynamic: the estimator charges no selection on it.
 		cel.ScopeManifest: {corpus[cel.ScopeManifest][0], "manifest.kind == 'ConfigMap'"},
 		cel.ScopeSelector: {"dyn(cluster.metadata).name == 'a'",
+			// A field of an optional: the estimator charges no selection on it.
+			"optional.of(cluster.metadata).name.orValue('') == 'a'",
 			// Estimated over the per-call limit.
 			sixScans("cluster.metadata.annotations['a']")},
 	}
