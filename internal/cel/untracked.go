@@ -67,7 +67,33 @@ func boundedBy(a *cel.Ast, est checker.CostEstimate) bool {
 			return false
 		}
 	}
-	return !selectsOnOptional(a.NativeRep())
+	return !selectsOnOptional(a.NativeRep()) && !buildsValues(a.NativeRep())
+}
+
+// passThrough are the calls that return a string, bytes, a list or a map
+// only by reading or passing on one the expression holds: the estimator
+// knows their sizes. Concatenation adds the two sizes.
+var passThrough = map[string]bool{
+	"_[_]": true, "_[?_]": true, "_?._": true, "_?_:_": true, "_+_": true,
+	"orValue": true, "value": true, "or": true, "optional.of": true, "optional.ofNonZeroValue": true,
+}
+
+// buildsValues reports whether the expression calls a function that builds
+// a string, bytes, a list or a map from others (split, replace, join,
+// format, ...): the library's estimate of its size is not always a bound
+// (an empty string split is estimated empty, and is a list of one).
+func buildsValues(a *celast.AST) bool {
+	found := celast.MatchDescendants(celast.NavigateAST(a), func(n celast.NavigableExpr) bool {
+		if n.Kind() != celast.CallKind || passThrough[n.AsCall().FunctionName()] {
+			return false
+		}
+		switch a.GetType(n.ID()).Kind() {
+		case types.StringKind, types.BytesKind, types.ListKind, types.MapKind:
+			return true
+		}
+		return false
+	})
+	return len(found) > 0
 }
 
 // selectsOnOptional reports whether the expression reads a field of an
