@@ -213,7 +213,7 @@ func printStage(w io.Writer, cluster string, st decision.Step, i, n int, step st
 		}
 		how := ""
 		if collection {
-			how = " (all of them, in one deletecollection)"
+			how = " (in one deletecollection, the rest of the resource left out by name)"
 		}
 		fmt.Fprintf(w, "      cleanup-priority %s%s: %s\n", priority, how, strings.Join(names, ", "))
 	}

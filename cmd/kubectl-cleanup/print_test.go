@@ -22,7 +22,7 @@ func TestPrintCollection(t *testing.T) {
 		return b.String()
 	}
 	// Every work that remains, one group: one request.
-	if got, want := printed(del("a", 0, true), del("b", 0, true)), "      cleanup-priority 10 (all of them, in one deletecollection): a, b\n"; got != want {
+	if got, want := printed(del("a", 0, true), del("b", 0, true)), "      cleanup-priority 10 (in one deletecollection, the rest of the resource left out by name): a, b\n"; got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	// A cleanup-priority split: one by one.

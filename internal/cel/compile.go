@@ -55,6 +55,25 @@ func (e *Expression) ReadsOnly(variable string, fields ...string) bool {
 	return true
 }
 
+// ReadsOnlyPaths reports whether every use of variable in the expression
+// is a chain of constant field selections that reaches one of paths, or a
+// field within one: only those fields of the bound object can change the
+// result. Any other use (the object, or a field above the paths, passed to
+// a function, compared, iterated or indexed by a computed key) reads more.
+func (e *Expression) ReadsOnlyPaths(variable string, paths ...[]string) bool {
+	name := celName(variable)
+	uses := celast.MatchDescendants(celast.NavigateAST(e.ast), func(n celast.NavigableExpr) bool {
+		return n.Kind() == celast.IdentKind && n.AsIdent() == name
+	})
+	for _, use := range uses {
+		path := accessPath(use)
+		if !slices.ContainsFunc(paths, func(p []string) bool { return len(path) >= len(p) && slices.Equal(path[:len(p)], p) }) {
+			return false
+		}
+	}
+	return true
+}
+
 // Policy is a compiled CleanupPolicy: the spec it was compiled from and one
 // program per expression. A nil expression is a field left empty.
 type Policy struct {

@@ -55,3 +55,41 @@ func TestReadsManifests(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsOnlyPaths: a stage's when reads only the named fields of the
+// object when every use of it selects one of them, or a field within one;
+// anything it cannot prove otherwise reads more.
+func TestReadsOnlyPaths(t *testing.T) {
+	immutable := [][]string{{"metadata", "name"}, {"metadata", "uid"}}
+	for _, tc := range []struct {
+		when string
+		only bool
+	}{
+		{"object.metadata.name != 'klusterlet'", true},
+		{"object.metadata.name.startsWith('app-') && object.metadata.uid != ''", true},
+		{"object.?metadata.?name.orValue('') == 'a'", true},
+		{"has(object.metadata.name) && cluster.metadata.labels[?'env'].orValue('') == 'prod'", true},
+		{"cluster.metadata.name == 'c1'", true},
+
+		{"object.metadata.labels[?'keep'].orValue('') == 'yes'", false},
+		{"object.metadata.annotations['open-cluster-management.io/cleanup-priority'] == '10'", false},
+		{"has(object.metadata)", false},
+		{"object.metadata.name == object.metadata.generateName", false},
+		{"object == object", false},
+		{"[object.metadata].exists(m, m.name == 'a')", false},
+		{"object.metadata.ownerReferences.exists(r, r.name == 'a')", false},
+	} {
+		p := &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
+			DeletionStages: []v1alpha1.DeletionStage{{Name: "s", When: tc.when,
+				GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"}}},
+		}}
+		compiled, errs := cel.Compile(typedEnv(t), p)
+		if len(errs) > 0 {
+			t.Fatalf("%q: %v", tc.when, errs)
+		}
+		if got := compiled.StageWhen[0].ReadsOnlyPaths(cel.VarObject, immutable...); got != tc.only {
+			t.Errorf("%q: ReadsOnlyPaths() = %v, want %v", tc.when, got, tc.only)
+		}
+	}
+}

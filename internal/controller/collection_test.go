@@ -219,21 +219,45 @@ var _ = Describe("Deleting a group in one request", func() {
 		Expect(auditVerbs("coll-1", "delete")).To(Equal(0))
 	})
 
-	It("leaves the collection to one-by-one deletes when the namespace holds a work the plan does not", func() {
+	It("leaves out by name a work the plan does not hold, even one changed after the check", func() {
 		mc, plan := newNamespace("coll-2")
 		for i := range 3 {
 			work("coll-2", fmt.Sprintf("w-%d", i), nil)
 		}
 		acts := groupOf("coll-2", "w-0", "w-1", "w-2")
-		// Appeared after the plan, before the check; or kept, held, not
-		// the operator's to delete: not in the plan's group either way.
+		// Appeared after the plan, before the check; or kept, held, of a
+		// later group or stage: not in the plan's group either way.
 		work("coll-2", "kept", nil)
 		labelDeleting("coll-2")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, nil)
+		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
+			w := getWork(Default, "coll-2", "kept")
+			before := w.DeepCopy()
+			w.SetLabels(map[string]string{"changed": "yes"})
+			Expect(k8s.Patch(ctx, w, client.MergeFrom(before))).To(Succeed())
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue())
+		Expect(deletingWorks("coll-2", "w-0", "w-1", "w-2", "kept")).To(Equal([]string{"w-0", "w-1", "w-2"}))
+		Expect(auditVerbs("coll-2", "deletecollection")).To(Equal(1))
+	})
+
+	It("leaves the collection to one-by-one deletes when it would leave out more objects than it may", func() {
+		mc, plan := newNamespace("coll-many")
+		for i := range 4 {
+			work("coll-many", fmt.Sprintf("w-%d", i), nil)
+		}
+		acts := groupOf("coll-many", "w-0", "w-1")
+		labelDeleting("coll-many")
+		ok, err := controller.DeleteCollectionLeavingOut(ctx, k8s, k8s, mc, plan, acts, 1)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ok).To(BeFalse())
-		Expect(deletingWorks("coll-2", "w-0", "w-1", "w-2", "kept")).To(BeEmpty())
-		Expect(auditVerbs("coll-2", "deletecollection")).To(Equal(0))
+		Expect(deletingWorks("coll-many", "w-0", "w-1", "w-2", "w-3")).To(BeEmpty())
+		Expect(auditVerbs("coll-many", "deletecollection")).To(Equal(0))
+
+		ok, err = controller.DeleteCollectionLeavingOut(ctx, k8s, k8s, mc, plan, acts, 2)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue())
+		Expect(deletingWorks("coll-many", "w-0", "w-1", "w-2", "w-3")).To(Equal([]string{"w-0", "w-1"}))
 	})
 
 	It("leaves the collection to one-by-one deletes when a work changed since the plan", func() {
@@ -516,7 +540,7 @@ var _ = Describe("Deleting a group in one request", func() {
 	})
 
 	for _, strategy := range []v1alpha1.RemoveStrategyType{v1alpha1.RemoveStrategyRequired, v1alpha1.RemoveStrategyBestEffort} {
-		It("deletes a cleanup-priority split one by one under "+string(strategy), func() {
+		It("deletes each group of a cleanup-priority split in one request, the later group left out by name, under "+string(strategy), func() {
 			cluster := "coll-split-" + map[v1alpha1.RemoveStrategyType]string{v1alpha1.RemoveStrategyRequired: "r", v1alpha1.RemoveStrategyBestEffort: "b"}[strategy]
 			fleetCluster(cluster, map[string]string{"env": cluster}, true)
 			for i := range 3 {
@@ -533,11 +557,34 @@ var _ = Describe("Deleting a group in one request", func() {
 
 			deleteCluster(cluster)
 			clusterGone(cluster)
-			// The first group, a subset, one by one; the last one, all that
-			// remains, in one request, after it.
-			Expect(auditWrites(cluster)).To(Equal([]string{"delete first-0", "delete first-1", "delete first-2", "deletecollection "}))
+			// The first group in one request that leaves the last out; the
+			// last one, all that remains, in one request after it.
+			Expect(auditWrites(cluster)).To(Equal([]string{"deletecollection ", "deletecollection "}))
 		})
 	}
+
+	It("deletes a stage whose when reads only names in one request, the work it keeps for a later stage left out", func() {
+		const cluster = "coll-when"
+		fleetCluster(cluster, map[string]string{"env": cluster}, true)
+		for i := range 3 {
+			work(cluster, fmt.Sprintf("app-%d", i), nil)
+		}
+		work(cluster, "klusterlet-work", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy(cluster, v1alpha1.CleanupPolicySpec{
+			ClusterSelector: fmt.Sprintf("cluster.metadata.labels[?'env'].orValue('') == '%s'", cluster),
+			DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "apps", GroupVersionResource: gvrWorks(), When: "object.metadata.name != 'klusterlet-work'"},
+				{Name: "klusterlet", GroupVersionResource: gvrWorks()},
+			},
+		}))).To(Succeed())
+		governedBy(cluster, cluster)
+		applied(cluster, 4)
+		settled()
+
+		deleteCluster(cluster)
+		clusterGone(cluster)
+		Expect(auditWrites(cluster)).To(ConsistOf("deletecollection ", "delete klusterlet-work"))
+	})
 })
 
 var _ = Describe("A deletecollection refused part way", func() {

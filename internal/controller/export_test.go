@@ -27,6 +27,15 @@ func DeleteCollection(ctx context.Context, c client.Client, reader client.Reader
 	return ok, err
 }
 
+// DeleteCollectionLeavingOut is DeleteCollection leaving out at most
+// maxLeftOut objects by name.
+func DeleteCollectionLeavingOut(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
+	acts []decision.Action, maxLeftOut int) (bool, error) {
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns(), maxLeftOut: maxLeftOut}
+	ok, _, err := a.deleteCollection(ctx, mc, plan, acts)
+	return ok, err
+}
+
 // DeleteAll runs the executor's deletes of a step, a collection first, and
 // returns the UIDs it deleted and the count of deletes it recorded for
 // resource.

@@ -49,6 +49,8 @@ type ClusterTeardown struct {
 	// beforeCollection, in tests, runs between the check of a group
 	// deleted in one request and the request.
 	beforeCollection func()
+	// maxLeftOut is decision.MaxLeftOut (0), but in tests.
+	maxLeftOut int
 	// admissionSettle is AdmissionSettle, but in tests.
 	admissionSettle time.Duration
 	// records writes the teardown records.

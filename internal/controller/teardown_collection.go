@@ -28,17 +28,19 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// A group of objects, the whole of their resource in the cluster
-// namespace, may be deleted in one deletecollection. The API server lists
-// the objects with the request's options, then deletes each of that list BY NAME, one after another,
-// with no UID or resourceVersion precondition. So the request names the
-// snapshot to delete, and what could change at a name after the check is
-// kept out:
-//   - the live list (not the cache) holds exactly the plan's objects (same
-//     UIDs, each at the resourceVersion the plan decided on, none being
-//     deleted), and the deletecollection lists that list's resourceVersion
-//     exactly: an object that appears after it is not in the snapshot, one
-//     that appeared before fails the check;
+// A group of objects of one resource in the cluster namespace may be
+// deleted in one deletecollection that leaves out, by name, the other
+// objects of the resource there (at most decision.MaxLeftOut). The API
+// server lists the objects with the request's options, then deletes each
+// of that list BY NAME, one after another, with no UID or resourceVersion
+// precondition. So the request names the snapshot to delete, and what
+// could change at a name after the check is kept out:
+//   - the live list (not the cache), less the names left out, holds
+//     exactly the plan's objects (same UIDs, each at the resourceVersion
+//     the plan decided on, none being deleted), and the deletecollection
+//     lists that list's resourceVersion exactly, with the same selectors:
+//     an object that appears after it is not in the snapshot, one that
+//     appeared before is left out by name or fails the check;
 //   - the cluster namespace, read live, carries the deleting label, and
 //     the admission policy and binding in force are the operator's as
 //     admissionpolicy.Objects makes them, unchanged for AdmissionSettle
@@ -46,7 +48,7 @@ import (
 //     dry-run create of a work in the namespace is refused by that policy:
 //     no object can be created in the namespace, so none is re-created
 //     under a name of the snapshot (another UID) before the server deletes
-//     that name.
+//     that name, nor under a name left out.
 //
 // What remains (docs/developer/performance.md): an object of the snapshot changed,
 // not re-created, between the check and the server's delete of its name is
@@ -98,7 +100,7 @@ func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured
 	if !a.namespaceClosed(ctx, mc, first.Namespace) {
 		return false, false, nil
 	}
-	live, err := a.exactlyPlanned(ctx, mc, plan, acts)
+	live, leftOut, err := a.exactlyPlanned(ctx, mc, plan, acts)
 	if live == nil || err != nil {
 		return false, false, err
 	}
@@ -108,7 +110,7 @@ func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured
 	gvk := first.Meta.GroupVersionKind()
 	target := &unstructured.Unstructured{}
 	target.SetGroupVersionKind(gvk)
-	deleteOpts := []client.DeleteAllOfOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(signalName(plan)),
+	deleteOpts := []client.DeleteAllOfOption{client.InNamespace(first.Namespace), notOperatorsObjects(), notNamed(append(leftOut, signalName(plan))...),
 		&client.DeleteAllOfOptions{ListOptions: client.ListOptions{Raw: &metav1.ListOptions{
 			ResourceVersion: live.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}}}
 	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
@@ -126,7 +128,7 @@ func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured
 	for _, act := range acts {
 		a.deleted(mc, act)
 	}
-	log.Info("deleted a group in one request", "cluster", mc.GetName(), "resource", first.Resource, "count", len(acts))
+	log.Info("deleted a group in one request", "cluster", mc.GetName(), "resource", first.Resource, "count", len(acts), "leftOut", len(leftOut))
 	return true, true, nil
 }
 
@@ -168,17 +170,18 @@ func (a *ClusterTeardown) namespaceClosed(ctx context.Context, mc *unstructured.
 }
 
 // exactlyPlanned lists the group's resource in the namespace live, and
-// returns the list when it holds exactly the plan's objects, each at the
-// resourceVersion the plan decided on and none being deleted; nil when
+// returns the list and the names it leaves out (every object not of the
+// group, at most a.maxLeftOut) when it holds each of the plan's objects at
+// the resourceVersion the plan decided on, none being deleted; nil when
 // not.
-func (a *ClusterTeardown) exactlyPlanned(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (*metav1.PartialObjectMetadataList, error) {
+func (a *ClusterTeardown) exactlyPlanned(ctx context.Context, mc *unstructured.Unstructured, plan *decision.Plan, acts []decision.Action) (*metav1.PartialObjectMetadataList, []string, error) {
 	log := logf.FromContext(ctx)
 	first := acts[0]
 	gvk := first.Meta.GroupVersionKind()
 	want := map[types.UID]string{}
 	for _, act := range acts {
 		if act.Namespace != first.Namespace || act.Meta == nil || act.Meta.GroupVersionKind() != gvk {
-			return nil, nil
+			return nil, nil, nil
 		}
 		want[act.UID] = cmp.Or(act.ResourceVersion, act.Meta.ResourceVersion)
 	}
@@ -188,23 +191,27 @@ func (a *ClusterTeardown) exactlyPlanned(ctx context.Context, mc *unstructured.U
 	if err := a.apiReader.List(ctx, live, selectors...); err != nil {
 		if apierrors.IsForbidden(err) {
 			log.Info("deleting one by one: the live list is forbidden", "cluster", mc.GetName(), "error", err.Error())
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, fmt.Errorf("listing %s in %s: %w", first.Resource, first.Namespace, err)
+		return nil, nil, fmt.Errorf("listing %s in %s: %w", first.Resource, first.Namespace, err)
 	}
-	if len(live.Items) != len(want) {
-		log.Info("deleting one by one: the namespace holds other objects than the plan's", "cluster", mc.GetName(),
-			"resource", first.Resource, "planned", len(want), "live", len(live.Items))
-		return nil, nil
-	}
+	var leftOut []string
 	for _, o := range live.Items {
-		rv, ok := want[o.UID]
-		if !ok || rv != o.ResourceVersion || o.DeletionTimestamp != nil {
+		rv, planned := want[o.UID]
+		switch {
+		case !planned:
+			leftOut = append(leftOut, o.Name)
+		case rv != o.ResourceVersion || o.DeletionTimestamp != nil:
 			log.Info("deleting one by one: an object changed since the plan", "cluster", mc.GetName(), "resource", first.Resource, "name", o.Name)
-			return nil, nil
+			return nil, nil, nil
 		}
 	}
-	return live, nil
+	if found := len(live.Items) - len(leftOut); found != len(want) || len(leftOut) > cmp.Or(a.maxLeftOut, decision.MaxLeftOut) {
+		log.Info("deleting one by one: the namespace does not hold the plan's objects, or holds too many others to leave out by name",
+			"cluster", mc.GetName(), "resource", first.Resource, "planned", len(want), "found", found, "leftOut", len(leftOut))
+		return nil, nil, nil
+	}
+	return live, leftOut, nil
 }
 
 // AdmissionSettle is how long the admission policy that refuses new
@@ -350,12 +357,15 @@ func notOperatorsObjects() client.MatchingLabelsSelector {
 	return client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}
 }
 
-// notNamed selects the objects not of that name (every one for "").
-func notNamed(name string) client.MatchingFieldsSelector {
-	if name == "" {
-		return client.MatchingFieldsSelector{Selector: fields.Everything()}
+// notNamed selects the objects of none of the names ("" names none).
+func notNamed(names ...string) client.MatchingFieldsSelector {
+	var terms []fields.Selector
+	for _, name := range names {
+		if name != "" {
+			terms = append(terms, fields.OneTermNotEqualSelector("metadata.name", name))
+		}
 	}
-	return client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("metadata.name", name)}
+	return client.MatchingFieldsSelector{Selector: fields.AndSelectors(terms...)}
 }
 
 // signalName is the name of the plan's deletion-signal work, if any.

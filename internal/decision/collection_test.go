@@ -2,6 +2,8 @@ package decision_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,11 +18,13 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// TestCollectionDeletes: a stage's group goes in one deletecollection only
-// when it is the stage's last cleanup-priority group, so every object of an
-// admission-guarded resource that remains once the groups before it are
-// gone, in a labelled namespace, each deleted now, no work's deleteOption
-// is the operator's decision, and no monitored resource is of its resource.
+// TestCollectionDeletes: a stage's cleanup-priority group goes in one
+// deletecollection, leaving out by name what else of its resource remains
+// (at most decision.MaxLeftOut), only when the resource is
+// admission-guarded, the namespace labelled, each of the group deleted now,
+// no work's deleteOption is the operator's decision, no monitored resource
+// is of its resource, and the stage's when reads nothing of an object a
+// write can change.
 func TestCollectionDeletes(t *testing.T) {
 	env, err := cel.NewEnv(cel.Schemas{})
 	if err != nil {
@@ -31,7 +35,11 @@ func TestCollectionDeletes(t *testing.T) {
 	works := func(priorities ...string) []decision.Object {
 		var out []decision.Object
 		for i, p := range priorities {
-			out = append(out, object(decision.ManifestWorks, "w"+string(rune('a'+i)), p, false))
+			name := "w" + string(rune('a'+i))
+			if i >= 26 {
+				name = fmt.Sprintf("w%03d", i)
+			}
+			out = append(out, object(decision.ManifestWorks, name, p, false))
 		}
 		return out
 	}
@@ -42,35 +50,53 @@ func TestCollectionDeletes(t *testing.T) {
 		objects   map[schema.GroupVersionResource][]decision.Object
 		nsLabels  map[string]string
 		available bool
-		// collection is the stage whose deletes are one collection; "" none.
-		collection string
+		// collection are the groups whose deletes are one collection,
+		// as stage/group.
+		collection []string
 	}{
 		{name: "every work, one group", objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "")},
-			collection: "manifestworks"},
+			collection: []string{"manifestworks/0"}},
 		{name: "every add-on, one group", objects: map[schema.GroupVersionResource][]decision.Object{
-			addons: {object(addons, "a1", "", false), object(addons, "a2", "", false)}}, collection: "addons"},
+			addons: {object(addons, "a1", "", false), object(addons, "a2", "", false)}}, collection: []string{"addons/0"}},
 		{name: "the namespace not labelled yet: the signal step labels it", nsLabels: map[string]string{},
-			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}, collection: "manifestworks"},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}, collection: []string{"manifestworks/0"}},
 		{name: "one object", objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("")}},
-		{name: "a priority split whose last group is one object",
-			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "10")}},
-		{name: "a priority split: the first group is a subset, deleted one by one; the last, all that remains then, in one request",
+		{name: "a priority split: the first group in one request that leaves the last out; the last, one object, alone",
+			objects:    map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "10")},
+			collection: []string{"manifestworks/0"}},
+		{name: "a priority split: the first group, one object, alone; the last, all that remains then, in one request",
 			objects:    map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "10", "10")},
-			collection: "manifestworks"},
+			collection: []string{"manifestworks/1"}},
+		{name: "a priority split leaving out more than MaxLeftOut: the first group one by one",
+			objects:    map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works(append([]string{"", ""}, repeat("10", decision.MaxLeftOut+1)...)...)},
+			collection: []string{"manifestworks/1"}},
+		{name: "a priority split leaving out MaxLeftOut: each group in one request",
+			objects:    map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works(append([]string{"", ""}, repeat("10", decision.MaxLeftOut)...)...)},
+			collection: []string{"manifestworks/0", "manifestworks/1"}},
 		{name: "one of them being deleted already", objects: map[schema.GroupVersionResource][]decision.Object{
 			decision.ManifestWorks: append(works("", ""), object(decision.ManifestWorks, "wz", "", true))}},
 		{name: "an orphaning rule decides each work's deleteOption",
 			spec:    v1alpha1.CleanupPolicySpec{Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-ns", When: "manifest.kind == 'Namespace'"}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
-		{name: "a stage filter", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{{Name: "apps",
+		{name: "a stage filter on the name", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{{Name: "apps",
 			GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
 			When:                 "object.metadata.name != 'nope'"}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}, collection: []string{"apps/0"}},
+		{name: "a stage filter on a label: a write could take a work out of the stage", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{{Name: "apps",
+			GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+			When:                 "object.metadata.labels[?'keep'].orValue('') != 'yes'"}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
-		{name: "two stages of one resource", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
+		{name: "two stages of one resource, the first taking none", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
 			{Name: "first", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
 				When: "object.metadata.name == 'nope'"},
 			{Name: "rest", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"}}}},
-			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}, collection: []string{"rest/0"}},
+		{name: "two stages of one resource, one work kept for last by name: the first stage in one request that leaves it out",
+			spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "first", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+					When: "object.metadata.name != 'wa'"},
+				{Name: "rest", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"}}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "")}, collection: []string{"first/0"}},
 		{name: "a resource the admission policy does not guard", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
 			{Name: "cms", GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{configmaps: {object(configmaps, "c1", "", false), object(configmaps, "c2", "", false)}}},
@@ -84,12 +110,12 @@ func TestCollectionDeletes(t *testing.T) {
 				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1beta1", Resource: "manifestworks"},
 				When:                 "object.metadata.labels[?'hold'].orValue('') == 'yes'"}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
-		{name: "a monitored resource of another resource", collection: "manifestworks",
+		{name: "a monitored resource of another resource", collection: []string{"manifestworks/0"},
 			spec: v1alpha1.CleanupPolicySpec{MonitoredResources: []v1alpha1.MonitoredResource{{
 				GroupVersionResource: v1alpha1.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"},
 				When:                 "object.metadata.labels[?'hold'].orValue('') == 'yes'"}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "")}},
-		{name: "the last priority group, all that remains: a priority only orders the stage's deletes", collection: "manifestworks",
+		{name: "the last priority group, all that remains: a priority only orders the stage's deletes", collection: []string{"manifestworks/0"},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("20", "20")}},
 		{name: "BestEffort on an unavailable cluster forces after the delete",
 			spec:    v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort}},
@@ -97,7 +123,7 @@ func TestCollectionDeletes(t *testing.T) {
 		{name: "BestEffort on an available cluster", available: true,
 			spec:       v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort}},
 			objects:    map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: withAgentFinalizer(works("", ""))},
-			collection: "manifestworks"},
+			collection: []string{"manifestworks/0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -121,26 +147,30 @@ func TestCollectionDeletes(t *testing.T) {
 			plan := decision.PlanTeardown(&decision.Governed{Cluster: mc, Policy: p,
 				Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), mc.Object)}, s)
 			g.Expect(plan.Held).To(BeEmpty())
-			collected := ""
+			var collected []string
 			for _, st := range plan.Steps {
 				for _, a := range st.Actions {
+					group := fmt.Sprintf("%s/%d", st.Name, a.Group)
 					if a.Collection {
 						g.Expect(a.Verb).To(Equal(decision.VerbDelete), "%s %s", st.Name, a.Name)
-						g.Expect(collected).To(Or(BeEmpty(), Equal(st.Name)))
-						collected = st.Name
+						if !slices.Contains(collected, group) {
+							collected = append(collected, group)
+						}
 					}
-				}
-				if st.Name == collected && collected != "" {
-					last := st.Actions[len(st.Actions)-1].Group
-					for _, a := range st.Actions {
-						g.Expect(a.Collection).To(Equal(a.Group == last),
-							"every delete of the stage's last priority group, and none of the groups before it: %s", a.Name)
-					}
+					g.Expect(a.Collection).To(Equal(slices.Contains(collected, group)), "every delete of a group collected, or none: %s", a.Name)
 				}
 			}
 			g.Expect(collected).To(Equal(tc.collection))
 		})
 	}
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }
 
 func withAgentFinalizer(objs []decision.Object) []decision.Object {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
@@ -149,17 +148,22 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 		return st, true, false
 	}
 	groups := Groups(objs)
-	last := 0
-	for gi, g := range groups {
-		last = len(st.Actions)
-		st.Actions = append(st.Actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
+	// Each group may go in one deletecollection that leaves out, by name,
+	// what remains of its resource in the namespace once the groups before
+	// it are gone (the later groups, and objects of other stages or of
+	// none); the plan says so from the start.
+	leftOut := len(t.s.Objects[s.GVR]) - len(objs)
+	for _, g := range groups {
+		leftOut += len(g)
 	}
-	// The last group is every object of the stage that remains once the
-	// groups before it are gone: it may go in one deletecollection then,
-	// and the plan says so from the start.
-	if t.collectable(s, st.Actions[last:]) {
-		for i := last; i < len(st.Actions); i++ {
-			st.Actions[i].Collection = true
+	for gi, g := range groups {
+		from := len(st.Actions)
+		st.Actions = append(st.Actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
+		leftOut -= len(g)
+		if t.collectable(s, st.Actions[from:], leftOut) {
+			for i := from; i < len(st.Actions); i++ {
+				st.Actions[i].Collection = true
+			}
 		}
 	}
 	first, priority := groups[0], PriorityName(groups[0][0].Meta)
@@ -200,64 +204,6 @@ func waitOutside(s Stage, r *Report) {
 		return
 	}
 	r.WaitsOutside = slices.Clone(s.Namespaces)
-}
-
-// MinCollection is the fewest objects a group deleted in one
-// deletecollection holds: below it, one delete per object costs as much.
-const MinCollection = 2
-
-// collectable says whether the last group of a stage, its objects that
-// remain once the groups before it (by cleanup-priority) are gone, goes in
-// one deletecollection: the stage takes every object of its resource in
-// the namespace (no other stage, no filter, takes any),
-// each deleted now and none forced after; the resource is one the
-// admission policy refuses to create in the namespace, which is labelled
-// (now, or by the signal step), so nothing new appears meanwhile; and for
-// ManifestWorks, no work's deleteOption is the operator's decision (no
-// orphaning rule, not Needless), so a change to a work after this plan
-// changes nothing the plan decided; and no monitored resource is of the
-// stage's resource, so no change to an object's metadata can make the gate
-// wait for it. The API server deletes each object of the collection by
-// name, without the plan's resourceVersion, so the plan relies on this:
-// no field of the policy decides by an object's metadata whether the
-// stage deletes it; its cleanup-priority only orders the deletes within
-// the stage, and the group is every object that remains in it, so a
-// priority written after the executor's check (a window of one request)
-// changes the order of that object's delete, never whether the stage
-// deletes it. The executor still deletes only the objects of the plan: it
-// checks the namespace holds exactly them, and deletes the snapshot it
-// checked (docs/developer/performance.md).
-func (t *teardown) collectable(s Stage, actions []Action) bool {
-	if len(actions) < MinCollection || s.When != nil || !AdmissionGuarded(s.GVR) {
-		return false
-	}
-	if n := len(slices.DeleteFunc(Stages(t.p), func(o Stage) bool { return o.GVR.GroupResource() != s.GVR.GroupResource() })); n != 1 {
-		return false
-	}
-	for _, m := range MonitoredResources(t.p) {
-		if m.GVR.GroupResource() == s.GVR.GroupResource() {
-			return false
-		}
-	}
-	ns := t.s.Namespace
-	if ns == nil || ns.Name != t.plan.Cluster || (ns.Labels[v1alpha1.ClusterDeletingLabel] != "true" && !t.signalLabels()) {
-		return false
-	}
-	if s.GVR == ManifestWorks && (len(t.p.Spec.Orphaning) > 0 || t.strategy == v1alpha1.RemoveStrategyNeedless) {
-		return false
-	}
-	for _, a := range actions {
-		if a.Verb != VerbDelete {
-			return false
-		}
-	}
-	return true
-}
-
-// AdmissionGuarded says whether the admission policy refuses new objects
-// of the resource in the namespace of a cluster being deleted.
-func AdmissionGuarded(gvr schema.GroupVersionResource) bool {
-	return gvr.GroupResource() == ManifestWorks.GroupResource() || gvr.GroupResource() == ManagedClusterAddOns.GroupResource()
 }
 
 // namespace deletes the cluster namespace unless the policy keeps it (then

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -20,7 +21,7 @@ import (
 // else: per cluster (all at once), each group (the add-ons, then the works
 // of each cleanup priority, lowest first), waiting until the group is gone,
 // then the namespace. inFlight bounds the deletes in flight per cluster;
-// style says whether a last group goes in one deletecollection.
+// style says whether a group goes in one deletecollection.
 func bareLoop(inFlight int, style bareGroups) func(ctx context.Context, r *run) (*instance, error) {
 	return func(ctx context.Context, r *run) (*instance, error) {
 		cfg, err := r.cp.user(userBare, "system:masters")
@@ -60,13 +61,16 @@ type bareGroups int
 
 const (
 	eachOne        bareGroups = iota // every object in a delete of its own
-	lastGroupInOne                   // the last group of a resource in one deletecollection (of minCollection or more)
+	eachGroupInOne                   // each group of a resource in one deletecollection (of minCollection or more) leaving the later ones out by name
 )
 
 // minCollection is the fewest objects the operator deletes in one
-// deletecollection (decision.MinCollection): a smaller last group goes one
-// by one.
-const minCollection = 2
+// deletecollection (decision.MinCollection): a smaller group goes one by
+// one; maxLeftOut the most it leaves out by name (decision.MaxLeftOut).
+const (
+	minCollection = 2
+	maxLeftOut    = 256
+)
 
 // priorities are the fleet's cleanup priorities, lowest first (absent: "").
 var priorities = []string{"", "10", "20"}
@@ -87,20 +91,20 @@ func bareCluster(ctx context.Context, bare metadata.Interface, kube kubernetes.I
 			prio := item.Annotations[cleanupPriority]
 			groups[prio] = append(groups[prio], item.Name)
 		}
-		last := ""
-		for _, prio := range priorities {
-			if len(groups[prio]) > 0 {
-				last = prio
-			}
-		}
-		for _, prio := range priorities {
+		for i, prio := range priorities {
 			names := groups[prio]
 			if len(names) == 0 {
 				continue
 			}
+			var later []fields.Selector
+			for _, p := range priorities[i+1:] {
+				for _, n := range groups[p] {
+					later = append(later, fields.OneTermNotEqualSelector("metadata.name", n))
+				}
+			}
 			var err error
-			if style == lastGroupInOne && prio == last && len(names) >= minCollection {
-				err = res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			if style == eachGroupInOne && len(names) >= minCollection && len(later) <= maxLeftOut {
+				err = res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: fields.AndSelectors(later...).String()})
 			} else {
 				err = deleteEach(ctx, res, names, inFlight)
 			}
