@@ -62,6 +62,7 @@ type config struct {
 	cases       []string // one, twenty
 	contenders  []string
 	rounds      int // teardowns of each contender, in turns (BENCH_ROUNDS)
+	pace        int // operator-paced's maxConcurrent, instead of the case's (BENCH_PACE)
 	clusters    int // idle fleet
 	worksPer    int
 	quiet, idle time.Duration
@@ -121,6 +122,9 @@ func readConfig() (config, error) {
 		return c, err
 	}
 	if c.timeout, err = envDuration("BENCH_TIMEOUT", 15*time.Minute); err != nil {
+		return c, err
+	}
+	if c.pace, err = envInt("BENCH_PACE", 0); err != nil {
 		return c, err
 	}
 	if c.knobs, err = readKnobs(); err != nil {

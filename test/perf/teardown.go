@@ -106,7 +106,7 @@ func teardownOnce(ctx context.Context, cfg config, p paths, mgrBin, dir string, 
 	if err := startAgentOf(rctx, cp, tc.agentDelay); err != nil {
 		return res, err
 	}
-	r := &run{p: p, cp: cp, admin: admin, fleet: tc.fleet, mgrBin: mgrBin, maxConcurrent: cmp.Or(tc.maxConcurrent, 50)}
+	r := &run{p: p, cp: cp, admin: admin, fleet: tc.fleet, mgrBin: mgrBin, maxConcurrent: cmp.Or(cfg.pace, tc.maxConcurrent, 50)}
 	inst, err := c.start(rctx, r)
 	if err != nil {
 		return res, err
