@@ -452,6 +452,56 @@ var _ = Describe("Deleting a group in one request", func() {
 		Expect(auditVerbs("coll-changed", "deletecollection")).To(Equal(1))
 	})
 
+	// A group before others: a work of the group written a later
+	// priority in the window goes with the group, one of the later group
+	// written an earlier priority is left out by name, as the plan decided.
+	It("deletes a group as checked when priorities change in the request's window: the group's work goes, the later group's stays", func() {
+		mc, plan := newNamespace("coll-reprio")
+		for i := range 3 {
+			work("coll-reprio", fmt.Sprintf("w-%d", i), nil)
+		}
+		work("coll-reprio", "last", map[string]string{"open-cluster-management.io/cleanup-priority": "100"})
+		acts := groupOf("coll-reprio", "w-0", "w-1", "w-2")
+		labelDeleting("coll-reprio")
+		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
+			for name, prio := range map[string]string{"w-2": "200", "last": "0"} {
+				w := getWork(Default, "coll-reprio", name)
+				before := w.DeepCopy()
+				w.SetAnnotations(map[string]string{"open-cluster-management.io/cleanup-priority": prio})
+				Expect(k8s.Patch(ctx, w, client.MergeFrom(before))).To(Succeed())
+			}
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue())
+		Expect(deletingWorks("coll-reprio", "w-0", "w-1", "w-2", "last")).To(Equal([]string{"w-0", "w-1", "w-2"}))
+	})
+
+	// A proxy in front of the API server refuses a long request line: the
+	// group goes one by one, the work left out still left alone.
+	It("deletes one by one when a proxy refuses the deletecollection as too long", func() {
+		mc, plan := newNamespace("coll-414")
+		for i := range 3 {
+			work("coll-414", fmt.Sprintf("w-%d", i), nil)
+		}
+		work("coll-414", "kept", nil)
+		acts := groupOf("coll-414", "w-0", "w-1", "w-2")
+		labelDeleting("coll-414")
+		short := throughProxy(func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) {
+			if r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/manifestworks") && strings.Contains(r.URL.RawQuery, "kept") {
+				http.Error(w, "request URI too long", http.StatusRequestURITooLong)
+				return
+			}
+			forward(w, r)
+		})
+		done, count, err := controller.DeleteAll(ctx, short, short, mc, plan, acts, "manifestworks")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(done).To(HaveLen(3))
+		Expect(count).To(Equal(3.0))
+		Expect(deletingWorks("coll-414", "w-0", "w-1", "w-2", "kept")).To(Equal([]string{"w-0", "w-1", "w-2"}))
+		Expect(auditVerbs("coll-414", "deletecollection")).To(Equal(0))
+		Expect(auditVerbs("coll-414", "delete")).To(Equal(3))
+	})
+
 	// The API server deleted the collection, and the answer was lost on
 	// the way back: what it deleted is recorded, once, and the error said.
 	It("records what a deletecollection deleted when its answer is lost", func() {

@@ -3,13 +3,12 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"strings"
-	"time"
+	"net/http"
+	"net/url"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,12 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
@@ -114,12 +111,13 @@ func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured
 		&client.DeleteAllOfOptions{ListOptions: client.ListOptions{Raw: &metav1.ListOptions{
 			ResourceVersion: live.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}}}
 	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
+		if refusedCollection(err) {
 			// The snapshot is compacted away, the operator may not delete
-			// a collection (a ClusterRole of an older version), or an
-			// admission check refused one of the objects: the group goes
-			// one by one, each with its preconditions; one the request
-			// deleted already is not deleted again (notDeletedYet).
+			// a collection (a ClusterRole of an older version), an
+			// admission check refused one of the objects, or a proxy
+			// refused the request's length: the group goes one by one,
+			// each with its preconditions; one the request deleted
+			// already is not deleted again (notDeletedYet).
 			log.Info("deleting one by one: the deletecollection was refused", "cluster", mc.GetName(), "error", err.Error())
 			return false, true, nil
 		}
@@ -131,6 +129,23 @@ func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured
 	log.Info("deleted a group in one request", "cluster", mc.GetName(), "resource", first.Resource, "count", len(acts), "leftOut", len(leftOut))
 	return true, true, nil
 }
+
+// refusedCollection says whether a deletecollection was refused in a way
+// the deletes one by one are not: its snapshot compacted away (410), a
+// collection or one of its objects forbidden (403), the verb not served
+// (405), or the request refused as too long or malformed by a proxy in
+// front of the API server (400, 413, 414).
+func refusedCollection(err error) bool {
+	var status apierrors.APIStatus
+	tooLong := errors.As(err, &status) && status.Status().Code == http.StatusRequestURITooLong
+	return tooLong || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// maxLeftOutQuery bounds the field selector of a deletecollection, as its
+// query string carries it, so that the request line stays within 8 KiB,
+// the smallest limit proxies in front of an API server commonly set.
+const maxLeftOutQuery = 7680
 
 // namespaceClosed says whether no object can be created in the cluster
 // namespace: the operator's admission policy is in force, the namespace,
@@ -206,148 +221,13 @@ func (a *ClusterTeardown) exactlyPlanned(ctx context.Context, mc *unstructured.U
 			return nil, nil, nil
 		}
 	}
-	if found := len(live.Items) - len(leftOut); found != len(want) || len(leftOut) > cmp.Or(a.maxLeftOut, decision.MaxLeftOut) {
+	query := len(url.QueryEscape(notNamed(append(leftOut, signalName(plan))...).Selector.String()))
+	if found := len(live.Items) - len(leftOut); found != len(want) || len(leftOut) > cmp.Or(a.maxLeftOut, decision.MaxLeftOut) || query > maxLeftOutQuery {
 		log.Info("deleting one by one: the namespace does not hold the plan's objects, or holds too many others to leave out by name",
-			"cluster", mc.GetName(), "resource", first.Resource, "planned", len(want), "found", found, "leftOut", len(leftOut))
+			"cluster", mc.GetName(), "resource", first.Resource, "planned", len(want), "found", found, "leftOut", len(leftOut), "selectorBytes", query)
 		return nil, nil, nil
 	}
 	return live, leftOut, nil
-}
-
-// AdmissionSettle is how long the admission policy that refuses new
-// objects in a deleting cluster's namespace, and its binding, must have
-// been as they are (created, or last written) before a group is deleted in
-// one request: each API server loads them from a watch, so one written
-// moments ago may not be enforced everywhere yet.
-//
-// It is a margin over the delay of a watch, not a proof: docs/developer/performance.md.
-const AdmissionSettle = 5 * time.Second
-
-// admissionInForce says why the admission policy that refuses new
-// ManifestWorks and ManagedClusterAddOns in a deleting cluster's namespace
-// is not known to be in force ("" when it is): it and its binding must
-// exist, not be being deleted, equal what admissionpolicy.Objects makes
-// (rules, match conditions, validations; the binding's policy, match
-// resources and actions: an administrator's edit, even one that narrows
-// them, means no collection), and not have been written for
-// a.admissionSettle.
-func (a *ClusterTeardown) admissionInForce(ctx context.Context) (string, error) {
-	var wantPolicy *admissionregistrationv1.ValidatingAdmissionPolicy
-	var wantBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	for _, obj := range admissionpolicy.Objects() {
-		switch o := obj.(type) {
-		case *admissionregistrationv1.ValidatingAdmissionPolicy:
-			if o.Name == admissionpolicy.DeletingClusterPolicy {
-				wantPolicy = o
-			}
-		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-			if o.Name == admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy) {
-				wantBinding = o
-			}
-		}
-	}
-	var policy admissionregistrationv1.ValidatingAdmissionPolicy
-	if err := a.apiReader.Get(ctx, client.ObjectKeyFromObject(wantPolicy), &policy); err != nil {
-		return "the policy cannot be read", client.IgnoreNotFound(err)
-	}
-	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	if err := a.apiReader.Get(ctx, client.ObjectKeyFromObject(wantBinding), &binding); err != nil {
-		return "the binding cannot be read", client.IgnoreNotFound(err)
-	}
-	switch {
-	case policy.DeletionTimestamp != nil || binding.DeletionTimestamp != nil:
-		return "the policy or its binding is being deleted", nil
-	case !equality.Semantic.DeepEqual(defaultedPolicy(policy.Spec), defaultedPolicy(wantPolicy.Spec)):
-		return "the policy differs from the operator's", nil
-	case !equality.Semantic.DeepEqual(defaultedBinding(binding.Spec), defaultedBinding(wantBinding.Spec)):
-		return "the binding differs from the operator's", nil
-	case time.Since(lastWritten(&policy)) < a.admissionSettle || time.Since(lastWritten(&binding)) < a.admissionSettle:
-		return fmt.Sprintf("the policy or its binding was written less than %s ago", a.admissionSettle), nil
-	}
-	return "", nil
-}
-
-// admissionProbe names the work a dry-run create asks the API server for.
-const admissionProbe = "cleanup-operator-admission-probe"
-
-// admissionRefuses says whether the API server refuses, by the operator's
-// admission policy, a new ManifestWork in the namespace: a dry run, which
-// writes nothing.
-func (a *ClusterTeardown) admissionRefuses(ctx context.Context, namespace string) (bool, error) {
-	probe := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": decision.ManifestWorks.GroupVersion().String(), "kind": "ManifestWork",
-		"metadata": map[string]any{"name": admissionProbe, "namespace": namespace,
-			"labels": map[string]any{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}},
-		"spec": map[string]any{"workload": map[string]any{}},
-	}}
-	err := a.Client.Create(ctx, probe, client.DryRunAll)
-	switch {
-	case err == nil:
-		return false, nil
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), admissionpolicy.DeletingClusterPolicy):
-		return true, nil
-	case apierrors.IsForbidden(err) || apierrors.IsAlreadyExists(err):
-		return false, nil
-	}
-	return false, err
-}
-
-// lastWritten is when the object was created or last written, as its
-// managed fields record.
-func lastWritten(obj metav1.Object) time.Time {
-	t := obj.GetCreationTimestamp().Time
-	for _, f := range obj.GetManagedFields() {
-		if f.Time != nil && f.Time.After(t) {
-			t = f.Time.Time
-		}
-	}
-	return t
-}
-
-// defaultedPolicy is a policy's spec with the API server's defaults set,
-// to compare one as created with one as read.
-func defaultedPolicy(spec admissionregistrationv1.ValidatingAdmissionPolicySpec) admissionregistrationv1.ValidatingAdmissionPolicySpec {
-	spec = *spec.DeepCopy()
-	if spec.FailurePolicy == nil {
-		spec.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
-	}
-	spec.MatchConstraints = defaultedMatch(spec.MatchConstraints)
-	return spec
-}
-
-// defaultedBinding is a binding's spec with the API server's defaults set;
-// match resources that select nothing more than the policy are none.
-func defaultedBinding(spec admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec) admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec {
-	spec = *spec.DeepCopy()
-	spec.MatchResources = defaultedMatch(spec.MatchResources)
-	if spec.MatchResources != nil && equality.Semantic.DeepEqual(*spec.MatchResources, *defaultedMatch(&admissionregistrationv1.MatchResources{})) {
-		spec.MatchResources = nil
-	}
-	return spec
-}
-
-func defaultedMatch(m *admissionregistrationv1.MatchResources) *admissionregistrationv1.MatchResources {
-	if m == nil {
-		return nil
-	}
-	m = m.DeepCopy()
-	if m.NamespaceSelector == nil {
-		m.NamespaceSelector = &metav1.LabelSelector{}
-	}
-	if m.ObjectSelector == nil {
-		m.ObjectSelector = &metav1.LabelSelector{}
-	}
-	if m.MatchPolicy == nil {
-		m.MatchPolicy = ptr.To(admissionregistrationv1.Equivalent)
-	}
-	for _, rules := range [][]admissionregistrationv1.NamedRuleWithOperations{m.ResourceRules, m.ExcludeResourceRules} {
-		for i := range rules {
-			if rules[i].Scope == nil {
-				rules[i].Scope = ptr.To(admissionregistrationv1.AllScopes)
-			}
-		}
-	}
-	return m
 }
 
 // notOperatorsObjects selects the objects without the operator's

@@ -20,7 +20,7 @@ const MaxLeftOut = 256
 // for an object whatever is written to it.
 var ImmutableFields = [][]string{{"metadata", "name"}, {"metadata", "namespace"}, {"metadata", "uid"}, {"metadata", "creationTimestamp"}}
 
-// collectable says whether a group of a stage, its objects of one
+// collectable says whether a group of stage i, its objects of one
 // cleanup-priority, goes in one deletecollection that leaves out by name
 // the leftOut objects of its resource that remain in the namespace then
 // (the later groups, and objects of other stages or of none), at most
@@ -32,23 +32,31 @@ var ImmutableFields = [][]string{{"metadata", "name"}, {"metadata", "namespace"}
 // orphaning rule, not Needless), so a change to a work after this plan
 // changes nothing the plan decided; no monitored resource is of the
 // stage's resource, so no change to an object's metadata can make the gate
-// wait for it; and the stage's when, if any, reads only fields of the
-// object no write changes (ImmutableFields), so no change to an object can
-// take it out of the stage. The API server deletes each object of the
-// collection by name, without the plan's resourceVersion, so the plan
+// wait for it; and the when of this stage and of every stage of the
+// resource before it, if any, reads only fields of the object no write
+// changes (ImmutableFields), so no change to an object can take it out of
+// the stage, nor into an earlier one. The API server deletes each object of
+// the collection by name, without the plan's resourceVersion, so the plan
 // relies on this: what decides whether the stage deletes an object cannot
-// change; its cleanup-priority only orders the deletes within the stage,
-// so a priority written after the executor's check (a window of one
-// request) changes the order of that object's delete, never whether the
-// stage deletes it. The executor still deletes only the objects of the
-// plan: it checks the namespace holds exactly them besides those it leaves
-// out, and deletes the snapshot it checked (docs/developer/performance.md).
-func (t *teardown) collectable(s Stage, actions []Action, leftOut int) bool {
+// change. Its cleanup-priority can, and only orders the deletes within the
+// stage: a priority written between the executor's check and the server's
+// delete of that name (the request's time: the server deletes a
+// collection's objects one after another) changes the order of that
+// object's delete, never whether the stage deletes it. The executor still
+// deletes only the objects of the plan: it checks the namespace holds
+// exactly them besides those it leaves out, and deletes the snapshot it
+// checked (docs/developer/performance.md).
+func (t *teardown) collectable(i int, s Stage, actions []Action, leftOut int) bool {
 	if len(actions) < MinCollection || leftOut > MaxLeftOut || s.Outside() || !AdmissionGuarded(s.GVR) {
 		return false
 	}
-	if s.When != nil && !s.When.ReadsOnlyPaths(cel.VarObject, ImmutableFields...) {
-		return false
+	for _, earlier := range Stages(t.p)[:i+1] {
+		if earlier.Outside() || earlier.GVR.GroupResource() != s.GVR.GroupResource() || earlier.When == nil {
+			continue
+		}
+		if !earlier.When.ReadsOnlyPaths(cel.VarObject, ImmutableFields...) {
+			return false
+		}
 	}
 	for _, m := range MonitoredResources(t.p) {
 		if m.GVR.GroupResource() == s.GVR.GroupResource() {

@@ -97,6 +97,21 @@ func TestCollectionDeletes(t *testing.T) {
 					When: "object.metadata.name != 'wa'"},
 				{Name: "rest", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"}}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "")}, collection: []string{"first/0"}},
+		{name: "an earlier stage of the resource whose when reads a label: a write could move a work of the group into it",
+			spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "labelled", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+					When: "object.metadata.labels[?'first'].orValue('') == 'yes'"},
+				{Name: "named", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+					When: "object.metadata.name != 'wa'"},
+				{Name: "rest", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"}}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "")}},
+		{name: "an earlier stage of another resource whose when reads a label",
+			spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
+				{Name: "labelled", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "addon.open-cluster-management.io", Version: "v1alpha1", Resource: "managedclusteraddons"},
+					When: "object.metadata.labels[?'first'].orValue('') == 'yes'"},
+				{Name: "named", GroupVersionResource: v1alpha1.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"},
+					When: "object.metadata.name != 'wa'"}}},
+			objects: map[schema.GroupVersionResource][]decision.Object{decision.ManifestWorks: works("", "", "")}, collection: []string{"named/0"}},
 		{name: "a resource the admission policy does not guard", spec: v1alpha1.CleanupPolicySpec{DeletionStages: []v1alpha1.DeletionStage{
 			{Name: "cms", GroupVersionResource: v1alpha1.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}},
 			objects: map[schema.GroupVersionResource][]decision.Object{configmaps: {object(configmaps, "c1", "", false), object(configmaps, "c2", "", false)}}},

@@ -160,7 +160,7 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 		from := len(st.Actions)
 		st.Actions = append(st.Actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
 		leftOut -= len(g)
-		if t.collectable(s, st.Actions[from:], leftOut) {
+		if t.collectable(i, s, st.Actions[from:], leftOut) {
 			for i := from; i < len(st.Actions); i++ {
 				st.Actions[i].Collection = true
 			}
