@@ -10,7 +10,9 @@ type CleanupPolicyStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready is always present; Reconciling and Stalled only while true.
+	// conditions: Ready is always present; Reconciling and Stalled only while
+	// true; Guarded says whether the operator puts back its admission and
+	// flow-control objects when they are deleted or changed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

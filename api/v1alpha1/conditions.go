@@ -11,6 +11,14 @@ const (
 	// StalledCondition is present, True, only while the policy cannot make
 	// progress until someone changes it or the objects it reads.
 	StalledCondition = "Stalled"
+	// GuardedCondition is present on every policy the operator reconciled:
+	// True while it keeps its admission policies, their bindings and its
+	// flow-control objects as it renders them, putting back any that is
+	// deleted or changed; False when it cannot, so that protection which
+	// goes away is said where the policies are read, not only in a metric.
+	// It describes the operator, not the policy: kstatus and the Argo CD
+	// health check do not read it, and Ready keeps its meaning.
+	GuardedCondition = "Guarded"
 )
 
 // Reasons of the policy's conditions.
@@ -48,7 +56,8 @@ const (
 	// SuspendedReason surfaces, on Ready True, when spec.suspend is true: the
 	// operator makes no write for what the policy governs. The status is
 	// written once, when suspend turns true, and not again while it stays
-	// true (kstatus: Current, then InProgress after an edit made meanwhile).
+	// true (kstatus: Current, then InProgress after an edit made meanwhile),
+	// but for the Guarded condition, which describes the operator.
 	SuspendedReason = "Suspended"
 	// SignalRefusedReason surfaces, on Ready False, when the policy's
 	// deletion-signal manifests break the operator's limits (kinds, sizes):
@@ -69,4 +78,15 @@ const (
 	// teardown record can be written there, so every teardown the policy
 	// governs is held until it is created.
 	OperatorNamespaceMissingReason = "OperatorNamespaceMissing"
+	// GuardsInPlaceReason surfaces, on Guarded True, while the operator
+	// watches its admission and flow-control objects and puts back any that
+	// is deleted or changed. The message names the last one it put back
+	// since it started, what had happened to it and when it was put back.
+	GuardsInPlaceReason = "GuardsInPlace"
+	// GuardUnrestorableReason surfaces, on Guarded False, when the operator
+	// lacks the rights of its bootstrap ClusterRole to watch and write its
+	// admission and flow-control objects, and so runs without putting them
+	// back: one deleted or changed stays so, and the protection it gives is
+	// gone. The message names the missing rights.
+	GuardUnrestorableReason = "GuardUnrestorable"
 )

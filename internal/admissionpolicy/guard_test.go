@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+	"github.com/fleetops-dev/cleanup-operator/internal/flowcontrol"
 )
 
 // TestGuardRestores: with the guard running, a deleted binding comes back
@@ -39,29 +41,7 @@ func TestGuardRestores(t *testing.T) {
 		}
 	})
 
-	opts := ctrl.Options{Scheme: k8s.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
-	opts.Controller.SkipNameValidation = ptr.To(true)
-	opts.Logger = testr.New(t)
-	mgr, err := ctrl.NewManager(testEnv.Config, opts)
-	g.Expect(err).NotTo(HaveOccurred())
-	guard := &admissionpolicy.Guard{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder(v1alpha1.FieldManager), Objects: objs,
-		Restored: func(kind, name, change string) {
-			admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc()
-		}}
-	g.Expect(guard.SetupWithManager(mgr)).To(Succeed())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	// The guard stops before the objects rendered for it are deleted.
-	t.Cleanup(func() { cancel(); <-stopped })
-
-	// Deletes from here on reach the guard as watch events.
-	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	runGuard(ctx, t, g, cancel, objs)
 	name := admissionpolicy.BindingName(admissionpolicy.DeletionProtectionPolicy)
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, binding)).To(Succeed())
@@ -135,4 +115,103 @@ func TestGuardRestores(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(other), cur)).To(Succeed())
 		g.Expect(cur.ResourceVersion).To(Equal(other.ResourceVersion))
 	}, "2s").Should(Succeed())
+}
+
+// runGuard runs a manager with a guard of objs until ctx ends; cancel ends
+// it. It returns once deletes reach the guard as watch events, and the
+// guard stops, at the test's cleanup, before cleanups registered earlier
+// delete the objects rendered for it.
+func runGuard(ctx context.Context, t *testing.T, g *WithT, cancel context.CancelFunc, objs []client.Object) {
+	opts := ctrl.Options{Scheme: k8s.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	opts.Controller.SkipNameValidation = ptr.To(true)
+	opts.Logger = testr.New(t)
+	mgr, err := ctrl.NewManager(testEnv.Config, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	guard := &admissionpolicy.Guard{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder(v1alpha1.FieldManager), Objects: objs,
+		Restored: func(kind, name, change string) {
+			admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc()
+		}}
+	g.Expect(guard.SetupWithManager(mgr)).To(Succeed())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-stopped })
+	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+}
+
+// TestGuardRestoresFlowControl: with the guard running, the operator's
+// FlowSchema and priority level, each deleted and then changed, are put
+// back as rendered and counted.
+func TestGuardRestoresFlowControl(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	objs := flowcontrol.Objects("cleanup-guard-test", "operator")
+	for _, obj := range objs {
+		g.Expect(k8s.Create(ctx, obj.DeepCopyObject().(client.Object))).To(Succeed())
+	}
+	t.Cleanup(func() {
+		for _, obj := range objs {
+			_ = k8s.Delete(context.Background(), obj)
+		}
+	})
+	runGuard(ctx, t, g, cancel, objs)
+	restores := func(kind, change string) func() float64 {
+		return func() float64 {
+			return testutil.ToFloat64(admissionpolicy.Restores.WithLabelValues(kind, flowcontrol.Name, change))
+		}
+	}
+	key := client.ObjectKey{Name: flowcontrol.Name}
+
+	// The FlowSchema, deleted: back, as rendered.
+	schema := &flowcontrolv1.FlowSchema{}
+	g.Expect(k8s.Get(ctx, key, schema)).To(Succeed())
+	before := restores("FlowSchema", "deleted")()
+	g.Expect(k8s.Delete(ctx, schema)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &flowcontrolv1.FlowSchema{}
+		g.Expect(k8s.Get(ctx, key, cur)).To(Succeed())
+		g.Expect(cur.UID).NotTo(Equal(schema.UID))
+		g.Expect(cur.Spec.Rules[0].Subjects[0].ServiceAccount.Namespace).To(Equal("cleanup-guard-test"))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+	g.Eventually(restores("FlowSchema", "deleted")).Should(Equal(before + 1))
+
+	// The FlowSchema, changed: its precedence put back.
+	before = restores("FlowSchema", "changed")()
+	g.Expect(k8s.Get(ctx, key, schema)).To(Succeed())
+	schema.Spec.MatchingPrecedence = 9900
+	g.Expect(k8s.Update(ctx, schema)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, key, schema)).To(Succeed())
+		g.Expect(schema.Spec.MatchingPrecedence).To(Equal(int32(flowcontrol.MatchingPrecedence)))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+	g.Eventually(restores("FlowSchema", "changed")).Should(Equal(before + 1))
+
+	// The priority level, deleted: back.
+	level := &flowcontrolv1.PriorityLevelConfiguration{}
+	g.Expect(k8s.Get(ctx, key, level)).To(Succeed())
+	before = restores("PriorityLevelConfiguration", "deleted")()
+	g.Expect(k8s.Delete(ctx, level)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &flowcontrolv1.PriorityLevelConfiguration{}
+		g.Expect(k8s.Get(ctx, key, cur)).To(Succeed())
+		g.Expect(cur.UID).NotTo(Equal(level.UID))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+	g.Eventually(restores("PriorityLevelConfiguration", "deleted")).Should(Equal(before + 1))
+
+	// The priority level, changed: its shares put back.
+	before = restores("PriorityLevelConfiguration", "changed")()
+	g.Expect(k8s.Get(ctx, key, level)).To(Succeed())
+	level.Spec.Limited.NominalConcurrencyShares = ptr.To[int32](200)
+	g.Expect(k8s.Update(ctx, level)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, key, level)).To(Succeed())
+		g.Expect(*level.Spec.Limited.NominalConcurrencyShares).To(Equal(int32(flowcontrol.NominalConcurrencyShares)))
+	}).WithTimeout(enforcementTimeout).Should(Succeed())
+	g.Eventually(restores("PriorityLevelConfiguration", "changed")).Should(Equal(before + 1))
 }

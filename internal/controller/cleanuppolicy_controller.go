@@ -61,6 +61,9 @@ type CleanupPolicyReconciler struct {
 	// OperatorNamespace is where teardown records are kept; while it does
 	// not exist every policy's Ready says so. Empty checks nothing.
 	OperatorNamespace string
+	// Guard is what the guard of the admission and flow-control objects
+	// last said, for every policy's Guarded condition; nil sets none.
+	Guard *GuardState
 
 	invalidLogged reportedOnce
 	pace          fleetPace
@@ -94,6 +97,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	p, decodeErrs := snapshot.DecodePolicy(u)
 	orig := p.DeepCopy()
 	defer func() {
+		setGuardedCondition(p, r.Guard)
 		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, p))
 		r.Metrics.observePolicy(p)
 	}()
@@ -215,14 +219,18 @@ func (r *CleanupPolicyReconciler) setFleetCondition(ctx context.Context, p *v1al
 // reconcileSuspended writes the status of a suspended policy once, when
 // suspend turns true: Ready True, reason Suspended, observedGeneration,
 // no Reconciling or Stalled (kstatus: Current), and one Event. While it
-// stays suspended, nothing is written at all, not even for a new
+// stays suspended, nothing else is written, not even for a new
 // generation: the policy is not reconciled, and its in-use finalizer is
-// neither added nor removed.
+// neither added nor removed. Only the Guarded condition still follows the
+// guard, as it says what the operator enforces, not what the policy does.
 func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *unstructured.Unstructured) error {
 	p, decodeErrs := snapshot.DecodePolicy(u)
 	defer func() { r.Metrics.observePolicy(p) }()
 	if suspendedStatus(p) {
-		return nil
+		// Only the guard's condition follows: it describes the operator.
+		orig := p.DeepCopy()
+		setGuardedCondition(p, r.Guard)
+		return r.patchStatus(ctx, orig, p)
 	}
 	msg := suspendedMessage
 	if _, errs := r.Cache.Load(p.UID, p.Generation, func() (*v1alpha1.CleanupPolicy, field.ErrorList) { return p, decodeErrs }); len(errs) > 0 {
@@ -232,6 +240,7 @@ func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *uns
 	}
 	orig := p.DeepCopy()
 	setSuspendedCondition(p, msg)
+	setGuardedCondition(p, r.Guard)
 	if err := r.patchStatus(ctx, orig, p); err != nil {
 		return err
 	}
@@ -353,6 +362,10 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	if r.Optional != nil {
 		// An optional kind turned on or off changes every Ready message.
 		b = b.WatchesRawSource(r.Optional.source(allPolicies))
+	}
+	if r.Guard != nil {
+		// A restore, or the guard's start, changes every policy's Guarded.
+		b = b.WatchesRawSource(r.Guard.source(allPolicies))
 	}
 	return b.
 		WithOptions(ctrl.Options{MaxConcurrentReconciles: 2}).

@@ -149,13 +149,14 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		return nil, err
 	}
 	op.Teardown = deps.Teardown()
-	if err := setupPolicyController(mgr, op, deps, optional); err != nil {
+	guard := controller.NewGuardState()
+	if err := setupPolicyController(mgr, op, deps, optional, guard); err != nil {
 		return nil, err
 	}
 	if err := controller.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the cache indexes: %w", err)
 	}
-	if err := setupAdmission(ctx, mgr, opts, env); err != nil {
+	if err := setupAdmission(ctx, mgr, opts, env, guard); err != nil {
 		return nil, err
 	}
 	if err := addHousekeeping(mgr, opts, own, deps.Records.Namespace); err != nil {
@@ -167,8 +168,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 
 // setupPolicyController registers the CleanupPolicy reconciler. It shares
 // the compile cache, the governance and the tally with the targets'
-// reconcilers, so a policy's status counts what they decided.
-func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.Deps, optional *controller.Optional) error {
+// reconcilers, so a policy's status counts what they decided, and guard
+// with the admission guard, so that it says whether that runs.
+func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.Deps, optional *controller.Optional, guard *controller.GuardState) error {
 	if err := (&controller.CleanupPolicyReconciler{
 		Tally:      deps.Tally,
 		Client:     mgr.GetClient(),
@@ -181,6 +183,7 @@ func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.D
 
 		SignalLimits:      deps.SignalLimits,
 		OperatorNamespace: deps.Records.Namespace,
+		Guard:             guard,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CleanupPolicy controller: %w", err)
 	}
@@ -222,14 +225,16 @@ func SettingsOf(opts Options) *settings.Settings {
 
 // setupGuard starts the watcher that puts back the admission and
 // flow-control objects, when the operator may watch and write them; when
-// it may not, it says so (log, metric) and the operator runs without it.
-func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, objs []client.Object) error {
+// it may not, it says so (log, metric, every policy's Guarded condition
+// through state) and the operator runs without it.
+func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, objs []client.Object, state *controller.GuardState) error {
 	why, err := admissionpolicy.CanRestore(ctx, direct, objs)
 	if err != nil {
 		return err
 	}
 	if why != "" {
 		admissionpolicy.Unrestorable.Set(1)
+		state.Unrestorable(why)
 		logf.FromContext(ctx).WithName("setup").Error(nil, "admission guard not started", "reason", why)
 		return nil
 	}
@@ -242,10 +247,14 @@ func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, 
 		}
 	}
 	g := &admissionpolicy.Guard{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(v1alpha1.FieldManager),
-		Objects: objs, Restored: func(kind, name, change string) { admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc() }}
+		Objects: objs, Restored: func(kind, name, change string) {
+			admissionpolicy.Restores.WithLabelValues(kind, name, change).Inc()
+			state.Restored(kind, name, change, time.Now())
+		}}
 	if err := g.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the admission guard: %w", err)
 	}
+	state.Running()
 	return nil
 }
 
@@ -309,8 +318,9 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cach
 }
 
 // setupAdmission creates the admission policies the operator relies on and,
-// if asked to, its flow control objects, when absent, and registers the CleanupPolicy webhook if asked to.
-func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env *cel.Env) error {
+// if asked to, its flow control objects, when absent, starts their guard,
+// which reports to guard, and registers the CleanupPolicy webhook if asked to.
+func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env *cel.Env, guard *controller.GuardState) error {
 	// With a direct client, as the manager's cache is not started yet.
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
 	if err != nil {
@@ -347,7 +357,7 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 			guarded = append(guarded, flowcontrol.Objects(namespace, name)...)
 		}
 	}
-	if err := setupGuard(ctx, mgr, direct, guarded); err != nil {
+	if err := setupGuard(ctx, mgr, direct, guarded, guard); err != nil {
 		return err
 	}
 	if opts.EnableWebhooks {
