@@ -124,8 +124,10 @@ func readConfig() (config, error) {
 	if c.timeout, err = envDuration("BENCH_TIMEOUT", 15*time.Minute); err != nil {
 		return c, err
 	}
-	if c.pace, err = envInt("BENCH_PACE", 0); err != nil {
-		return c, err
+	if os.Getenv("BENCH_PACE") != "" {
+		if c.pace, err = envInt("BENCH_PACE", 0); err != nil {
+			return c, err
+		}
 	}
 	if c.knobs, err = readKnobs(); err != nil {
 		return c, err
