@@ -11,6 +11,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -184,6 +185,32 @@ func TestDiff(t *testing.T) {
 		_, errOut, code := runPlugin(env.Kubeconfig, "--as", "reviewer", "diff", "-f", dir("invalid"))
 		g.Expect(code).To(Equal(exitInvalid), errOut)
 		g.Expect(errOut).To(ContainSubstring("spec.clusterSelector"))
+	})
+
+	t.Run("a stage outside the cluster namespace names each cluster's own objects there", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "routes"}})).To(Succeed())
+		for _, cluster := range []string{"c1", "c3"} {
+			g.Expect(c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "routes", Name: cluster + "-route",
+				Labels: map[string]string{"apps.open-cluster-management.io/cluster-name": cluster}}})).To(Succeed())
+		}
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", dir("outside"), "-o", "json")
+		g.Expect(code).To(Equal(exitDiffers), errOut)
+		r := diffOf(g, out)
+		g.Expect(r.Clusters).To(HaveLen(2))
+		for own, other := range map[string]string{"c1": "c3", "c3": "c1"} {
+			cd := clusterOf(r, own)
+			g.Expect(cd).NotTo(BeNil(), own)
+			g.Expect(cd.Today.Delete).NotTo(ContainElement(ContainSubstring("route")), own)
+			g.Expect(cd.After.Delete).To(ContainElement("configmaps routes/"+own+"-route"), own)
+			g.Expect(cd.After.Delete).NotTo(ContainElement(ContainSubstring(other+"-route")), own)
+			g.Expect(cd.Changes).To(Equal([]string{"delete"}), own)
+		}
+		out, errOut, code = runPlugin(env.Kubeconfig, "diff", "-f", dir("outside"))
+		g.Expect(code).To(Equal(exitDiffers), errOut)
+		g.Expect(out).To(ContainSubstring("ManagedCluster c1\n  a deletion would delete:\n    + configmaps routes/c1-route\n"))
+		g.Expect(out).To(ContainSubstring("ManagedCluster c3\n  a deletion would delete:\n    + configmaps routes/c3-route\n"))
+		g.Expect(strings.Count(out, "-route")).To(Equal(2), out)
 	})
 
 	t.Run("a snapshot answers offline as the hub does live", func(t *testing.T) {

@@ -26,6 +26,24 @@ func labelAddonWork(namespace, name, addonName string) {
 	Expect(k8s.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 }
 
+// addonWork creates an add-on's work as OCM's add-on framework does: its
+// label, and the deleteOption the framework built (from the add-on's
+// deletion-orphan annotations), under the add-on manager's field manager.
+func addonWork(namespace, name, addonName string, deleteOption map[string]any, manifests ...map[string]any) {
+	list := make([]any, len(manifests))
+	for i, m := range manifests {
+		list[i] = m
+	}
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+		"metadata": map[string]any{"name": name, "namespace": namespace,
+			"labels":     map[string]any{addonv1alpha1.AddonLabelKey: addonName},
+			"finalizers": []any{v1alpha1.WorkAgentFinalizer}},
+		"spec": map[string]any{"workload": map[string]any{"manifests": list}, "deleteOption": deleteOption},
+	}}
+	Expect(k8s.Patch(ctx, w, client.Apply, client.FieldOwner("addon-manager"))).To(Succeed())
+}
+
 var _ = Describe("Add-on works and the work agent's Deleting condition", func() {
 	BeforeEach(func() {
 		SetDefaultEventuallyTimeout(60 * time.Second)
@@ -68,6 +86,40 @@ var _ = Describe("Add-on works and the work agent's Deleting condition", func() 
 		// The add-on's own cleanup takes its work: the teardown goes on.
 		Expect(k8s.Delete(ctx, getWork(Default, "aw-1", "addon-search-deploy"))).To(Succeed())
 		clusterGone("aw-1")
+	})
+
+	It("deletes an add-on's work whose deleteOption, built by the add-on framework, already keeps what the rules keep, writing none", func() {
+		fleetCluster("aw-2", nil, true)
+		settings := manifest("v1", "ConfigMap", "default", "settings")
+		other := manifest("v1", "ConfigMap", "default", "other")
+		// What the framework builds from a deletion-orphan annotation on
+		// the settings ConfigMap: exactly what the rule keeps.
+		addonWork("aw-2", "addon-search-deploy", "search", map[string]any{
+			"propagationPolicy": "SelectivelyOrphan",
+			"selectivelyOrphans": map[string]any{"orphaningRules": []any{
+				map[string]any{"group": "", "resource": "configmaps", "namespace": "default", "name": "settings"}}},
+		}, settings, other)
+		// Orphan keeps more than the rule asks.
+		addonWork("aw-2", "addon-logs-deploy", "logs", map[string]any{"propagationPolicy": "Orphan"}, settings, other)
+		history := watchOptions("aw-2")
+		Expect(k8s.Create(ctx, cleanupPolicy("addon-kept", v1alpha1.CleanupPolicySpec{
+			Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-settings", When: "manifest.metadata.name == 'settings'"}},
+		}))).To(Succeed())
+		governedBy("aw-2", "addon-kept")
+
+		deleteCluster("aw-2")
+		clusterGone("aw-2")
+		Expect(agent.deletedWith("aw-2", "addon-search-deploy")).To(Equal("SelectivelyOrphan"))
+		Expect(agent.deletedWith("aw-2", "addon-logs-deploy")).To(Equal("Orphan"))
+		Expect(history.of("addon-search-deploy")).To(Equal([]string{"SelectivelyOrphan"}), "the add-on's deleteOption was written")
+		Expect(history.of("addon-logs-deploy")).To(Equal([]string{"Orphan"}), "the add-on's deleteOption was written")
+		r := endedRecord("aw-2")
+		Expect(r.Holds).To(BeEmpty())
+		for _, name := range []string{"addon-search-deploy", "addon-logs-deploy"} {
+			Expect(r.Entries).To(ContainElement(And(HaveField("Name", name), HaveField("Action", record.Deleted))), name)
+			Expect(r.Entries).NotTo(ContainElement(And(HaveField("Name", name), HaveField("Action", record.Stamped))), name)
+			Expect(r.Entries).NotTo(ContainElement(And(HaveField("Name", name), HaveField("Action", record.Orphaned))), name)
+		}
 	})
 
 	It("names a work stuck deleting, with the agent's Deleting condition, in the condition and the record", func() {

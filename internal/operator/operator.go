@@ -122,6 +122,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 	if err != nil {
 		return nil, err
 	}
+	opts.Records.Retention.Window = policyWindow(mgr.GetClient(), opts.BlastRadius)
 	op := &Operator{Cache: cel.NewCache(env), Governance: decision.NewGovernance(), Metrics: sharedMetrics()}
 	deps := &controller.Deps{
 		Manager:          mgr,

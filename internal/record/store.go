@@ -1,6 +1,7 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -104,14 +105,21 @@ func listConfigMaps(ctx context.Context, c client.Reader, namespace, cluster str
 type Retention struct {
 	PerCluster int
 	MaxAge     time.Duration
+	// Window, when set, is the blast-radius window of a policy (0: none,
+	// or no such policy). A record of a teardown its policy's window still
+	// counts is kept past MaxAge: a window longer than MaxAge (a policy
+	// admitted without the webhook, or stored before MaxAge was lowered)
+	// would otherwise count fewer teardowns than began within it.
+	Window func(ctx context.Context, policy string) (time.Duration, error)
 }
 
 // Prune deletes the ended records past the retention (of one cluster, or
 // of all when cluster is empty) and returns their names. Each delete
 // carries the record's UID: a record recreated meanwhile is not deleted.
 //
-// It reads metadata only (labels and the end annotation): through the
-// manager's cache, which keeps the hub's ConfigMaps as metadata.
+// It reads metadata only (labels and the start, policy and end
+// annotations): through the manager's cache, which keeps the hub's
+// ConfigMaps as metadata.
 func Prune(ctx context.Context, c client.Client, namespace, cluster string, keep Retention, now time.Time) ([]string, error) {
 	sel := client.MatchingLabels{RecordLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}
 	if cluster != "" {
@@ -128,6 +136,7 @@ func Prune(ctx context.Context, c client.Client, namespace, cluster string, keep
 			byCluster[cm.Labels[ClusterLabel]] = append(byCluster[cm.Labels[ClusterLabel]], cm)
 		}
 	}
+	counted := &windows{ctx: ctx, window: keep.Window, now: now, of: map[string]time.Duration{}}
 	var pruned []string
 	for _, ended := range byCluster {
 		slices.SortStableFunc(ended, func(a, b metav1.PartialObjectMetadata) int {
@@ -142,6 +151,9 @@ func Prune(ctx context.Context, c client.Client, namespace, cluster string, keep
 			if !tooMany && !tooOld {
 				continue
 			}
+			if !tooMany && counted.counts(&cm) {
+				continue
+			}
 			uid := cm.UID
 			cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 			if err := c.Delete(ctx, &cm, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
@@ -151,5 +163,39 @@ func Prune(ctx context.Context, c client.Client, namespace, cluster string, keep
 		}
 	}
 	slices.Sort(pruned)
-	return pruned, nil
+	return pruned, counted.err
+}
+
+// windows reads the blast-radius windows of the policies records name,
+// each once per Prune.
+type windows struct {
+	ctx    context.Context
+	window func(context.Context, string) (time.Duration, error)
+	now    time.Time
+	of     map[string]time.Duration
+	err    error // the first window that could not be read
+}
+
+// counts says whether a record's teardown is still counted by the window
+// of the policy the record names: begun (its start annotation) within it.
+// Dry runs are never counted, nor a record without a policy or a start. A
+// window that cannot be read keeps the record, and Prune returns the error.
+func (k *windows) counts(cm *metav1.PartialObjectMetadata) bool {
+	policy := cm.Annotations[PolicyAnnotation]
+	if k.window == nil || policy == "" || cm.Labels[DryRunLabel] == "true" {
+		return false
+	}
+	start, err := time.Parse(time.RFC3339, cm.Annotations[StartAnnotation])
+	if err != nil {
+		return false
+	}
+	w, ok := k.of[policy]
+	if !ok {
+		if w, err = k.window(k.ctx, policy); err != nil {
+			k.err = cmp.Or(k.err, fmt.Errorf("reading the blast-radius window of CleanupPolicy %s: %w", policy, err))
+			return true
+		}
+		k.of[policy] = w
+	}
+	return w > 0 && start.After(k.now.Add(-w))
 }

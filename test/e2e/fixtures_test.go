@@ -120,12 +120,7 @@ func condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
 // governedBy waits until the operator governs cluster1 with the policy.
 func governedBy(policy string) {
 	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		mc := &clusterv1.ManagedCluster{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: clusterName}, mc)).To(Succeed())
-		g.Expect(mc.Finalizers).To(ContainElement(clusterCleanupFinalizer))
-		g.Expect(mc.Annotations).To(HaveKeyWithValue(governingPolicyAnnotation, policy))
-	}).Should(Succeed(), "cluster1 is not governed by %s", policy)
+	governedNamed(clusterName, policy)
 }
 
 // contentDelete returns the cluster's ContentDeleteSuccess condition.

@@ -39,7 +39,7 @@ var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", f
 		It("10. holds a cleanup while pre-cleanup hooks remain, past its timeout, and forces nothing once they go", scenarioHooks)
 		It("11. writes nothing for a suspended policy's deleted cluster and works, and cleans up once resumed", scenarioSuspend)
 		It("12. refuses kubectl delete and a stale confirmation of a protected cluster; confirmed with kubectl cleanup confirm-delete, deletes and cleans up", scenarioProtection)
-		It("13. holds a deleted cluster past its policy's blast radius, its workloads on the managed cluster, until kubectl cleanup release", scenarioBlastRadius)
+		It("13. in a burst of deletions past its policy's blast radius, lets the first go and holds cluster1, its workloads on the managed cluster, until kubectl cleanup release", scenarioBlastRadius)
 	})
 
 	Context("releasing a ManagedCluster", func() {
