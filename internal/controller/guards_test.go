@@ -56,7 +56,7 @@ var _ = Describe("Guards", func() {
 			}
 		}
 		Expect(kept).To(ContainElement(ContainSubstring("kept: " + why)))
-		Expect(events("team-tools")).To(ContainElement(ContainSubstring("the namespace was kept: " + why)))
+		Eventually(func() []string { return events("team-tools") }).Should(ContainElement(ContainSubstring("the namespace was kept: " + why)))
 
 		// The namespace OCM made is deleted as before.
 		governedBy("ns-made", "ns-guard")
@@ -84,7 +84,8 @@ var _ = Describe("Guards", func() {
 		stamped, err := time.Parse(time.RFC3339, at)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stamped).NotTo(BeTemporally("<", before))
-		Expect(events("bare-conf")).To(ContainElement(ContainSubstring("deletion confirmation " + v1alpha1.DeleteConfirmedAnnotation + "=bare-conf seen at " + at)))
+		Eventually(func() []string { return events("bare-conf") }).Should(ContainElement(ContainSubstring("deletion confirmation " +
+			v1alpha1.DeleteConfirmedAnnotation + "=bare-conf seen at " + at)))
 
 		deleteCluster("bare-conf")
 		clusterGone("bare-conf")

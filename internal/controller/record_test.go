@@ -141,9 +141,10 @@ var _ = Describe("Teardown record", func() {
 			g.Expect(c.Message).To(ContainSubstring("teardown record"))
 			g.Expect(c.Message).To(ContainSubstring("is not a teardown record of the operator's"))
 		}).Should(Succeed())
-		// Reported as an Event too, naming the ConfigMap that holds the name.
-		Expect(events("rec-clash")).To(ContainElement(ContainSubstring("ConfigMap " + record.DefaultNamespace + "/" + clash.Name +
-			" is not a teardown record of the operator's")))
+		// Reported as an Event too, naming the ConfigMap that holds the name:
+		// the recorder sends it apart from the condition's write.
+		Eventually(func() []string { return events("rec-clash") }).Should(ContainElement(ContainSubstring("ConfigMap " +
+			record.DefaultNamespace + "/" + clash.Name + " is not a teardown record of the operator's")))
 		Consistently(objectGone("ManifestWork", "rec-clash", "app"), "2s").Should(BeFalse())
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(clash), clash)).To(Succeed())
 		Expect(clash.Data).To(Equal(map[string]string{"someone": "else's"}))
