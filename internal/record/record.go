@@ -216,6 +216,35 @@ func (r *Record) Resolve(t time.Time, note string, done func(*Entry) bool) int {
 	return n
 }
 
+// Destructive says whether an entry's write changes what the cluster had:
+// a delete, a deleteOption written, a force. A label, an unlabel and a
+// keep do not; their entries may reach the record after the write.
+func (e *Entry) Destructive() bool {
+	switch e.Action {
+	case Labelled, Unlabelled, Kept:
+		return false
+	}
+	return true
+}
+
+// IntendedLast moves the entries of a step still intended after the
+// others, keeping each side's order: a write announced before the writes
+// that precede it (the namespace's delete, with the group before it) is
+// listed where it is made.
+func (r *Record) IntendedLast(step string) {
+	last := func(e Entry) bool { return e.Step == step && e.State == Intended }
+	var later []Entry
+	kept := r.Entries[:0]
+	for _, e := range r.Entries {
+		if last(e) {
+			later = append(later, e)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	r.Entries = append(kept, later...)
+}
+
 // Intended counts the entries still intended.
 func (r *Record) Intended() int {
 	n := 0
