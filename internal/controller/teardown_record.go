@@ -100,9 +100,10 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 }
 
 // beginRecordAfter are the reasons of ContentDeleteSuccess that a teardown
-// reports only after a destructive write, which its record precedes.
-var beginRecordAfter = []string{v1alpha1.OrphaningReason, v1alpha1.SignallingReason, v1alpha1.DeletingStageReason,
-	v1alpha1.ResourcesRemainingReason}
+// reports after a delete, which its record precedes. Orphaning is not one:
+// it may only wait for the agent to confirm works stamped while the
+// cluster lived.
+var beginRecordAfter = []string{v1alpha1.SignallingReason, v1alpha1.DeletingStageReason, v1alpha1.ResourcesRemainingReason}
 
 // beginRecord notes what a new record's teardown did before it: a record
 // begins with the first destructive write, so a namespace being deleted,
