@@ -18,14 +18,16 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// What a teardown reports of each step: an Event, and its
-// ContentDeleteSuccess condition on the cluster, paced.
+// What a teardown reports of each step: an Event when the step has one
+// (a wait on others, a warning, the outcome), and its ContentDeleteSuccess
+// condition on the cluster, paced.
 
-// report emits the step's event and writes ContentDeleteSuccess when it
-// changed: at once when the step changed, and while a step runs at most
-// once per progress interval (the requeue at its end writes what was held
-// back). It requeues when the step waits for a time. plan is the plan the
-// report comes from, nil when none could be made.
+// report emits the step's event, if any, and writes ContentDeleteSuccess
+// when it changed: at once for the teardown's first step, a hold, a
+// failure or a resume, and while the teardown runs at most once per
+// progress interval (the requeue at its end writes what was held back).
+// It requeues when the step waits for a time. plan is the plan the report
+// comes from, nil when none could be made.
 func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster *clusterPatch, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
 	mc := cluster.mc
 	// The event first: the step it reports has happened even if the
