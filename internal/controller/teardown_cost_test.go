@@ -65,7 +65,7 @@ var _ = Describe("A teardown's writes", func() {
 	})
 	AfterEach(deleteAll)
 
-	It("costs a default teardown its deletes, its label, its finalizer, a dry run, 3 record writes, 2 conditions and 1 Event", func() {
+	It("costs a default teardown its deletes, its label, its finalizer, a dry run, 4 record writes, 2 conditions and 1 Event", func() {
 		// A progress interval longer than the teardown, as for a storm's
 		// clusters whose steps follow one another within one interval.
 		stopManager()
@@ -116,10 +116,10 @@ var _ = Describe("A teardown's writes", func() {
 			"deletecollection manifestworks":        1,
 			"delete namespaces":                     1,
 			"patch managedclusters":                 1, // the finalizer
-			// The record: begun with the add-ons' deletes, then the works'
-			// with the namespace's, then the end.
+			// The record: begun with the add-ons' deletes, then the works',
+			// the namespace's, the end.
 			"create configmaps": 1,
-			"update configmaps": 2,
+			"update configmaps": 3,
 			// The condition: the first step, then the outcome.
 			"patch managedclusters/status": 2,
 			// The outcome's Event; the deletes are in the record.

@@ -30,9 +30,11 @@ import (
 // of the namespace is not announced alone: its entry rides with the
 // record's next write, and a record begun after a crash that lost it reads
 // the label from the namespace (get). The namespace's delete is announced
-// with the group before it when the plan writes nothing between them
-// (announced). The record costs one write per group, one per hold begun
-// or ended, and one at the end; a dry run's, one per change of plan.
+// by a write of its own, just before it: announced with an earlier group,
+// a namespace someone else deleted meanwhile would be resolved as the
+// operator's delete, and a record deleted meanwhile not written again
+// before it. The record costs one write per group, one per hold begun or
+// ended, and one at the end; a dry run's, one per change of plan.
 
 // RecordOptions say where teardown records are kept and for how long.
 type RecordOptions struct {
@@ -169,9 +171,6 @@ func (r *recorder) intend(ctx context.Context, st *teardownState, mc *unstructur
 		return nil
 	}
 	destructive := slices.ContainsFunc(entries, func(e record.Entry) bool { return e.Destructive() })
-	if destructive {
-		entries = append(entries, announced(plan, s.Now)...)
-	}
 	o, err := r.get(ctx, st, mc, plan, s, true)
 	if err != nil {
 		return err
@@ -179,47 +178,13 @@ func (r *recorder) intend(ctx context.Context, st *teardownState, mc *unstructur
 	resolved := o.rec.Resolve(s.Now, "", doneIn(s))
 	added := o.rec.Add(entries...)
 	changed := update(o.rec, plan, s, "")
-	o.rec.IntendedLast(string(decision.StepNamespace))
 	switch {
 	case !destructive:
 		return nil // a label alone: it rides with the record's next write
 	case added == 0 && resolved == 0 && !changed && o.cm != nil:
-		return nil // intended already: a write retried, or announced
+		return nil // intended already: a write retried
 	}
 	return r.save(ctx, st, o)
-}
-
-// announced are the entries of the namespace's delete when the plan makes
-// no write between the group of the next step acted on now and that
-// delete: they are written with the group's, and the namespace step finds
-// them intended already, which costs it no write. That is as safe as an
-// entry written just before its delete: after a crash, a restart resolves
-// it from the namespace (being deleted or gone: done; else the restarted
-// teardown deletes it, and marks it done), and should the plan no longer
-// delete the namespace, the end marks it not done, the namespace left as
-// it was.
-func announced(plan *decision.Plan, now time.Time) []record.Entry {
-	next := plan.Next()
-	if next == nil || next.Kind == decision.StepNamespace {
-		return nil
-	}
-	for i := range plan.Steps {
-		st := &plan.Steps[i]
-		switch {
-		case st.State == decision.StateDone:
-			continue
-		case st.Kind == decision.StepNamespace:
-			deletes := slices.DeleteFunc(slices.Clone(st.Actions), func(a decision.Action) bool { return a.Verb != decision.VerbDelete })
-			return record.Entries(plan, st, deletes, now)
-		}
-		for _, a := range st.Actions {
-			if st == next && a.Group == next.Actions[0].Group || !a.Verb.Writes() {
-				continue // the group acted on now, or no write
-			}
-			return nil
-		}
-	}
-	return nil
 }
 
 // done marks, in memory, the entries of the actions made.

@@ -227,24 +227,6 @@ func (e *Entry) Destructive() bool {
 	return true
 }
 
-// IntendedLast moves the entries of a step still intended after the
-// others, keeping each side's order: a write announced before the writes
-// that precede it (the namespace's delete, with the group before it) is
-// listed where it is made.
-func (r *Record) IntendedLast(step string) {
-	last := func(e Entry) bool { return e.Step == step && e.State == Intended }
-	var later []Entry
-	kept := r.Entries[:0]
-	for _, e := range r.Entries {
-		if last(e) {
-			later = append(later, e)
-		} else {
-			kept = append(kept, e)
-		}
-	}
-	r.Entries = append(kept, later...)
-}
-
 // Intended counts the entries still intended.
 func (r *Record) Intended() int {
 	n := 0

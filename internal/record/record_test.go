@@ -207,27 +207,3 @@ func BenchmarkEncode5000(b *testing.B) {
 		}
 	}
 }
-
-func TestIntendedLast(t *testing.T) {
-	g := NewWithT(t)
-	ns := func(state State) Entry {
-		e := entry(Deleted, "c1", "ns", state)
-		e.Step, e.Resource, e.Namespace = "namespace", "namespaces", ""
-		return e
-	}
-	names := func(r *Record) []string {
-		var out []string
-		for _, e := range r.Entries {
-			out = append(out, e.Name+" "+string(e.State))
-		}
-		return out
-	}
-	// Announced with the works, then a force the plan added after them.
-	r := &Record{Entries: []Entry{entry(Deleted, "w-0", "0", Done), ns(Intended), entry(Forced, "w-0", "0", Intended)}}
-	r.IntendedLast("namespace")
-	g.Expect(names(r)).To(Equal([]string{"w-0 done", "w-0 intended", "c1 intended"}))
-	// Done, it stays where it was made.
-	r = &Record{Entries: []Entry{ns(Done), entry(Deleted, "w-1", "1", Intended)}}
-	r.IntendedLast("namespace")
-	g.Expect(names(r)).To(Equal([]string{"c1 done", "w-1 intended"}))
-}
