@@ -20,7 +20,9 @@ const (
 
 // Event reasons of the teardown, besides the ContentDeleteSuccess reasons.
 const (
-	// DeletingNamespaceReason: the operator deleted the cluster namespace.
+	// DeletingNamespaceReason was the Event of the cluster namespace's
+	// delete; none is emitted now (the teardown record lists the delete),
+	// and the name is kept for those who filter Events by it.
 	DeletingNamespaceReason = "DeletingNamespace"
 	// ReleasedReason: no policy governs the cluster any more; the operator
 	// took its marks back and left the content as it is.

@@ -13,7 +13,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +24,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -206,20 +206,21 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "c1"}, mc))
 	}).WithTimeout(30 * time.Second).Should(BeTrue())
 
-	var events eventsv1.EventList
-	g.Expect(c.List(ctx, &events)).To(Succeed())
-	slices.SortStableFunc(events.Items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	// The teardown record lists the groups deleted in the order they were.
+	records, err := record.List(ctx, c, record.DefaultNamespace, "c1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(records).To(HaveLen(1))
 	var done []string
-	for _, e := range events.Items {
-		if e.Regarding.Name == "c1" && e.Reason == v1alpha1.DeletingStageReason {
-			done = append(done, e.Action)
+	for _, e := range records[0].Entries {
+		if group := e.Step + "/" + e.Priority; e.Action == record.Deleted && strings.HasPrefix(e.Step, "stage/") && !slices.Contains(done, group) {
+			done = append(done, group)
 		}
 	}
 	var planned []string
 	for _, st := range plan.Steps {
 		for _, a := range st.Actions {
-			if st.Kind == decision.StepStage && !slices.Contains(planned, "Delete/"+st.Name+"/"+a.Priority) {
-				planned = append(planned, "Delete/"+st.Name+"/"+a.Priority)
+			if group := "stage/" + st.Name + "/" + a.Priority; st.Kind == decision.StepStage && !slices.Contains(planned, group) {
+				planned = append(planned, group)
 			}
 		}
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -196,6 +197,7 @@ with a simulated work agent that applies their ManifestWorks and lets deleted on
   kubectl delete managedcluster prod-eu --wait=false
   kubectl get managedcluster prod-eu -o jsonpath='{.status.conditions[?(@.type=="ContentDeleteSuccess")]}'
   kubectl get events --field-selector involvedObject.name=prod-eu --sort-by=.metadata.creationTimestamp
+  kubectl cleanup history prod-eu                  # what the cleanup did, object by object
   kubectl cleanup status                           # clusters in cleanup, their step and what remains
   kubectl label managedcluster dev-1 env=prod --overwrite   # and watch MATCHED change
 
@@ -204,7 +206,7 @@ Ctrl-C stops the operator and the control plane.
 
 // deleteAndWait deletes a sample cluster as the instructions say, waits
 // until the cluster and its namespace are gone, and prints the cluster's
-// events: the steps of its cleanup.
+// events and its teardown record: the steps of its cleanup.
 func deleteAndWait(ctx context.Context, out io.Writer, c client.Client, name string) error {
 	fmt.Fprintf(out, "\ndeleting ManagedCluster %s ...\n", name)
 	mc := &unstructured.Unstructured{}
@@ -239,6 +241,19 @@ func deleteAndWait(ctx context.Context, out io.Writer, c client.Client, name str
 	for _, e := range events.Items {
 		if e.Regarding.Kind == "ManagedCluster" && e.Regarding.Name == name {
 			fmt.Fprintf(out, "  %-28s %s\n", e.Reason, e.Note)
+		}
+	}
+	// What it did, object by object, is in its record, as kubectl cleanup
+	// history prints it.
+	records, err := record.List(ctx, c, record.DefaultNamespace, name)
+	if err != nil {
+		return err
+	}
+	for _, r := range records {
+		for _, e := range r.Entries {
+			if !r.DryRun {
+				fmt.Fprintf(out, "  %-28s %-10s %s/%s\n", e.Step, e.Action, e.Resource, e.Name)
+			}
 		}
 	}
 	fmt.Fprintf(out, "ManagedCluster %s and its namespace are gone.\n", name)

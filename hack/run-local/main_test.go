@@ -30,8 +30,8 @@ func TestRunLocal(t *testing.T) {
 		"export KUBECONFIG=",
 		"kubectl cleanup plan prod-eu",
 		"Signalling",
-		"DeletingStage",
-		"DeletingNamespace",
+		"stage/addons",
+		"namespace                    deleted",
 		"Completed",
 		"ManagedCluster prod-eu and its namespace are gone.",
 	} {

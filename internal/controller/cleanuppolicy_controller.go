@@ -98,7 +98,11 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	orig := p.DeepCopy()
 	defer func() {
 		setGuardedCondition(p, r.Guard)
-		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, p))
+		held, err := r.patchStatus(ctx, orig, p)
+		retErr = errors.Join(retErr, err)
+		if held > 0 && retErr == nil && (result.RequeueAfter == 0 || held < result.RequeueAfter) {
+			result.RequeueAfter = held // the counts held back, written then
+		}
 		r.Metrics.observePolicy(p)
 	}()
 	if p.DeletionTimestamp != nil {
@@ -230,7 +234,8 @@ func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *uns
 		// Only the guard's condition follows: it describes the operator.
 		orig := p.DeepCopy()
 		setGuardedCondition(p, r.Guard)
-		return r.patchStatus(ctx, orig, p)
+		_, err := r.patchStatus(ctx, orig, p) // the guard's condition alone: never counts
+		return err
 	}
 	msg := suspendedMessage
 	if _, errs := r.Cache.Load(p.UID, p.Generation, func() (*v1alpha1.CleanupPolicy, field.ErrorList) { return p, decodeErrs }); len(errs) > 0 {
@@ -241,7 +246,7 @@ func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *uns
 	orig := p.DeepCopy()
 	setSuspendedCondition(p, msg)
 	setGuardedCondition(p, r.Guard)
-	if err := r.patchStatus(ctx, orig, p); err != nil {
+	if _, err := r.patchStatus(ctx, orig, p); err != nil { // a suspend is never counts alone
 		return err
 	}
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, v1alpha1.SuspendedReason, "Suspend", "%s", msg)
@@ -333,14 +338,23 @@ func (r *CleanupPolicyReconciler) forgetDeleted(ctx context.Context) error {
 	return nil
 }
 
-func (r *CleanupPolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.CleanupPolicy) error {
-	if equality.Semantic.DeepEqual(orig.Status, p.Status) {
-		return nil
+// patchStatus writes the status when it changed; a change of counts alone
+// within maxFleetPace of the last write waits, and it says how long.
+func (r *CleanupPolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.CleanupPolicy) (time.Duration, error) {
+	if storedAlike(&orig.Status, &p.Status) {
+		return 0, nil
+	}
+	now := time.Now()
+	if countsOnly(&orig.Status, &p.Status) {
+		if held := r.pace.countsWait(p.Name, now); held > 0 {
+			return held, nil
+		}
 	}
 	if err := r.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("patching the status of CleanupPolicy %s: %w", p.Name, err)
+		return 0, fmt.Errorf("patching the status of CleanupPolicy %s: %w", p.Name, err)
 	}
-	return nil
+	r.pace.statusWritten(p.Name, now)
+	return 0, nil
 }
 
 // SetupWithManager watches CleanupPolicies, and ManagedClusters, whose

@@ -8,22 +8,24 @@ import (
 // is written on its object when nothing but its counts changed.
 const DefaultProgressInterval = 5 * time.Second
 
-// progress paces the writes of a step's progress: a status is written at
-// once when its step changes (another reason, another stage), and while a
-// step runs at most once per interval; a change held back is written by a
-// requeue at the end of the interval, so the last progress is always
-// written. It is memory only: after a restart the first change is written
-// at once. The counts stay current in metrics meanwhile.
+// progress paces the writes of a teardown's progress: at most once per
+// interval while it runs, whether its step or only its counts changed; a
+// change held back is written by a requeue at the end of the interval, so
+// the last progress is always written. It is memory only: after a restart
+// the first change is written at once. The counts stay current in metrics
+// meanwhile.
 type progress struct {
 	interval time.Duration
 	now      func() time.Time
 }
 
-// progressMark is the step last written on an object, and when; each
-// teardown's state keeps its own.
+// progressMark is the step last written on an object, and when, and
+// whether it showed the teardown running; each teardown's state keeps its
+// own.
 type progressMark struct {
-	step string
-	at   time.Time
+	step    string
+	at      time.Time
+	running bool
 }
 
 func newProgress(interval time.Duration) *progress {
@@ -35,16 +37,26 @@ func newProgress(interval time.Duration) *progress {
 // written by this process, or the interval passed), else the rest of the
 // interval.
 func (p *progress) hold(last *progressMark, step string) time.Duration {
-	if p == nil || p.interval <= 0 || last == nil || last.step != step {
+	if last == nil || last.step != step {
+		return 0
+	}
+	return p.wait(last)
+}
+
+// wait says how long any write on the object whose last write is last
+// waits: 0 when none was written by this process or the interval passed,
+// else the rest of the interval.
+func (p *progress) wait(last *progressMark) time.Duration {
+	if p == nil || p.interval <= 0 || last == nil {
 		return 0
 	}
 	return max(p.interval-p.now().Sub(last.at), 0)
 }
 
 // mark is the mark of a write of step now.
-func (p *progress) mark(step string) *progressMark {
+func (p *progress) mark(step string, running bool) *progressMark {
 	if p == nil {
 		return nil
 	}
-	return &progressMark{step: step, at: p.now()}
+	return &progressMark{step: step, at: p.now(), running: running}
 }

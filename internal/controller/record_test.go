@@ -358,6 +358,34 @@ var _ = Describe("Teardown record", func() {
 		Expect(r.Deletes()[0].Note).To(Equal("resolved after a restart"))
 	})
 
+	It("begins with the first delete: a label made before a restart is read from the namespace, not taken for a record lost", func() {
+		fleetCluster("rec-label", nil, true)
+		work("rec-label", "app", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("rec-label", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		governedBy("rec-label", "rec-label")
+		// As a manager stopped between its label and its first delete
+		// leaves the teardown: the label alone is not announced, so no
+		// record exists yet.
+		stopManager()
+		deleteCluster("rec-label")
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-label"}, ns)).To(Succeed())
+		before := ns.DeepCopy()
+		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
+		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before))).To(Succeed())
+		Expect(records(Default, "rec-label")).To(BeEmpty())
+		startManager()
+		clusterGone("rec-label")
+		r := endedRecord("rec-label")
+		Expect(r.Resumed).To(BeFalse())
+		Expect(entryKeys(r.Entries)).To(Equal([]string{
+			"signal namespaces/rec-label labelled done",
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/app deleted done",
+			"namespace namespaces/rec-label deleted done",
+		}))
+		Expect(r.Entries[0].Note).To(Equal("labelled before the record began"))
+	})
+
 	It("writes nothing while pre-cleanup hooks hold the teardown, then records how long they held", func() {
 		fleetCluster("rec-hooks", nil, true)
 		work("rec-hooks", "app", nil)

@@ -55,7 +55,8 @@ var _ = BeforeSuite(func() {
 })
 
 // auditLog is the API server's audit log: the writes of cluster status,
-// with their request, and the writes to works and add-ons.
+// with their request, and the writes to works, add-ons, clusters,
+// namespaces, ConfigMaps and Events.
 var auditLog string
 
 const suiteAuditPolicy = `apiVersion: audit.k8s.io/v1
@@ -74,6 +75,15 @@ rules:
     resources: [manifestworks]
   - group: addon.open-cluster-management.io
     resources: [managedclusteraddons]
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - group: cluster.open-cluster-management.io
+    resources: [managedclusters]
+  - group: ""
+    resources: [namespaces, configmaps, events]
+  - group: events.k8s.io
+    resources: [events]
 - level: None
 `
 

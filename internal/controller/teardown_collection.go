@@ -75,7 +75,7 @@ func (a *ClusterTeardown) notDeletedYet(ctx context.Context, mc *unstructured.Un
 			// What is recorded so far stays recorded.
 			return nil, done, fmt.Errorf("reading %s/%s in %s: %w", act.Resource, act.Name, act.Namespace, err)
 		case live.UID == act.UID && live.DeletionTimestamp != nil:
-			a.deleted(mc, act)
+			a.deleted(act)
 			done.Insert(act.UID)
 		default:
 			rest = append(rest, act)
@@ -124,7 +124,7 @@ func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured
 		return false, true, fmt.Errorf("deleting the %d %s of %s: %w", len(acts), first.Resource, first.Namespace, err)
 	}
 	for _, act := range acts {
-		a.deleted(mc, act)
+		a.deleted(act)
 	}
 	log.Info("deleted a group in one request", "cluster", mc.GetName(), "resource", first.Resource, "count", len(acts), "leftOut", len(leftOut))
 	return true, true, nil

@@ -20,13 +20,20 @@ import (
 )
 
 // The teardown record (internal/record) is written as the teardown goes:
-// before the writes of a group, its entries as intended; once they are
-// made, the entries are marked done in memory, and that reaches the record
-// with its next write (the next group's intents, a hold, the end). A crash
-// between a write and its entry loses nothing: the entry was written
-// first, and an intended entry whose object is gone (or being deleted,
-// stamped, forced, labelled as intended) is resolved as done by the next
-// write. The record costs one write per group, one per hold begun or
+// before the destructive writes of a group (deletes, deleteOptions,
+// forces), its entries as intended; once they are made, the entries are
+// marked done in memory, and that reaches the record with its next write
+// (the next group's intents, a hold, the end). A crash between a write and
+// its entry loses nothing: the entry was written first, and an intended
+// entry whose object is gone (or being deleted, stamped, forced, labelled
+// as intended) is resolved as done by the next write. A label or unlabel
+// of the namespace is not announced alone: its entry rides with the
+// record's next write, and a record begun after a crash that lost it reads
+// the label from the namespace (get). The namespace's delete is announced
+// by a write of its own, just before it: announced with an earlier group,
+// a namespace someone else deleted meanwhile would be resolved as the
+// operator's delete, and a record deleted meanwhile not written again
+// before it. The record costs one write per group, one per hold begun or
 // ended, and one at the end; a dry run's, one per change of plan.
 
 // RecordOptions say where teardown records are kept and for how long.
@@ -82,12 +89,7 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 		} else {
 			o.rec.Start = metav1.NewTime(s.Now)
 		}
-		// A fresh teardown writes its record before it labels the
-		// namespace: a labelled namespace without a record is a record
-		// lost, or a teardown begun by an operator that kept none.
-		if ns := s.Namespace; ns != nil && (ns.Labels[v1alpha1.ClusterDeletingLabel] != "" || ns.DeletionTimestamp != nil) {
-			o.rec.Resumed = true
-		}
+		beginRecord(o.rec, mc, s)
 		// Pre-cleanup hooks or the blast radius held the teardown until
 		// now: nothing, the record included, is written while they hold.
 		if c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); c != nil &&
@@ -97,6 +99,35 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 		}
 	}
 	return o, nil
+}
+
+// beginRecordAfter are the reasons of ContentDeleteSuccess that a teardown
+// reports after a delete, which its record precedes. Orphaning is not one:
+// it may only wait for the agent to confirm works stamped while the
+// cluster lived.
+var beginRecordAfter = []string{v1alpha1.SignallingReason, v1alpha1.DeletingStageReason, v1alpha1.ResourcesRemainingReason}
+
+// beginRecord notes what a new record's teardown did before it: a record
+// begins with the first destructive write, so a namespace being deleted,
+// or a condition only such a write is followed by, is a record lost (or a
+// teardown begun by an operator that kept none): the record says it
+// resumed. Else only the namespace's label may precede it (written, then a
+// crash before the record): read from the namespace, it is listed done.
+func beginRecord(rec *record.Record, mc *unstructured.Unstructured, s *decision.Snapshot) {
+	ns := s.Namespace
+	if ns == nil {
+		return
+	}
+	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	if ns.DeletionTimestamp != nil || c != nil && c.Status == metav1.ConditionFalse && slices.Contains(beginRecordAfter, c.Reason) {
+		rec.Resumed = true
+		return
+	}
+	if ns.Name == mc.GetName() && ns.Labels[v1alpha1.ClusterDeletingLabel] == "true" {
+		rec.Add(record.Entry{Step: string(decision.StepSignal), Action: record.Labelled, State: record.Done,
+			Resource: decision.NamespacesResource, Name: ns.Name, UID: ns.UID, Note: "labelled before the record began",
+			Time: metav1.NewTime(s.Now)})
+	}
 }
 
 // save writes the record. A record deleted meanwhile is written again from
@@ -139,6 +170,7 @@ func (r *recorder) intend(ctx context.Context, st *teardownState, mc *unstructur
 	if len(entries) == 0 {
 		return nil
 	}
+	destructive := slices.ContainsFunc(entries, func(e record.Entry) bool { return e.Destructive() })
 	o, err := r.get(ctx, st, mc, plan, s, true)
 	if err != nil {
 		return err
@@ -146,7 +178,10 @@ func (r *recorder) intend(ctx context.Context, st *teardownState, mc *unstructur
 	resolved := o.rec.Resolve(s.Now, "", doneIn(s))
 	added := o.rec.Add(entries...)
 	changed := update(o.rec, plan, s, "")
-	if added == 0 && resolved == 0 && !changed && o.cm != nil {
+	switch {
+	case !destructive:
+		return nil // a label alone: it rides with the record's next write
+	case added == 0 && resolved == 0 && !changed && o.cm != nil:
 		return nil // intended already: a write retried
 	}
 	return r.save(ctx, st, o)
@@ -182,8 +217,11 @@ func (r *recorder) hold(ctx context.Context, st *teardownState, mc *unstructured
 		return err
 	}
 	noted := o.rec.NoteAgent(record.AgentNotes(plan))
-	if open := o.rec.OpenHold(); !noted && o.cm != nil && (open == nil && why == "" || open != nil && open.Reason == why) {
-		return nil // no hold begun or ended, no note: nothing to write
+	if open := o.rec.OpenHold(); !noted && (open == nil && why == "" || open != nil && open.Reason == why) {
+		// No hold begun or ended, no note: nothing to write; a record
+		// not written yet (a label alone) waits for its first
+		// destructive write.
+		return nil
 	}
 	o.rec.Resolve(s.Now, "", doneIn(s))
 	update(o.rec, plan, s, why)

@@ -18,14 +18,16 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// What a teardown reports of each step: an Event, and its
-// ContentDeleteSuccess condition on the cluster, paced.
+// What a teardown reports of each step: an Event when the step has one
+// (a wait on others, a warning, the outcome), and its ContentDeleteSuccess
+// condition on the cluster, paced.
 
-// report emits the step's event and writes ContentDeleteSuccess when it
-// changed: at once when the step changed, and while a step runs at most
-// once per progress interval (the requeue at its end writes what was held
-// back). It requeues when the step waits for a time. plan is the plan the
-// report comes from, nil when none could be made.
+// report emits the step's event, if any, and writes ContentDeleteSuccess
+// when it changed: at once for the teardown's first step, a hold, a
+// failure or a resume, and while the teardown runs at most once per
+// progress interval (the requeue at its end writes what was held back).
+// It requeues when the step waits for a time. plan is the plan the report
+// comes from, nil when none could be made.
 func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster *clusterPatch, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
 	mc := cluster.mc
 	// The event first: the step it reports has happened even if the
@@ -61,14 +63,26 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
-// writeProgress writes ContentDeleteSuccess when it changed, unless only
-// the progress of the step last written changed within the progress
-// interval: then it returns how long the write waits.
+// writeProgress writes ContentDeleteSuccess when it changed, unless a
+// running teardown only moved on (to another step, or in the same one)
+// within the progress interval of the last write: then it returns how long
+// the write waits. A teardown whose steps follow one another within one
+// interval writes its first step and its outcome; a hold, a failure or a
+// resume is written at once.
 func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, cluster *clusterPatch, r *decision.Report, step string) (time.Duration, error) {
-	mc, key := cluster.mc, r.Reason+"/"+step
-	if prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); prev != nil &&
-		!r.Done && prev.Reason == r.Reason && (prev.Status == metav1.ConditionFalse || heldAgain(prev, r)) {
-		if held := a.progress.hold(st.progress, key); held > 0 {
+	mc, key, runs := cluster.mc, r.Reason+"/"+step, running(r)
+	prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	if !r.Done {
+		var held time.Duration
+		switch {
+		case runs && st.progress != nil && st.progress.running:
+			// What this process wrote last, not the cache, which may
+			// not show that write yet.
+			held = a.progress.wait(st.progress)
+		case prev != nil && prev.Reason == r.Reason && (prev.Status == metav1.ConditionFalse || heldAgain(prev, r)):
+			held = a.progress.hold(st.progress, key)
+		}
+		if held > 0 {
 			if setContentDeleteCondition(mc.DeepCopy(), metav1.ConditionFalse, r.Reason, r.Message) {
 				return held, nil
 			}
@@ -77,9 +91,16 @@ func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, 
 	}
 	written, err := a.writeCondition(ctx, cluster, r)
 	if err == nil && written {
-		st.progress = a.progress.mark(key)
+		st.progress = a.progress.mark(key, runs)
 	}
 	return 0, err
+}
+
+// running says whether a report shows a teardown under way: not waiting to
+// begin, held, failed, resumed, a dry run or ended.
+func running(r *decision.Report) bool {
+	return reportStatus(r) == metav1.ConditionFalse && r.Reason != v1alpha1.CleanupFailedReason &&
+		r.Reason != v1alpha1.ResumedReason && r.Reason != v1alpha1.DryRunReason
 }
 
 // heldAgain says whether the report holds the teardown by its blast radius

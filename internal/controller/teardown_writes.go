@@ -42,7 +42,7 @@ const deleteParallelism = 16
 // remembers each, so that it is not deleted again while the cache catches
 // up. A work changed since the plan read it is not deleted: its event
 // brings the cluster back, and the plan checks it again.
-func (a *ClusterTeardown) deleteObjects(ctx context.Context, mc *unstructured.Unstructured, acts []decision.Action) (sets.Set[types.UID], error) {
+func (a *ClusterTeardown) deleteObjects(ctx context.Context, acts []decision.Action) (sets.Set[types.UID], error) {
 	var mu sync.Mutex
 	done := sets.New[types.UID]()
 	eg, ctx := errgroup.WithContext(ctx)
@@ -72,7 +72,7 @@ func (a *ClusterTeardown) deleteObjects(ctx context.Context, mc *unstructured.Un
 			case err != nil:
 				return nil
 			}
-			a.deleted(mc, act)
+			a.deleted(act)
 			mu.Lock()
 			done.Insert(act.UID)
 			mu.Unlock()
@@ -123,15 +123,18 @@ func (a *ClusterTeardown) deleteAll(ctx context.Context, mc *unstructured.Unstru
 			each = append(each, collection...)
 		}
 	}
-	one, err := a.deleteObjects(ctx, mc, each)
+	one, err := a.deleteObjects(ctx, each)
+	if one.Len() > 0 {
+		// No Event says it: the teardown record lists each object.
+		logf.FromContext(ctx).Info("deleted one by one", "cluster", mc.GetName(), "resource", each[0].Resource, "count", one.Len())
+	}
 	return done.Union(one), err
 }
 
-// deleted reports a delete: in metrics, and for the cluster namespace in
-// an Event. The caller remembers it from what the delete returns.
-func (a *ClusterTeardown) deleted(mc *unstructured.Unstructured, act decision.Action) {
+// deleted counts a delete in metrics (not the cluster namespace's). The
+// caller remembers it from what the delete returns.
+func (a *ClusterTeardown) deleted(act decision.Action) {
 	if act.Resource == decision.NamespacesResource {
-		a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, v1alpha1.DeletingNamespaceReason, "Cleanup", "deleted namespace %s", act.Name)
 		return
 	}
 	resource, _, _ := strings.Cut(act.Resource, ".")

@@ -168,10 +168,12 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 	}
 	first, priority := groups[0], PriorityName(groups[0][0].Meta)
 	if deleted := count(st.Actions, VerbDelete, 0); deleted > 0 {
-		st.Report = &Report{Reason: v1alpha1.DeletingStageReason, Event: v1alpha1.DeletingStageReason,
-			Action: fmt.Sprintf("Delete/%s/%s", s.Name, priority), Message: fmt.Sprintf(
-				"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
-				where, deleted, s.GVR.Resource, priority, Bounded(Keys(first), ", "), len(objs)),
+		// No Event: a group's deletes are in the teardown record, each
+		// object with its group, and in the log; the condition shows the
+		// step.
+		st.Report = &Report{Reason: v1alpha1.DeletingStageReason, Message: fmt.Sprintf(
+			"%s: deleting %d %s with cleanup-priority %s: %s; %d remain in the stage",
+			where, deleted, s.GVR.Resource, priority, Bounded(Keys(first), ", "), len(objs)),
 			Requeue: metav1.Duration{Duration: max(t.deadline.Sub(t.s.Now), 0)}}
 		waitOutside(s, st.Report)
 		return st, false, false

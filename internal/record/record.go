@@ -216,6 +216,17 @@ func (r *Record) Resolve(t time.Time, note string, done func(*Entry) bool) int {
 	return n
 }
 
+// Destructive says whether an entry's write changes what the cluster had:
+// a delete, a deleteOption written, a force. A label, an unlabel and a
+// keep do not; their entries may reach the record after the write.
+func (e *Entry) Destructive() bool {
+	switch e.Action {
+	case Labelled, Unlabelled, Kept:
+		return false
+	}
+	return true
+}
+
 // Intended counts the entries still intended.
 func (r *Record) Intended() int {
 	n := 0
