@@ -148,24 +148,7 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 		return st, true, false
 	}
 	groups := Groups(objs)
-	// Each group may go in one deletecollection that leaves out, by name,
-	// what remains of its resource in the namespace once the groups before
-	// it are gone (the later groups, and objects of other stages or of
-	// none); the plan says so from the start.
-	leftOut := len(t.s.Objects[s.GVR]) - len(objs)
-	for _, g := range groups {
-		leftOut += len(g)
-	}
-	for gi, g := range groups {
-		from := len(st.Actions)
-		st.Actions = append(st.Actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
-		leftOut -= len(g)
-		if t.collectable(i, s, st.Actions[from:], leftOut) {
-			for i := from; i < len(st.Actions); i++ {
-				st.Actions[i].Collection = true
-			}
-		}
-	}
+	st.Actions = t.groupActions(i, s, groups, len(t.s.Objects[s.GVR])-len(objs))
 	first, priority := groups[0], PriorityName(groups[0][0].Meta)
 	if deleted := count(st.Actions, VerbDelete, 0); deleted > 0 {
 		// No Event: a group's deletes are in the teardown record, each
@@ -191,6 +174,30 @@ func (t *teardown) stage(i, n int, s Stage, objs []Object) (Step, bool, bool) {
 	st.Report = t.waiting(v1alpha1.ResourcesRemainingReason, msg, Keys(objs))
 	waitOutside(s, st.Report)
 	return st, false, false
+}
+
+// groupActions are the actions of stage i's groups, in order. Each group
+// may go in one deletecollection that leaves out, by name, what remains of
+// its resource in the namespace once the groups before it are gone (the
+// later groups, and others of the resource, of other stages or of none);
+// the plan says so from the start.
+func (t *teardown) groupActions(i int, s Stage, groups [][]Object, others int) []Action {
+	var actions []Action
+	leftOut := others
+	for _, g := range groups {
+		leftOut += len(g)
+	}
+	for gi, g := range groups {
+		from := len(actions)
+		actions = append(actions, t.objectActions(g, gi, PriorityName(g[0].Meta))...)
+		leftOut -= len(g)
+		if t.collectable(i, s, actions[from:], leftOut) {
+			for j := from; j < len(actions); j++ {
+				actions[j].Collection = true
+			}
+		}
+	}
+	return actions
 }
 
 // waitOutside says where a stage outside the cluster namespace waits: the
