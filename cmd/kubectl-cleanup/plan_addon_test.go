@@ -75,8 +75,12 @@ func TestPlanShowsAddonHold(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("hold: manifestworks/addon-search-deploy belongs to add-on search"), out)
 	g.Expect(out).To(ContainSubstring("the policy requires Orphan"), out)
 	g.Expect(out).To(ContainSubstring("annotate each "+addonv1alpha1.DeletionOrphanAnnotationKey), out)
+	// The works' summary says the decision is not written, not that it is.
+	g.Expect(out).To(MatchRegexp(`addon-search-deploy\s+the policy's decision is not written \(held\)`), out)
+	g.Expect(out).NotTo(MatchRegexp(`addon-search-deploy\s+everything: Orphan`), out)
 	out, err = kubectlCleanup(t, env.Kubeconfig, "plan", "c1", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("manifestworks/addon-search-deploy belongs to add-on search"), out)
 	g.Expect(out).To(ContainSubstring(addonv1alpha1.DeletionOrphanAnnotationKey), out)
+	g.Expect(out).To(ContainSubstring(`"unreachable": "manifestworks/addon-search-deploy belongs to add-on search`), out)
 }

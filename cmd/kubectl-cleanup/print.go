@@ -284,6 +284,8 @@ func printPrune(w io.Writer, p *decision.Plan) {
 
 func describeWork(wp decision.WorkPlan) string {
 	switch {
+	case wp.Unreachable != "":
+		return "the policy's decision is not written (held): " + wp.Unreachable
 	case wp.Error != "":
 		return "undecided (the work is not stamped, and not deleted): " + wp.Error
 	case wp.PropagationPolicy == "":

@@ -252,10 +252,12 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 	if len(running)+turn < b.MaxConcurrent {
 		return nil
 	}
-	slices.Sort(running)
+	// The message names no count or cluster that changes as the others go:
+	// a storm's waiting teardowns would rewrite their conditions as each
+	// teardown ends (the order is the clusters' deletion order).
 	return &verdict{reason: v1alpha1.WaitingForTurnReason, message: fmt.Sprintf(
-		"waiting its turn under the blast radius of CleanupPolicy %s (%s): %d teardown(s) in progress (%s) and %d before it; nothing is written until one ends",
-		policy, b, len(running), Bounded(running, ", "), turn)}
+		"waiting its turn under the blast radius of CleanupPolicy %s (%s): the teardowns begin in the order the clusters were deleted, %d at a time; nothing is written until it begins",
+		policy, b, b.MaxConcurrent)}
 }
 
 // A held teardown, or one waiting its turn, looks again on the events of

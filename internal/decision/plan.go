@@ -19,6 +19,10 @@ type WorkPlan struct {
 	PropagationPolicy string       `json:"propagationPolicy,omitempty"`
 	Orphaned          []OrphanPlan `json:"orphaned,omitempty"`
 	Error             string       `json:"error,omitempty"`
+	// Unreachable says why the operator does not give the work the
+	// decision above (an add-on's work, AddonUnreachable): a teardown
+	// holds before deleting it.
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // OrphanPlan is one manifest left on the managed cluster, and the rule that

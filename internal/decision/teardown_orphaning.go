@@ -153,6 +153,9 @@ func (t *teardown) workPlans() []WorkPlan {
 		}
 		d, err := t.requiredOption(w)
 		wp := WorkPlanOf(w.Name, d)
+		if have := CurrentDeleteOption(w); err == nil && AddonOf(w) != "" && !KeepsAtLeast(have, d) {
+			wp.Unreachable = AddonUnreachable(o.Key(), AddonOf(w), have, d)
+		}
 		if err != nil {
 			wp = WorkPlan{Name: w.Name, Error: err.Error()}
 		}
