@@ -245,7 +245,7 @@ var _ = Describe("Blast radius", func() {
 			Eventually(func(g Gomega) {
 				c := contentDelete(g, n)
 				g.Expect(c.Reason).To(Equal(v1alpha1.WaitingForTurnReason))
-				g.Expect(c.Message).To(ContainSubstring("1 teardown(s) in progress (bp-a)"))
+				g.Expect(c.Message).To(ContainSubstring("(maxConcurrent 1): the teardowns begin in the order the clusters were deleted, 1 at a time"))
 			}).Should(Succeed())
 		}
 		Consistently(func(g Gomega) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -84,6 +85,13 @@ func setGuardedCondition(p *v1alpha1.CleanupPolicy, s *GuardState) {
 	status, reason, message := s.status, s.reason, s.message
 	s.mu.Unlock()
 	if reason == "" {
+		return
+	}
+	prev := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.GuardedCondition)
+	if p.Spec.Suspend && prev != nil && prev.Status == status && prev.Reason == reason && prev.Message == message {
+		// A suspended policy's new generation writes nothing: the
+		// condition keeps the generation it was written at while the
+		// guard says the same.
 		return
 	}
 	setCondition(p, v1alpha1.GuardedCondition, status, reason, message)
