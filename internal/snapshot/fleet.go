@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -21,8 +22,10 @@ func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Pol
 	if s.Cluster.GetDeletionTimestamp() == nil || p.Spec.BlastRadius == nil && !bounds(r.BlastRadius) {
 		return nil
 	}
+	// The cache's own objects, read and never changed: every reconcile of
+	// a deleted cluster under a budget reads the whole fleet.
 	list := NewManagedClusterList()
-	if err := r.Client.List(ctx, list); err != nil {
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	f := &decision.Fleet{Default: r.BlastRadius}
