@@ -386,6 +386,46 @@ var _ = Describe("Teardown record", func() {
 		Expect(r.Entries[0].Note).To(Equal("labelled before the record began"))
 	})
 
+	It("lists a label made just before a restart when its record already existed", func() {
+		fleetCluster("rec-relabel", nil, true)
+		work("rec-relabel", "app", nil)
+		Eventually(func(g Gomega) int64 { return appliedGeneration(g, "rec-relabel", "app") }).Should(BeEquivalentTo(1))
+		agent.setLagging("rec-relabel", true)
+		DeferCleanup(agent.setLagging, "rec-relabel", false)
+		Expect(k8s.Create(ctx, cleanupPolicy("rec-relabel", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyNeedless},
+		}))).To(Succeed())
+		governedBy("rec-relabel", "rec-relabel")
+
+		// Needless: the Orphan is stamped, and recorded, before the label;
+		// the teardown waits for the agent to apply it.
+		deleteCluster("rec-relabel")
+		Eventually(func(g Gomega) {
+			rs := records(g, "rec-relabel")
+			g.Expect(rs).To(HaveLen(1))
+			g.Expect(rs[0].Entries).NotTo(BeEmpty())
+		}).Should(Succeed())
+		// As a manager stopped right after its label leaves the teardown:
+		// the label alone is not announced, so the record does not list it.
+		stopManager()
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-relabel"}, ns)).To(Succeed())
+		before := ns.DeepCopy()
+		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
+		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before))).To(Succeed())
+		Expect(entryKeys(records(Default, "rec-relabel")[0].Entries)).NotTo(ContainElement(HaveSuffix(" labelled done")))
+		agent.setLagging("rec-relabel", false)
+		startManager()
+		clusterGone("rec-relabel")
+		r := endedRecord("rec-relabel")
+		Expect(entryKeys(r.Entries)).To(ContainElement("signal namespaces/rec-relabel labelled done"))
+		for _, e := range r.Entries {
+			if e.Action == record.Labelled {
+				Expect(e.Note).To(Equal("labelled before a restart"))
+			}
+		}
+	})
+
 	It("writes nothing while pre-cleanup hooks hold the teardown, then records how long they held", func() {
 		fleetCluster("rec-hooks", nil, true)
 		work("rec-hooks", "app", nil)

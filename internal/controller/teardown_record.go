@@ -76,8 +76,11 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 		o = &openRecord{rec: rec, cm: cm}
 		if rec != nil {
 			// Written by an earlier process: what it intended and did
-			// since is read from the world.
+			// since is read from the world, its label included (a label
+			// is not announced alone: stopped right after one, it wrote
+			// no entry for it).
 			rec.Resolve(s.Now, "resolved after a restart", doneIn(s))
+			noteLabel(rec, mc, s, "labelled before a restart")
 		}
 		st.record = o
 	}
@@ -112,7 +115,8 @@ var beginRecordAfter = []string{v1alpha1.SignallingReason, v1alpha1.DeletingStag
 // or a condition only such a write is followed by, is a record lost (or a
 // teardown begun by an operator that kept none): the record says it
 // resumed. Else only the namespace's label may precede it (written, then a
-// crash before the record): read from the namespace, it is listed done.
+// crash before the record): read from the namespace, it is listed done
+// (noteLabel).
 func beginRecord(rec *record.Record, mc *unstructured.Unstructured, s *decision.Snapshot) {
 	ns := s.Namespace
 	if ns == nil {
@@ -123,11 +127,19 @@ func beginRecord(rec *record.Record, mc *unstructured.Unstructured, s *decision.
 		rec.Resumed = true
 		return
 	}
-	if ns.Name == mc.GetName() && ns.Labels[v1alpha1.ClusterDeletingLabel] == "true" {
-		rec.Add(record.Entry{Step: string(decision.StepSignal), Action: record.Labelled, State: record.Done,
-			Resource: decision.NamespacesResource, Name: ns.Name, UID: ns.UID, Note: "labelled before the record began",
-			Time: metav1.NewTime(s.Now)})
+	noteLabel(rec, mc, s, "labelled before the record began")
+}
+
+// noteLabel lists the cluster namespace's deleting label as done, with the
+// note, when the namespace carries it and the record does not list it: a
+// label written by an earlier process, just before it stopped.
+func noteLabel(rec *record.Record, mc *unstructured.Unstructured, s *decision.Snapshot, note string) {
+	ns := s.Namespace
+	if ns == nil || ns.Name != mc.GetName() || ns.Labels[v1alpha1.ClusterDeletingLabel] != "true" {
+		return
 	}
+	rec.Add(record.Entry{Step: string(decision.StepSignal), Action: record.Labelled, State: record.Done,
+		Resource: decision.NamespacesResource, Name: ns.Name, UID: ns.UID, Note: note, Time: metav1.NewTime(s.Now)})
 }
 
 // save writes the record. A record deleted meanwhile is written again from
