@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +39,7 @@ func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
 				return
 			}
 			began := e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
-			stepped := e.ObjectNew.GetDeletionTimestamp() != nil && teardownReason(e.ObjectOld) != teardownReason(e.ObjectNew)
+			stepped := e.ObjectNew.GetDeletionTimestamp() != nil && turnOf(e.ObjectOld) != turnOf(e.ObjectNew)
 			// The finalizer or the pin changing, deleting or not, changes
 			// the clusters a policy governs: the base of a share, and the
 			// end of a teardown.
@@ -78,15 +77,12 @@ func (a *ClusterTeardown) enqueueHeld(_ context.Context, mc client.Object, q wor
 	}
 }
 
-// teardownReason is the reason of the cluster's ContentDeleteSuccess
-// condition, "" when it has none.
-func teardownReason(o client.Object) string {
+// turnOf is what the blast radius reads of a deleted cluster to decide the
+// turns of the others (decision.TurnOf); the zero Turn for another object.
+func turnOf(o client.Object) decision.Turn {
 	mc, ok := o.(*unstructured.Unstructured)
 	if !ok {
-		return ""
+		return decision.Turn{}
 	}
-	if c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); c != nil {
-		return c.Reason
-	}
-	return ""
+	return decision.TurnOf(mc)
 }
