@@ -123,7 +123,7 @@ func (p *preview) status(ctx context.Context) ([]clusterStatus, error) {
 		}
 		s := clusterStatus{Cluster: mc.GetName(), Policy: mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation],
 			Since: *mc.GetDeletionTimestamp(), Step: "Pending"}
-		if c := meta.FindStatusCondition(decision.ClusterConditions(&mc), v1alpha1.ContentDeleteSuccessCondition); c != nil {
+		if c := decision.ClusterCondition(&mc, v1alpha1.ContentDeleteSuccessCondition); c != nil {
 			s.Step, s.Message = c.Reason, c.Message
 		}
 		plan, err := p.plan(ctx, mc.GetName())

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,7 +76,7 @@ and 3 when a named cluster does not exist.`,
 
 // heldByBlastRadius says whether the blast radius holds the cluster's teardown.
 func heldByBlastRadius(mc *unstructured.Unstructured) bool {
-	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	c := decision.ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
 	return mc.GetDeletionTimestamp() != nil && c != nil && c.Reason == v1alpha1.BlastRadiusExceededReason
 }
 

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,7 +94,7 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 		beginRecord(o.rec, mc, s)
 		// Pre-cleanup hooks or the blast radius held the teardown until
 		// now: nothing, the record included, is written while they hold.
-		if c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); c != nil &&
+		if c := decision.ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition); c != nil &&
 			c.Status == metav1.ConditionUnknown && slices.Contains(heldBeforeFirstWrite, c.Reason) {
 			end := metav1.NewTime(s.Now)
 			o.rec.Holds = append(o.rec.Holds, record.Hold{Reason: c.Message, Start: o.rec.Start, End: &end})
@@ -122,7 +121,7 @@ func beginRecord(rec *record.Record, mc *unstructured.Unstructured, s *decision.
 	if ns == nil {
 		return
 	}
-	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	c := decision.ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
 	if ns.DeletionTimestamp != nil || c != nil && c.Status == metav1.ConditionFalse && slices.Contains(beginRecordAfter, c.Reason) {
 		rec.Resumed = true
 		return

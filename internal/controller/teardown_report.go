@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,7 +70,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster
 // resume is written at once.
 func (a *ClusterTeardown) writeProgress(ctx context.Context, st *teardownState, cluster *clusterPatch, r *decision.Report, step string) (time.Duration, error) {
 	mc, key, runs := cluster.mc, r.Reason+"/"+step, running(r)
-	prev := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	prev := decision.ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
 	if !r.Done {
 		var held time.Duration
 		switch {
@@ -177,6 +176,6 @@ func eventAction(a string) string {
 // conditionIs says whether the cluster's ContentDeleteSuccess already has
 // this status, reason and message.
 func conditionIs(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) bool {
-	c := meta.FindStatusCondition(decision.ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
+	c := decision.ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
 	return c != nil && c.Status == status && c.Reason == reason && c.Message == message
 }

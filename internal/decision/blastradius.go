@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -126,35 +125,12 @@ var notStarted = []string{v1alpha1.WaitingForHooksReason, v1alpha1.ResumedReason
 // ContentDeleteSuccess condition says so (False or True, or Unknown with a
 // reason other than a hold before the first write). A begun teardown is
 // never held by the budget.
-func Begun(mc *unstructured.Unstructured) bool {
-	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
-	return c != nil && (c.Status != metav1.ConditionUnknown || !slices.Contains(notStarted, c.Reason))
-}
+func Begun(mc *unstructured.Unstructured) bool { return TurnOf(mc).Begun }
 
 // ReportBegun says whether a teardown whose report is r has begun, as
 // Begun reads it back from the condition the report writes.
 func ReportBegun(r *Report) bool {
 	return r.Done || !r.Pending || !slices.Contains(notStarted, r.Reason)
-}
-
-// heldByBudget says whether the cluster's condition says the budget held it.
-func heldByBudget(mc *unstructured.Unstructured) bool {
-	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
-	return c != nil && c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.BlastRadiusExceededReason
-}
-
-// inProgress says whether a teardown has begun and not finished.
-func inProgress(mc *unstructured.Unstructured) bool {
-	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
-	return Begun(mc) && c.Status != metav1.ConditionTrue
-}
-
-// byDeletion orders clusters by their deletion, then name.
-func byDeletion(a, b *unstructured.Unstructured) int {
-	if c := a.GetDeletionTimestamp().Compare(b.GetDeletionTimestamp().Time); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.GetName(), b.GetName())
 }
 
 // ReleaseClockSkew is how far in the future a release's time may be and
@@ -207,16 +183,15 @@ func releaseWake(mc *unstructured.Unstructured, now time.Time) time.Duration {
 // burst the operator met late); or not begun and not held yet (a deletion
 // nobody counted). A teardown held past its window counts no more: it
 // stays held until released.
-func (b Budget) counted(mc *unstructured.Unstructured, now time.Time) bool {
+func (b Budget) counted(deleted time.Time, t Turn, now time.Time) bool {
 	since := now.Add(-b.Window)
-	if mc.GetDeletionTimestamp().Time.After(since) {
+	if deleted.After(since) {
 		return true
 	}
-	if !Begun(mc) {
-		return !heldByBudget(mc)
+	if !t.Begun {
+		return !t.Held
 	}
-	c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition)
-	return c.LastTransitionTime.After(since)
+	return time.Unix(t.Since, 0).After(since)
 }
 
 // verdict is what the budget says of one teardown not begun.
@@ -238,18 +213,21 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 	if b.MaxConcurrent <= 0 {
 		return nil
 	}
-	running, pending := []string{}, []*unstructured.Unstructured{}
+	// Each cluster's condition and deletion read once: a paced storm plans
+	// every waiting teardown against all the others.
+	running, pending := 0, []Started{}
 	for _, c := range f.Deleting {
+		t := TurnOf(c)
 		switch {
-		case inProgress(c):
-			running = append(running, c.GetName())
-		case !Begun(c) && !heldByBudget(c) || c.GetUID() == mc.GetUID():
-			pending = append(pending, c)
+		case t.InProgress():
+			running++
+		case !t.Begun && !t.Held || c.GetUID() == mc.GetUID():
+			pending = append(pending, Started{Cluster: c.GetName(), UID: c.GetUID(), Start: c.GetDeletionTimestamp().Time})
 		}
 	}
-	slices.SortFunc(pending, byDeletion)
-	turn := slices.IndexFunc(pending, func(c *unstructured.Unstructured) bool { return c.GetUID() == mc.GetUID() })
-	if len(running)+turn < b.MaxConcurrent {
+	slices.SortFunc(pending, func(a, b Started) int { return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.Cluster, b.Cluster)) })
+	turn := slices.IndexFunc(pending, func(c Started) bool { return c.UID == mc.GetUID() })
+	if running+turn < b.MaxConcurrent {
 		return nil
 	}
 	// The message names no count or cluster that changes as the others go:
@@ -325,16 +303,16 @@ func (b Budget) countedWithin(f *Fleet, now time.Time) (ranked []Started, quiet 
 		}
 	}
 	for _, c := range f.Deleting {
-		note(c.GetDeletionTimestamp().Time)
+		deleted, t := c.GetDeletionTimestamp().Time, TurnOf(c)
+		note(deleted)
 		delete(window, c.GetUID())
-		if b.counted(c, now) {
-			window[c.GetUID()] = Started{Cluster: c.GetName(), UID: c.GetUID(), Start: c.GetDeletionTimestamp().Time}
-			begun[c.GetUID()] = Begun(c)
+		if b.counted(deleted, t, now) {
+			window[c.GetUID()] = Started{Cluster: c.GetName(), UID: c.GetUID(), Start: deleted}
+			begun[c.GetUID()] = t.Begun
 			// One counted since its teardown began stops counting when
 			// that time leaves the window.
-			if Begun(c) {
-				cond := meta.FindStatusCondition(ClusterConditions(c), v1alpha1.ContentDeleteSuccessCondition)
-				wake(cond.LastTransitionTime.Time)
+			if t.Begun {
+				wake(time.Unix(t.Since, 0))
 			}
 		}
 	}

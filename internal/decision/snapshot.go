@@ -90,6 +90,30 @@ func (s *Snapshot) Available() bool {
 	return meta.IsStatusConditionTrue(ClusterConditions(s.Cluster), clusterv1.ManagedClusterConditionAvailable)
 }
 
+// ClusterCondition is the ManagedCluster's status condition of the type, as
+// ClusterConditions then meta.FindStatusCondition find it (the first of
+// the type that decodes), nil when it has none. It decodes that one only:
+// a blast radius reads the condition of every deleting cluster of the
+// policy for each teardown's plan.
+func ClusterCondition(mc *unstructured.Unstructured, condType string) *metav1.Condition {
+	if mc == nil {
+		return nil
+	}
+	raw, _, _ := unstructured.NestedFieldNoCopy(mc.Object, "status", "conditions")
+	list, _ := raw.([]any)
+	for _, r := range list {
+		m, ok := r.(map[string]any)
+		if !ok || m["type"] != condType {
+			continue
+		}
+		var c metav1.Condition
+		if runtimeConverter.FromUnstructured(m, &c) == nil {
+			return &c
+		}
+	}
+	return nil
+}
+
 // ClusterConditions reads a ManagedCluster's status conditions.
 func ClusterConditions(mc *unstructured.Unstructured) []metav1.Condition {
 	if mc == nil {

@@ -1,7 +1,8 @@
 package decision
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -20,11 +21,22 @@ type Turn struct {
 	Since       int64 // the condition's lastTransitionTime, in seconds
 }
 
-// TurnOf is the Turn of a deleted cluster.
+// TurnOf is the Turn of a deleted cluster, from its ContentDeleteSuccess
+// condition read once.
 func TurnOf(mc *unstructured.Unstructured) Turn {
-	t := Turn{Begun: Begun(mc), Held: heldByBudget(mc)}
-	if c := meta.FindStatusCondition(ClusterConditions(mc), v1alpha1.ContentDeleteSuccessCondition); c != nil {
-		t.Status, t.Since = c.Status, c.LastTransitionTime.Unix()
+	c := ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
+	if c == nil {
+		return Turn{}
 	}
-	return t
+	return Turn{
+		// Begun: False or True, or Unknown with a reason other than a
+		// hold before the first write.
+		Begun:  c.Status != metav1.ConditionUnknown || !slices.Contains(notStarted, c.Reason),
+		Held:   c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.BlastRadiusExceededReason,
+		Status: c.Status,
+		Since:  c.LastTransitionTime.Unix(),
+	}
 }
+
+// InProgress says whether the teardown has begun and not finished.
+func (t Turn) InProgress() bool { return t.Begun && t.Status != metav1.ConditionTrue }
