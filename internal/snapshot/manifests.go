@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	kjson "sigs.k8s.io/json"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
@@ -20,77 +19,21 @@ import (
 // CompactManifest is what the operator's cache keeps of a manifest of a
 // ManifestWork: its identity (cel.ManifestIdentity), which names the object
 // an orphaned manifest leaves. A manifest that is not a JSON object is kept
-// as it is, so that a decision still finds it invalid; so is an identity
-// field that holds something odd (a metadata that is not an object, a
-// number), byte for byte.
-//
-// Every work the cache holds goes through here, on its first list and on
-// each of its events: the identity is picked out without decoding the rest
-// of the manifest into values (decoding it whole was a tenth of the
-// manager's CPU while its cache first filled). Keys match exactly, as the
-// API server reads them.
+// as it is, so that a decision still finds it invalid.
 func CompactManifest(raw []byte) []byte {
-	var m manifestIdentity
-	if !isObject(raw) || kjson.UnmarshalCaseSensitivePreserveInts(raw, &m) != nil {
+	var m map[string]any
+	// Numbers as they are written: an identity field that holds one is
+	// kept exactly.
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil || m == nil || d.More() {
 		return raw
 	}
-	metadata := m.Metadata // kept as it is, unless it is an object
-	if isObject(m.Metadata) {
-		var meta metadataIdentity
-		if kjson.UnmarshalCaseSensitivePreserveInts(m.Metadata, &meta) != nil {
-			return raw
-		}
-		metadata = rawObject(rawField{"name", meta.Name}, rawField{"namespace", meta.Namespace})
-	}
-	var out bytes.Buffer
-	if json.Compact(&out, rawObject(rawField{"apiVersion", m.APIVersion}, rawField{"kind", m.Kind}, rawField{"metadata", metadata})) != nil {
+	out, err := json.Marshal(CompactManifestObject(m))
+	if err != nil {
 		return raw
 	}
-	return out.Bytes()
-}
-
-// manifestIdentity and metadataIdentity are the fields of a manifest that
-// CompactManifest keeps, as written (a JSON null included); nil when
-// absent.
-type manifestIdentity struct {
-	APIVersion json.RawMessage `json:"apiVersion"`
-	Kind       json.RawMessage `json:"kind"`
-	Metadata   json.RawMessage `json:"metadata"`
-}
-
-type metadataIdentity struct {
-	Name      json.RawMessage `json:"name"`
-	Namespace json.RawMessage `json:"namespace"`
-}
-
-// rawField is a field of a JSON object, its value as written; nil when
-// absent.
-type rawField struct {
-	name  string
-	value json.RawMessage
-}
-
-// rawObject is the JSON object of the fields present, in their order.
-func rawObject(fields ...rawField) json.RawMessage {
-	out := []byte{'{'}
-	for _, f := range fields {
-		if f.value == nil {
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(append(append(out, '"'), f.name...), '"', ':')
-		out = append(out, f.value...)
-	}
-	return append(out, '}')
-}
-
-// isObject says whether raw holds a JSON object (its first byte past any
-// white space opens one); whether it is valid the decoding says.
-func isObject(raw []byte) bool {
-	trimmed := bytes.TrimLeft(raw, " \t\r\n")
-	return len(trimmed) > 0 && trimmed[0] == '{'
+	return out
 }
 
 // CompactManifestObject is CompactManifest of a decoded manifest.

@@ -1,7 +1,6 @@
 package snapshot_test
 
 import (
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -34,17 +33,5 @@ func TestCompactManifest(t *testing.T) {
 			}
 			NewWithT(t).Expect(got).To(MatchJSON(tc.want))
 		})
-	}
-}
-
-// BenchmarkCompactManifest: what the cache transform spends on each
-// manifest of each work it caches (a ConfigMap of 512 bytes of data, as in
-// the fleet benchmarks).
-func BenchmarkCompactManifest(b *testing.B) {
-	raw := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"payload-7","namespace":"default",` +
-		`"labels":{"app":"bench"}},"data":{"payload":"` + strings.Repeat("x", 512) + `"}}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		snapshot.CompactManifest(raw)
 	}
 }
