@@ -372,7 +372,7 @@ var _ = Describe("Teardown record", func() {
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-label"}, ns)).To(Succeed())
 		before := ns.DeepCopy()
 		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
-		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before))).To(Succeed())
+		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
 		Expect(records(Default, "rec-label")).To(BeEmpty())
 		startManager()
 		clusterGone("rec-label")
@@ -412,7 +412,7 @@ var _ = Describe("Teardown record", func() {
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-relabel"}, ns)).To(Succeed())
 		before := ns.DeepCopy()
 		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
-		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before))).To(Succeed())
+		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
 		Expect(entryKeys(records(Default, "rec-relabel")[0].Entries)).NotTo(ContainElement(HaveSuffix(" labelled done")))
 		agent.setLagging("rec-relabel", false)
 		startManager()
@@ -424,6 +424,28 @@ var _ = Describe("Teardown record", func() {
 				Expect(e.Note).To(Equal("labelled before a restart"))
 			}
 		}
+	})
+
+	It("does not list as its own a label someone else put on the namespace", func() {
+		fleetCluster("rec-otherlabel", nil, true)
+		work("rec-otherlabel", "app", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("rec-otherlabel", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		governedBy("rec-otherlabel", "rec-otherlabel")
+		stopManager()
+		deleteCluster("rec-otherlabel")
+		ns := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-otherlabel"}, ns)).To(Succeed())
+		before := ns.DeepCopy()
+		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
+		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before), client.FieldOwner("someone-else"))).To(Succeed())
+		startManager()
+		clusterGone("rec-otherlabel")
+		r := endedRecord("rec-otherlabel")
+		Expect(r.Resumed).To(BeFalse())
+		Expect(entryKeys(r.Entries)).To(Equal([]string{
+			"stage/manifestworks manifestworks.work.open-cluster-management.io/app deleted done",
+			"namespace namespaces/rec-otherlabel deleted done",
+		}))
 	})
 
 	It("writes nothing while pre-cleanup hooks hold the teardown, then records how long they held", func() {

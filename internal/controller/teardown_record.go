@@ -79,19 +79,26 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 			// is not announced alone: stopped right after one, it wrote
 			// no entry for it).
 			rec.Resolve(s.Now, "resolved after a restart", doneIn(s))
-			noteLabel(rec, mc, s, "labelled before a restart")
+			if err := r.noteLabel(ctx, rec, mc, s, "labelled before a restart"); err != nil {
+				return nil, err
+			}
 		}
 		st.record = o
 	}
 	if o.rec == nil && create {
-		o.rec = &record.Record{Name: record.Name(mc.GetName(), mc.GetUID(), false), Cluster: mc.GetName(), UID: mc.GetUID(),
+		rec := &record.Record{Name: record.Name(mc.GetName(), mc.GetUID(), false), Cluster: mc.GetName(), UID: mc.GetUID(),
 			Strategy: string(plan.Strategy), Entries: []record.Entry{}}
 		if ts := mc.GetDeletionTimestamp(); ts != nil {
-			o.rec.Start = *ts
+			rec.Start = *ts
 		} else {
-			o.rec.Start = metav1.NewTime(s.Now)
+			rec.Start = metav1.NewTime(s.Now)
 		}
-		beginRecord(o.rec, mc, s)
+		if beginRecord(rec, mc, s) {
+			if err := r.noteLabel(ctx, rec, mc, s, "labelled before the record began"); err != nil {
+				return nil, err
+			}
+		}
+		o.rec = rec
 		// Pre-cleanup hooks or the blast radius held the teardown until
 		// now: nothing, the record included, is written while they hold.
 		if c := decision.ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition); c != nil &&
@@ -101,44 +108,6 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 		}
 	}
 	return o, nil
-}
-
-// beginRecordAfter are the reasons of ContentDeleteSuccess that a teardown
-// reports after a delete, which its record precedes. Orphaning is not one:
-// it may only wait for the agent to confirm works stamped while the
-// cluster lived.
-var beginRecordAfter = []string{v1alpha1.SignallingReason, v1alpha1.DeletingStageReason, v1alpha1.ResourcesRemainingReason}
-
-// beginRecord notes what a new record's teardown did before it: a record
-// begins with the first destructive write, so a namespace being deleted,
-// or a condition only such a write is followed by, is a record lost (or a
-// teardown begun by an operator that kept none): the record says it
-// resumed. Else only the namespace's label may precede it (written, then a
-// crash before the record): read from the namespace, it is listed done
-// (noteLabel).
-func beginRecord(rec *record.Record, mc *unstructured.Unstructured, s *decision.Snapshot) {
-	ns := s.Namespace
-	if ns == nil {
-		return
-	}
-	c := decision.ClusterCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
-	if ns.DeletionTimestamp != nil || c != nil && c.Status == metav1.ConditionFalse && slices.Contains(beginRecordAfter, c.Reason) {
-		rec.Resumed = true
-		return
-	}
-	noteLabel(rec, mc, s, "labelled before the record began")
-}
-
-// noteLabel lists the cluster namespace's deleting label as done, with the
-// note, when the namespace carries it and the record does not list it: a
-// label written by an earlier process, just before it stopped.
-func noteLabel(rec *record.Record, mc *unstructured.Unstructured, s *decision.Snapshot, note string) {
-	ns := s.Namespace
-	if ns == nil || ns.Name != mc.GetName() || ns.Labels[v1alpha1.ClusterDeletingLabel] != "true" {
-		return
-	}
-	rec.Add(record.Entry{Step: string(decision.StepSignal), Action: record.Labelled, State: record.Done,
-		Resource: decision.NamespacesResource, Name: ns.Name, UID: ns.UID, Note: note, Time: metav1.NewTime(s.Now)})
 }
 
 // save writes the record. A record deleted meanwhile is written again from

@@ -21,8 +21,10 @@ import (
 // budget, a teardown that begins or is held changes the turns, and one
 // that ends frees a turn. None brings an event of the held cluster itself,
 // so the events of the others wake it: when a cluster of the policy starts
-// being deleted, when its teardown's reason changes, when its teardown
-// ends (the operator's finalizer goes) and when it is gone; and when any
+// being deleted, when its teardown begins, is held or ends (what the budget
+// reads of it, decision.Turn, changes; not at each of its steps, which in
+// a paced storm woke every waiting teardown each time), when the
+// operator's finalizer goes and when it is gone; and when any
 // cluster, deleting or not, gains or loses the finalizer or the
 // governing-policy annotation, which changes how many clusters the policy
 // governs, the base of a share (the held teardowns of the policy it left

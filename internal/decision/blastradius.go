@@ -191,7 +191,7 @@ func (b Budget) counted(deleted time.Time, t Turn, now time.Time) bool {
 	if !t.Begun {
 		return !t.Held
 	}
-	return time.Unix(t.Since, 0).After(since)
+	return time.Unix(0, t.Since).After(since)
 }
 
 // verdict is what the budget says of one teardown not begun.
@@ -239,8 +239,9 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 }
 
 // A held teardown, or one waiting its turn, looks again on the events of
-// the other clusters of its policy (a deletion starting, a teardown's step
-// or end: the operator wakes it, controller/teardown_wake.go), and at the
+// the other clusters of its policy (a deletion starting, a teardown
+// beginning, held or ending: what Turn says of it changing; the operator
+// wakes it, controller/teardown_wake.go), and at the
 // times no event tells: when a counted teardown leaves the window (its
 // deletion, or its teardown's beginning, it was counted by), and when a
 // release written by a clock ahead of this one comes to count.
@@ -312,7 +313,7 @@ func (b Budget) countedWithin(f *Fleet, now time.Time) (ranked []Started, quiet 
 			// One counted since its teardown began stops counting when
 			// that time leaves the window.
 			if t.Begun {
-				wake(time.Unix(t.Since, 0))
+				wake(time.Unix(0, t.Since))
 			}
 		}
 	}

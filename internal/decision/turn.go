@@ -18,7 +18,7 @@ import (
 type Turn struct {
 	Begun, Held bool
 	Status      metav1.ConditionStatus
-	Since       int64 // the condition's lastTransitionTime, in seconds
+	Since       int64 // the condition's lastTransitionTime, in nanoseconds
 }
 
 // TurnOf is the Turn of a deleted cluster, from its ContentDeleteSuccess
@@ -34,7 +34,7 @@ func TurnOf(mc *unstructured.Unstructured) Turn {
 		Begun:  c.Status != metav1.ConditionUnknown || !slices.Contains(notStarted, c.Reason),
 		Held:   c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.BlastRadiusExceededReason,
 		Status: c.Status,
-		Since:  c.LastTransitionTime.Unix(),
+		Since:  c.LastTransitionTime.UnixNano(),
 	}
 }
 
