@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/review"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
@@ -59,15 +58,8 @@ func TestDiff(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
 	// The operator serves the admission webhook the dry runs call.
-	running, err := env.StartOperator(ctx, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(running.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := hubWithAdminOperator(ctx, t)
 	g.Expect(testenv.CreateFromFile(ctx, c, filepath.Join("testdata", "diff", "hub.yaml"))).To(Succeed())
 	dir := func(name string) string { return filepath.Join("testdata", "diff", name) }
 	// The operator has stamped c1's work with its orphaning decision: the

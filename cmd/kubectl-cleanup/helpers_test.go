@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -274,12 +275,27 @@ func userKubeconfig(ctx context.Context, t *testing.T, g *WithT, c client.Client
 // an administrator's client.
 func hubWithOperator(ctx context.Context, t *testing.T) (*testenv.Env, client.Client) {
 	t.Helper()
+	return startHub(ctx, t, true)
+}
+
+// hubWithAdminOperator is hubWithOperator with the operator running as the
+// administrator: for tests of the plugin, not of the operator's rights.
+func hubWithAdminOperator(ctx context.Context, t *testing.T) (*testenv.Env, client.Client) {
+	t.Helper()
+	return startHub(ctx, t, false)
+}
+
+func startHub(ctx context.Context, t *testing.T, asServiceAccount bool) (*testenv.Env, client.Client) {
+	t.Helper()
 	g := NewWithT(t)
 	env, err := testenv.Start()
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(env.Stop()).To(Succeed()) })
-	cfg, err := env.OperatorConfig(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
+	var cfg *rest.Config
+	if asServiceAccount {
+		cfg, err = env.OperatorConfig(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
 	running, err := env.StartOperator(ctx, cfg)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(running.Stop()).To(Succeed()) })

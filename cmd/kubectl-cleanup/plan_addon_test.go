@@ -17,8 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestPlanShowsAddonHold: a cluster whose policy orphans a manifest of an
@@ -29,14 +27,7 @@ func TestPlanShowsAddonHold(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	running, err := env.StartOperator(ctx, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(running.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := hubWithAdminOperator(ctx, t)
 
 	g.Expect(createCluster(ctx, c, "c1")).To(Succeed())
 	g.Expect(setAvailable(ctx, c, "c1")).To(Succeed())

@@ -23,7 +23,6 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
@@ -47,15 +46,7 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	running, err := env.StartOperator(ctx, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(running.Stop()).To(Succeed()) }()
-
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := hubWithAdminOperator(ctx, t)
 	g.Expect(testenv.CreateFromFile(ctx, c, filepath.Join("testdata", "fleet.yaml"))).To(Succeed())
 
 	// The operator governs c1 and creates its deletion-signal work.
