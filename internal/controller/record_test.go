@@ -43,6 +43,16 @@ func endedRecord(cluster string) record.Record {
 	return out
 }
 
+// labelNamespace puts the operator's deleting label on the cluster's
+// namespace, written by the field manager owner.
+func labelNamespace(cluster, owner string) {
+	ns := &corev1.Namespace{}
+	Expect(k8s.Get(ctx, client.ObjectKey{Name: cluster}, ns)).To(Succeed())
+	before := ns.DeepCopy()
+	ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
+	Expect(k8s.Patch(ctx, ns, client.MergeFrom(before), client.FieldOwner(owner))).To(Succeed())
+}
+
 // entryKeys names entries as resource/namespace/name action state.
 func entryKeys(es []record.Entry) []string {
 	out := make([]string, len(es))
@@ -358,33 +368,40 @@ var _ = Describe("Teardown record", func() {
 		Expect(r.Deletes()[0].Note).To(Equal("resolved after a restart"))
 	})
 
-	It("begins with the first delete: a label made before a restart is read from the namespace, not taken for a record lost", func() {
-		fleetCluster("rec-label", nil, true)
-		work("rec-label", "app", nil)
-		Expect(k8s.Create(ctx, cleanupPolicy("rec-label", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
-		governedBy("rec-label", "rec-label")
-		// As a manager stopped between its label and its first delete
-		// leaves the teardown: the label alone is not announced, so no
-		// record exists yet.
-		stopManager()
-		deleteCluster("rec-label")
-		ns := &corev1.Namespace{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-label"}, ns)).To(Succeed())
-		before := ns.DeepCopy()
-		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
-		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
-		Expect(records(Default, "rec-label")).To(BeEmpty())
-		startManager()
-		clusterGone("rec-label")
-		r := endedRecord("rec-label")
-		Expect(r.Resumed).To(BeFalse())
-		Expect(entryKeys(r.Entries)).To(Equal([]string{
-			"signal namespaces/rec-label labelled done",
-			"stage/manifestworks manifestworks.work.open-cluster-management.io/app deleted done",
-			"namespace namespaces/rec-label deleted done",
-		}))
-		Expect(r.Entries[0].Note).To(Equal("labelled before the record began"))
-	})
+	// A manager stopped between its label and its first delete leaves the
+	// teardown with the label alone, not announced: no record exists yet.
+	// Read from the namespace, the label is listed as the operator's when
+	// its field manager owns it; then the record begins with the first
+	// delete, not taken for a record lost.
+	DescribeTable("a label made before the record began",
+		func(cluster, owner string, listed bool) {
+			fleetCluster(cluster, nil, true)
+			work(cluster, "app", nil)
+			Expect(k8s.Create(ctx, cleanupPolicy(cluster, v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+			governedBy(cluster, cluster)
+			stopManager()
+			deleteCluster(cluster)
+			labelNamespace(cluster, owner)
+			Expect(records(Default, cluster)).To(BeEmpty())
+			startManager()
+			clusterGone(cluster)
+			r := endedRecord(cluster)
+			Expect(r.Resumed).To(BeFalse())
+			want := []string{
+				"stage/manifestworks manifestworks.work.open-cluster-management.io/app deleted done",
+				"namespace namespaces/" + cluster + " deleted done",
+			}
+			if listed {
+				want = append([]string{"signal namespaces/" + cluster + " labelled done"}, want...)
+			}
+			Expect(entryKeys(r.Entries)).To(Equal(want))
+			if listed {
+				Expect(r.Entries[0].Note).To(Equal("labelled before the record began"))
+			}
+		},
+		Entry("by the operator: listed", "rec-label", v1alpha1.FieldManager, true),
+		Entry("by someone else: not the operator's", "rec-otherlabel", "someone-else", false),
+	)
 
 	It("lists a label made just before a restart when its record already existed", func() {
 		fleetCluster("rec-relabel", nil, true)
@@ -408,11 +425,7 @@ var _ = Describe("Teardown record", func() {
 		// As a manager stopped right after its label leaves the teardown:
 		// the label alone is not announced, so the record does not list it.
 		stopManager()
-		ns := &corev1.Namespace{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-relabel"}, ns)).To(Succeed())
-		before := ns.DeepCopy()
-		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
-		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
+		labelNamespace("rec-relabel", v1alpha1.FieldManager)
 		Expect(entryKeys(records(Default, "rec-relabel")[0].Entries)).NotTo(ContainElement(HaveSuffix(" labelled done")))
 		agent.setLagging("rec-relabel", false)
 		startManager()
@@ -424,28 +437,6 @@ var _ = Describe("Teardown record", func() {
 				Expect(e.Note).To(Equal("labelled before a restart"))
 			}
 		}
-	})
-
-	It("does not list as its own a label someone else put on the namespace", func() {
-		fleetCluster("rec-otherlabel", nil, true)
-		work("rec-otherlabel", "app", nil)
-		Expect(k8s.Create(ctx, cleanupPolicy("rec-otherlabel", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
-		governedBy("rec-otherlabel", "rec-otherlabel")
-		stopManager()
-		deleteCluster("rec-otherlabel")
-		ns := &corev1.Namespace{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Name: "rec-otherlabel"}, ns)).To(Succeed())
-		before := ns.DeepCopy()
-		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
-		Expect(k8s.Patch(ctx, ns, client.MergeFrom(before), client.FieldOwner("someone-else"))).To(Succeed())
-		startManager()
-		clusterGone("rec-otherlabel")
-		r := endedRecord("rec-otherlabel")
-		Expect(r.Resumed).To(BeFalse())
-		Expect(entryKeys(r.Entries)).To(Equal([]string{
-			"stage/manifestworks manifestworks.work.open-cluster-management.io/app deleted done",
-			"namespace namespaces/rec-otherlabel deleted done",
-		}))
 	})
 
 	It("writes nothing while pre-cleanup hooks hold the teardown, then records how long they held", func() {
