@@ -138,13 +138,17 @@ var _ = Describe("Teardown ownership", func() {
 		deleteCluster("ul-a")
 		// Its signal work, made before the namespace is labelled, which
 		// admission then refuses new works in.
+		// Patched, not updated: the test's work agent writes the work's
+		// status meanwhile.
 		signal := work("ul-a", "signal", nil)
+		before := signal.DeepCopy()
 		signal.SetLabels(map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy})
-		Expect(k8s.Update(ctx, signal)).To(Succeed())
+		Expect(k8s.Patch(ctx, signal, client.MergeFrom(before))).To(Succeed())
 		ns := &corev1.Namespace{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "ul-a"}, ns)).To(Succeed())
+		nsBefore := ns.DeepCopy()
 		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
-		Expect(k8s.Update(ctx, ns)).To(Succeed())
+		Expect(k8s.Patch(ctx, ns, client.MergeFrom(nsBefore))).To(Succeed())
 
 		Expect(controller.UnlabelNamespace(ctx, k8s, k8s, "ul-a")).To(Succeed())
 		Expect(namespaceLabels(Default, "ul-a")).To(HaveKeyWithValue(v1alpha1.ClusterDeletingLabel, "true"))
