@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,20 +72,8 @@ func (r *recorder) noteLabel(ctx context.Context, rec *record.Record, mc *unstru
 // ownsDeletingLabel says whether the operator's field manager owns the
 // namespace's deleting label.
 func ownsDeletingLabel(fields []metav1.ManagedFieldsEntry) bool {
-	for _, f := range fields {
-		if f.Manager != v1alpha1.FieldManager || f.FieldsV1 == nil {
-			continue
-		}
-		var set struct {
-			Metadata struct {
-				Labels map[string]json.RawMessage `json:"f:labels"`
-			} `json:"f:metadata"`
-		}
-		if json.Unmarshal(f.FieldsV1.Raw, &set) == nil {
-			if _, ok := set.Metadata.Labels["f:"+v1alpha1.ClusterDeletingLabel]; ok {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(fields, func(f metav1.ManagedFieldsEntry) bool {
+		return f.Manager == v1alpha1.FieldManager && f.FieldsV1 != nil &&
+			ownsField(f.FieldsV1.Raw, "metadata", "labels", v1alpha1.ClusterDeletingLabel)
+	})
 }

@@ -41,14 +41,14 @@ func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
 				return
 			}
 			began := e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
-			stepped := e.ObjectNew.GetDeletionTimestamp() != nil && turnOf(e.ObjectOld) != turnOf(e.ObjectNew)
+			turned := e.ObjectNew.GetDeletionTimestamp() != nil && turnOf(e.ObjectOld) != turnOf(e.ObjectNew)
 			// The finalizer or the pin changing, deleting or not, changes
 			// the clusters a policy governs: the base of a share, and the
 			// end of a teardown.
 			regoverned := controllerutil.ContainsFinalizer(e.ObjectOld, v1alpha1.ClusterCleanupFinalizer) !=
 				controllerutil.ContainsFinalizer(e.ObjectNew, v1alpha1.ClusterCleanupFinalizer)
 			repinned := e.ObjectOld.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] != e.ObjectNew.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
-			if began || stepped || regoverned || repinned {
+			if began || turned || regoverned || repinned {
 				a.enqueueHeld(ctx, e.ObjectOld, q)
 			}
 			if repinned {
