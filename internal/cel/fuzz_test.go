@@ -586,6 +586,21 @@ func (g *exprGen) list(n int, item func() any) []any {
 	return out
 }
 
+// conditions are up to n conditions of distinct types, as the API server
+// keeps a list of conditions keyed by type (two of one type it refuses,
+// and CEL's equality of such a list is not defined).
+func (g *exprGen) conditions(n int) []any {
+	out := []any{}
+	seen := map[any]bool{}
+	for _, c := range g.list(n, g.condition) {
+		if t := c.(map[string]any)["type"]; !seen[t] {
+			seen[t] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func (g *exprGen) metadata(name string) map[string]any {
 	md := map[string]any{"name": name, "uid": "u-" + name, "generation": int64(g.r.IntN(5))}
 	if g.r.IntN(4) != 0 {
@@ -624,7 +639,7 @@ func (g *exprGen) cluster() map[string]any {
 	}
 	if g.r.IntN(5) != 0 {
 		c["status"] = map[string]any{
-			"conditions": g.list(5, g.condition),
+			"conditions": g.conditions(5),
 			"clusterClaims": g.list(60, func() any {
 				return map[string]any{"name": g.pick("id.k8s.io", "platform.open-cluster-management.io", g.value()), "value": g.value()}
 			}),
@@ -662,7 +677,7 @@ func (g *exprGen) manifest() map[string]any {
 func (g *exprGen) work() map[string]any {
 	return map[string]any{"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork", "metadata": g.metadata(g.value()),
 		"spec":   map[string]any{"workload": map[string]any{"manifests": g.list(4, func() any { return g.manifest() })}},
-		"status": map[string]any{"conditions": g.list(3, g.condition)}}
+		"status": map[string]any{"conditions": g.conditions(3)}}
 }
 
 func (g *exprGen) configurationPolicy() map[string]any {
