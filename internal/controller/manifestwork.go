@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -36,7 +35,10 @@ func NewManifestWorkAdapter(c client.Client, apiReader client.Reader, mapper met
 	return &ManifestWorkAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally}, Mapper: mapper}
 }
 
-var _ Adapter[*workv1.ManifestWork] = &ManifestWorkAdapter{}
+var (
+	_ Adapter[*workv1.ManifestWork]          = &ManifestWorkAdapter{}
+	_ NamespaceAdapter[*workv1.ManifestWork] = &ManifestWorkAdapter{}
+)
 
 // Name implements Adapter.
 func (a *ManifestWorkAdapter) Name() string { return "manifestwork" }
@@ -142,8 +144,8 @@ func (policyOrClusterEvents) Update(e event.UpdateEvent) bool {
 	return gvk == cleanupPolicyGVK || gvk == managedClusterGVK
 }
 
-func (a *ManifestWorkAdapter) worksOfCluster(ctx context.Context, mc client.Object) []reconcile.Request {
-	return a.worksIn(ctx, mc.GetName())
+func (a *ManifestWorkAdapter) worksOfCluster(_ context.Context, mc client.Object) []reconcile.Request {
+	return []reconcile.Request{NamespaceRequest(mc.GetName())}
 }
 
 // worksOfPolicy maps a policy change to the works of the clusters it governs.
@@ -153,22 +155,23 @@ func (a *ManifestWorkAdapter) worksOfPolicy(ctx context.Context, p client.Object
 		logf.FromContext(ctx).Error(err, "listing the clusters of a policy", "policy", p.GetName())
 		return nil
 	}
-	var reqs []reconcile.Request
+	reqs := make([]reconcile.Request, 0, clusters.Len())
 	for _, c := range sets.List(clusters) {
-		reqs = append(reqs, a.worksIn(ctx, c)...)
+		reqs = append(reqs, NamespaceRequest(c))
 	}
 	return reqs
 }
 
-func (a *ManifestWorkAdapter) worksIn(ctx context.Context, namespace string) []reconcile.Request {
-	works, err := listWorksMetadata(ctx, a.Client, client.InNamespace(namespace))
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "listing works", "namespace", namespace)
-		return nil
+// List implements NamespaceAdapter: the works of a cluster are reconciled
+// together, under one resolution of its governing policy.
+func (a *ManifestWorkAdapter) List(ctx context.Context, namespace string) ([]*workv1.ManifestWork, error) {
+	var works workv1.ManifestWorkList
+	if err := a.Client.List(ctx, &works, client.InNamespace(namespace)); err != nil {
+		return nil, err
 	}
-	reqs := make([]reconcile.Request, len(works))
-	for i := range works {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: works[i].Name}}
+	out := make([]*workv1.ManifestWork, len(works.Items))
+	for i := range works.Items {
+		out[i] = &works.Items[i]
 	}
-	return reqs
+	return out, nil
 }
