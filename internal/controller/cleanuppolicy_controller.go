@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -151,7 +150,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	}
 	// In name order, so that the examples a status names do not change
 	// from one reconcile to the next.
-	slices.SortFunc(clusters.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	sortByName(clusters.Items)
 
 	prev := p.Status.DeepCopy()
 	share := r.shareOf(ctx, policies, compiled, clusters.Items)

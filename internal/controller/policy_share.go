@@ -218,3 +218,21 @@ func sortedOverlaps(m map[string]*v1alpha1.PolicyOverlap) []v1alpha1.PolicyOverl
 	}
 	return out
 }
+
+// sortByName sorts objects by name, each name read once: a fleet pass
+// sorts every cluster, and reading a name from an unstructured object at
+// each comparison was a third of the pass.
+func sortByName(items []unstructured.Unstructured) {
+	type named struct {
+		name string
+		obj  unstructured.Unstructured
+	}
+	byName := make([]named, len(items))
+	for i := range items {
+		byName[i] = named{items[i].GetName(), items[i]}
+	}
+	slices.SortFunc(byName, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	for i := range byName {
+		items[i] = byName[i].obj
+	}
+}
