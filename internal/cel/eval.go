@@ -47,6 +47,14 @@ func NewBudget(cost int64) *Budget {
 // Remaining is the cost left.
 func (b *Budget) Remaining() int64 { return b.remaining.Load() }
 
+// Refill gives the budget the given cost again, as NewBudget would: a
+// reconcile that decides many objects under one binding gives each the
+// budget it would have had alone. It must not run beside an evaluation.
+func (b *Budget) Refill(cost int64) {
+	b.reserve = cost / 2
+	b.remaining.Store(cost)
+}
+
 func (b *Budget) spend(cost int64) { b.remaining.Add(-cost) }
 
 // Activation binds the variables of one evaluation. Variables are computed

@@ -2,10 +2,10 @@ package controller
 
 import (
 	"context"
-	"errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -55,29 +55,13 @@ func (a *ManifestWorkAdapter) ClusterName(w *workv1.ManifestWork) string { retur
 // Reconcile implements Adapter. The signal work is the cluster
 // controller's; the works of a deleting cluster are the teardown's, which
 // decides their deleteOption (Orphan for all under Needless) and waits for
-// the agent to apply it: a rule decision stamped now would undo it.
-//
-// The cache keeps only the identity of each manifest
-// (snapshot.CompactManifest): when the policy's orphaning rules read more,
-// the work is decided on the manifests the API server stores for the
-// generation the cache holds; when it holds another, the work's event
-// brings it back.
+// the agent to apply it: a rule decision stamped now would undo it. A work
+// comes from List, with the manifests the API server stores when g's
+// policy reads them.
 func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *decision.Governed) (reconcile.Result, error) {
 	// An add-on's work is its add-on manager's, which re-applies it: its
 	// deleteOption is not written (a teardown reports what it cannot keep).
 	skip := decision.IsSignalWork(w) || decision.AddonOf(w) != "" || (g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil)
-	if !skip && w.DeletionTimestamp == nil && g.Held == nil && g.Policy != nil && g.Policy.ReadsManifests() {
-		full, err := snapshot.WithManifests(ctx, a.APIReader, w)
-		switch {
-		case errors.Is(err, snapshot.ErrManifestsChanged):
-			logf.FromContext(ctx).V(1).Info("the cache is behind the API server; decided on the work's next event",
-				"namespace", w.Namespace, "name", w.Name, "error", err.Error())
-			return reconcile.Result{}, nil
-		case err != nil:
-			return reconcile.Result{}, err
-		}
-		w = full
-	}
 	_, err := a.reconcileStamp(ctx, w, g, skip, "ManifestWork", "Orphaning", func() (stampDecision, error) {
 		desired := decision.DeleteOption{}
 		if g.Policy != nil {
@@ -162,16 +146,33 @@ func (a *ManifestWorkAdapter) worksOfPolicy(ctx context.Context, p client.Object
 	return reqs
 }
 
-// List implements NamespaceAdapter: the works of a cluster are reconciled
-// together, under one resolution of its governing policy.
-func (a *ManifestWorkAdapter) List(ctx context.Context, namespace string) ([]*workv1.ManifestWork, error) {
+// List implements NamespaceAdapter: the works of a cluster, from the
+// cache. The cache keeps only the identity of each manifest
+// (snapshot.CompactManifest): when g's policy decides on more
+// (cel.Policy.ReadsManifests), the manifests the API server stores for the
+// generation the cache holds are read in one list of the namespace. A work
+// the API server holds at another generation, or no more, is left out: the
+// cache is behind, and the work's event brings it back.
+func (a *ManifestWorkAdapter) List(ctx context.Context, namespace string, g *decision.Governed) ([]*workv1.ManifestWork, error) {
 	var works workv1.ManifestWorkList
 	if err := a.Client.List(ctx, &works, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}
-	out := make([]*workv1.ManifestWork, len(works.Items))
+	var unread map[types.UID]error
+	if g.Held == nil && g.Policy != nil && g.Policy.ReadsManifests() && (g.Cluster == nil || g.Cluster.GetDeletionTimestamp() == nil) {
+		var err error
+		if unread, err = snapshot.ListWithManifests(ctx, a.APIReader, namespace, works.Items); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*workv1.ManifestWork, 0, len(works.Items))
 	for i := range works.Items {
-		out[i] = &works.Items[i]
+		if err := unread[works.Items[i].UID]; err != nil {
+			logf.FromContext(ctx).V(1).Info("the cache is behind the API server; decided on the work's next event",
+				"namespace", namespace, "name", works.Items[i].Name, "error", err.Error())
+			continue
+		}
+		out = append(out, &works.Items[i])
 	}
 	return out, nil
 }

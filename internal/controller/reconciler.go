@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
@@ -58,13 +61,14 @@ type ForgetAdapter interface {
 }
 
 // NamespaceAdapter is an Adapter whose objects are reconciled a cluster
-// namespace at a time: a request names the namespace only, the cluster's
-// governing policy is resolved once for all its objects, and each is then
-// reconciled in turn. A fleet's start queues one request per cluster, not
-// one per object (200,000 works on 10,000 clusters).
+// namespace at a time, the namespace being their cluster: a request names
+// the namespace only, the cluster's governing policy is resolved once for
+// all its objects, and each is then reconciled in turn. A fleet's start
+// queues one request per cluster, not one per object (200,000 works on
+// 10,000 clusters).
 type NamespaceAdapter[T client.Object] interface {
-	// List lists the objects of one namespace.
-	List(ctx context.Context, namespace string) ([]T, error)
+	// List lists the objects of one namespace, to be decided under g.
+	List(ctx context.Context, namespace string, g *decision.Governed) ([]T, error)
 }
 
 // NamespaceRequest is the request of a NamespaceAdapter's namespace.
@@ -115,32 +119,48 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	g, err := r.govern(ctx, obj)
-	if err != nil || g == nil {
+	g, err := r.govern(ctx, r.Adapter.ClusterName(obj))
+	if err != nil || r.suspended(ctx, g, obj) {
 		return reconcile.Result{}, err
 	}
 	return r.Adapter.Reconcile(ctx, obj, g)
 }
 
 // reconcileNamespace reconciles every object of a namespace under its
-// cluster's governing policy, resolved once. An object's error does not
-// stop the others; the namespace is retried when any failed.
+// cluster's governing policy, resolved once. Before each object after the
+// first it checks that the cluster and the policy did not change
+// meanwhile (snapshot.Reader.Current), and when they did it stops and
+// queues the namespace again, to be listed and decided afresh. Each object
+// is decided within a CEL budget of its own. An object's error, named,
+// does not stop the others; the namespace is retried when any failed.
 func (r *Reconciler[T]) reconcileNamespace(ctx context.Context, n NamespaceAdapter[T], namespace string) (reconcile.Result, error) {
-	objs, err := n.List(ctx, namespace)
-	if err != nil || len(objs) == 0 {
+	g, err := r.govern(ctx, namespace)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
-	g, err := r.govern(ctx, objs...)
-	if err != nil || g == nil {
+	objs, err := n.List(ctx, namespace, g)
+	if err != nil || r.suspended(ctx, g, objs...) {
 		return reconcile.Result{}, err
 	}
 	var (
 		result reconcile.Result
 		errs   []error
 	)
-	for _, obj := range objs {
+	for i, obj := range objs {
+		if i > 0 {
+			current, err := r.Reader.Current(ctx, namespace, g)
+			if err != nil || !current {
+				logf.FromContext(ctx).V(1).Info("the cluster or its policy changed; its objects decided again", "kind", r.Adapter.Name(),
+					"namespace", namespace, "left", len(objs)-i)
+				result.RequeueAfter, errs = time.Millisecond, append(errs, err)
+				break
+			}
+			g.Budget.Refill(cel.ReconcileCostBudget)
+		}
 		res, err := r.Adapter.Reconcile(ctx, obj, g)
-		errs = append(errs, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", r.Adapter.Name(), client.ObjectKeyFromObject(obj), err))
+		}
 		if res.RequeueAfter > 0 && (result.RequeueAfter == 0 || res.RequeueAfter < result.RequeueAfter) {
 			result.RequeueAfter = res.RequeueAfter
 		}
@@ -148,27 +168,27 @@ func (r *Reconciler[T]) reconcileNamespace(ctx context.Context, n NamespaceAdapt
 	return result, errors.Join(errs...)
 }
 
-// govern resolves the policy that governs the cluster of objs, one or
-// more objects of one cluster. It returns nil, and tells a
-// SuspendWatcher of each object, when that policy is suspended or the
-// cluster paused: no write at all for them then. Resuming changes the
-// policy's generation or the cluster's annotations, whose events bring
-// them back.
-func (r *Reconciler[T]) govern(ctx context.Context, objs ...T) (*decision.Governed, error) {
+// govern resolves the policy that governs the named cluster.
+func (r *Reconciler[T]) govern(ctx context.Context, cluster string) (*decision.Governed, error) {
 	s, ok := r.Adapter.(StandaloneAdapter)
-	cluster := r.Adapter.ClusterName(objs[0])
-	g, err := r.Reader.Govern(ctx, cluster, ok && s.Standalone())
-	if err != nil || g.Suspended == "" {
-		return g, err
+	return r.Reader.Govern(ctx, cluster, ok && s.Standalone())
+}
+
+// suspended says whether g's policy is suspended or its cluster paused: no
+// write at all for objs then, and a SuspendWatcher is told of each.
+// Resuming changes the policy's generation or the cluster's annotations,
+// whose events bring them back.
+func (r *Reconciler[T]) suspended(ctx context.Context, g *decision.Governed, objs ...T) bool {
+	if g.Suspended == "" {
+		return false
 	}
-	logf.FromContext(ctx).V(1).Info("suspended, nothing written", "kind", r.Adapter.Name(), "cluster", cluster,
-		"objects", len(objs), "reason", g.Suspended)
+	logf.FromContext(ctx).V(1).Info("suspended, nothing written", "kind", r.Adapter.Name(), "objects", len(objs), "reason", g.Suspended)
 	if w, ok := r.Adapter.(SuspendWatcher[T]); ok {
 		for _, obj := range objs {
 			w.SawSuspended(obj)
 		}
 	}
-	return nil, nil
+	return true
 }
 
 // ownEvents filters the events of the adapter's own kind. An adapter not
@@ -223,6 +243,9 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)})
 	if _, ok := r.Adapter.(NamespaceAdapter[T]); ok {
+		if _, gone := r.Adapter.(GoneAdapter); gone {
+			return fmt.Errorf("%s: a NamespaceAdapter is never told of a gone object; it cannot be a GoneAdapter", r.Adapter.Name())
+		}
 		b = b.Watches(r.Adapter.New(), handler.EnqueueRequestsFromMapFunc(namespaceOf), builder.WithPredicates(preds...))
 	} else {
 		b = b.For(r.Adapter.New(), builder.WithPredicates(preds...))

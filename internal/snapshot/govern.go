@@ -33,3 +33,32 @@ func (r *Reader) Govern(ctx context.Context, clusterName string, standalone bool
 	}
 	return r.Governance.Resolve(ctx, budget, policies.Input(cluster, standalone)), nil
 }
+
+// Current says whether g, resolved by Govern for the named cluster, still
+// holds: the cache has the ManagedCluster at the resourceVersion g read (or
+// still none), and the governing policy at the generation g compiled. A
+// reconcile that decides many objects under one g checks it before each:
+// a teardown begun, a pause or a policy's new generation meanwhile make it
+// resolve again. A policy that newly outranks g's is not seen here; its
+// event queues the objects again.
+func (r *Reader) Current(ctx context.Context, clusterName string, g *decision.Governed) (bool, error) {
+	cluster := NewManagedCluster()
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: clusterName}, cluster, client.UnsafeDisableDeepCopy); {
+	case apierrors.IsNotFound(err):
+		if g.Cluster != nil {
+			return false, nil
+		}
+	case err != nil:
+		return false, err
+	case g.Cluster == nil || cluster.GetResourceVersion() != g.Cluster.GetResourceVersion():
+		return false, nil
+	}
+	if g.Policy == nil {
+		return true, nil
+	}
+	policy := NewCleanupPolicy()
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: g.Policy.Name}, policy, client.UnsafeDisableDeepCopy); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return policy.GetUID() == g.Policy.UID && policy.GetGeneration() == g.Policy.Generation, nil
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,23 +70,6 @@ func CompactManifestObject(m map[string]any) map[string]any {
 // work's event brings it back).
 var ErrManifestsChanged = errors.New("the work changed since the cache read it")
 
-// WithManifests returns the work w, read from the operator's cache, with
-// the manifests the API server stores for the same generation: the cache
-// keeps only their identity (CompactManifest), and a rule that reads more
-// is decided on the manifests themselves. It fails with
-// ErrManifestsChanged when the API server holds another generation, or
-// the work is gone.
-func WithManifests(ctx context.Context, apiReader client.Reader, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-	live := &workv1.ManifestWork{}
-	if err := apiReader.Get(ctx, client.ObjectKeyFromObject(w), live); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("ManifestWork %s/%s: %w", w.Namespace, w.Name, ErrManifestsChanged)
-		}
-		return nil, fmt.Errorf("reading the manifests of ManifestWork %s/%s: %w", w.Namespace, w.Name, err)
-	}
-	return withManifestsOf(w, live)
-}
-
 // withManifestsOf is w with the manifests of live, the same work at the same
 // generation.
 func withManifestsOf(w, live *workv1.ManifestWork) (*workv1.ManifestWork, error) {
@@ -100,11 +82,11 @@ func withManifestsOf(w, live *workv1.ManifestWork) (*workv1.ManifestWork, error)
 	return &out, nil
 }
 
-// listWithManifests gives each work of a namespace, read from the cache and
+// ListWithManifests gives each work of a namespace, read from the cache and
 // not being deleted, the manifests the API server stores, in one list. It
 // returns the works it could not give them (gone, or at another generation
 // there), whose events will come; an error when the list fails.
-func listWithManifests(ctx context.Context, apiReader client.Reader, namespace string, works []workv1.ManifestWork) (map[types.UID]error, error) {
+func ListWithManifests(ctx context.Context, apiReader client.Reader, namespace string, works []workv1.ManifestWork) (map[types.UID]error, error) {
 	if !slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.DeletionTimestamp == nil }) {
 		return nil, nil
 	}

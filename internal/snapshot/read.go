@@ -214,7 +214,7 @@ func (r *Reader) readWorks(ctx context.Context, s *decision.Snapshot, policy *ce
 	}
 	if r.CompactManifests && policy.ReadsManifests() {
 		var err error
-		if s.ManifestsUnread, err = listWithManifests(ctx, r.APIReader, namespace, works.Items); err != nil {
+		if s.ManifestsUnread, err = ListWithManifests(ctx, r.APIReader, namespace, works.Items); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,98 @@
+package controller_test
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+)
+
+// The works of a cluster are reconciled together (one request per cluster
+// namespace): one work the API server refuses to stamp must not keep the
+// others from theirs.
+var _ = Describe("The works of one cluster, reconciled together", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(30 * time.Second)
+		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	})
+	AfterEach(deleteAll)
+
+	It("stamps every other work while one is refused", func() {
+		refuse := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "refuse-batch-stamp"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{"work.open-cluster-management.io"}, APIVersions: []string{"*"},
+							Resources: []string{"manifestworks"}},
+					},
+				}}},
+				Validations: []admissionregistrationv1.Validation{{Expression: fmt.Sprintf(
+					"object.metadata.name != 'refused' || !has(object.metadata.annotations) || !('%s' in object.metadata.annotations)",
+					v1alpha1.OrphaningAnnotation)}},
+			},
+		}
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "refuse-batch-stamp"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: refuse.Name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+		}
+		Expect(k8s.Create(ctx, refuse)).To(Succeed())
+		Expect(k8s.Create(ctx, binding)).To(Succeed())
+		DeferCleanup(func() {
+			_ = k8s.Delete(ctx, binding)
+			_ = k8s.Delete(ctx, refuse)
+		})
+
+		fleetCluster("batch-1", nil, true)
+		for _, n := range []string{"a", "m", "z"} {
+			manifestWork("batch-1", n, "gitops", manifest("v1", "ConfigMap", "default", "cm-"+n))
+		}
+		manifestWork("batch-1", "refused", "gitops", manifest("v1", "ConfigMap", "default", "cm-refused"),
+			manifest("v1", "ConfigMap", "default", "cm-keep"))
+		// The refusal is in force before the policy asks for a stamp.
+		Eventually(func() error {
+			w := getWork(Default, "batch-1", "refused")
+			w.SetAnnotations(map[string]string{v1alpha1.OrphaningAnnotation: "probe"})
+			return k8s.Update(ctx, w, client.DryRunAll)
+		}).Should(MatchError(ContainSubstring("refuse-batch-stamp")))
+
+		Expect(k8s.Create(ctx, cleanupPolicy("batch", v1alpha1.CleanupPolicySpec{
+			Orphaning: []v1alpha1.OrphaningRule{{Name: "keep", When: "manifest.kind == 'ConfigMap'"}}}))).To(Succeed())
+		for _, n := range []string{"a", "m", "z"} {
+			Eventually(func(g Gomega) {
+				g.Expect(deleteOption(g, "batch-1", n)).To(Equal(map[string]any{"propagationPolicy": "Orphan"}), n)
+			}).Should(Succeed())
+		}
+		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "batch-1", "refused") }, "2s").Should(BeEmpty())
+
+		By("lifting the refusal, and deciding anew")
+		// The refused apply was given up after its re-applies (never a
+		// write war); a new decision is applied afresh.
+		Expect(k8s.Delete(ctx, binding)).To(Succeed())
+		Eventually(func() error {
+			w := getWork(Default, "batch-1", "refused")
+			w.SetAnnotations(map[string]string{v1alpha1.OrphaningAnnotation: "probe"})
+			return k8s.Update(ctx, w, client.DryRunAll)
+		}).Should(Succeed())
+		p := &v1alpha1.CleanupPolicy{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "batch"}, p)).To(Succeed())
+		before := p.DeepCopy()
+		p.Spec.Orphaning[0].When = "manifest.metadata.name == 'cm-keep'"
+		Expect(k8s.Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
+		Eventually(func(g Gomega) {
+			rules, _, _ := unstructured.NestedSlice(deleteOption(g, "batch-1", "refused"), "selectivelyOrphans", "orphaningRules")
+			g.Expect(rules).To(Equal([]any{map[string]any{"group": "", "resource": "configmaps", "namespace": "default", "name": "cm-keep"}}))
+		}).Should(Succeed())
+	})
+})
