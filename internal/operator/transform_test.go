@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+	"unsafe"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -123,6 +124,35 @@ func TestTransformManifestWork(t *testing.T) {
 	wantJSON, err := json.Marshal(cached())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(gotJSON).To(MatchJSON(wantJSON))
+}
+
+// Works decoded apart hold their shared strings once after the transform,
+// with the same values.
+func TestTransformManifestWorkSharesStrings(t *testing.T) {
+	g := NewWithT(t)
+	decode := func() *workv1.ManifestWork {
+		data, err := json.Marshal(appliedWork())
+		g.Expect(err).NotTo(HaveOccurred())
+		w := &workv1.ManifestWork{}
+		g.Expect(json.Unmarshal(data, w)).To(Succeed())
+		got, err := operator.Transform(w)
+		g.Expect(err).NotTo(HaveOccurred())
+		return got.(*workv1.ManifestWork)
+	}
+	a, b := decode(), decode()
+	g.Expect(a).To(Equal(b))
+	gotJSON, err := json.Marshal(a)
+	g.Expect(err).NotTo(HaveOccurred())
+	wantJSON, err := json.Marshal(cached())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(gotJSON).To(MatchJSON(wantJSON))
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	g.Expect(same(a.Namespace, b.Namespace)).To(BeTrue(), "namespace")
+	g.Expect(same(a.Kind, b.Kind) && same(a.APIVersion, b.APIVersion)).To(BeTrue(), "kind")
+	g.Expect(same(a.Finalizers[0], b.Finalizers[0])).To(BeTrue(), "finalizer")
+	g.Expect(same(a.Labels["app"], b.Labels["app"])).To(BeTrue(), "label value")
+	g.Expect(same(a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason)).To(BeTrue(), "condition reason")
+	g.Expect(same(a.Name, b.Name)).To(BeFalse(), "a name is each work's own")
 }
 
 // Of other kinds the transform drops managedFields only.
