@@ -159,7 +159,7 @@ func (a *ManifestWorkAdapter) List(ctx context.Context, namespace string, g *dec
 		return nil, err
 	}
 	var unread map[types.UID]error
-	if g.Held == nil && g.Policy != nil && g.Policy.ReadsManifests() && (g.Cluster == nil || g.Cluster.GetDeletionTimestamp() == nil) {
+	if g.Suspended == "" && g.Held == nil && g.Policy != nil && g.Policy.ReadsManifests() && (g.Cluster == nil || g.Cluster.GetDeletionTimestamp() == nil) {
 		var err error
 		if unread, err = snapshot.ListWithManifests(ctx, a.APIReader, namespace, works.Items); err != nil {
 			return nil, err

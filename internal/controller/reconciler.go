@@ -127,12 +127,16 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 }
 
 // reconcileNamespace reconciles every object of a namespace under its
-// cluster's governing policy, resolved once. Before each object after the
-// first it checks that the cluster and the policy did not change
-// meanwhile (snapshot.Reader.Current), and when they did it stops and
-// queues the namespace again, to be listed and decided afresh. Each object
-// is decided within a CEL budget of its own. An object's error, named,
-// does not stop the others; the namespace is retried when any failed.
+// cluster's governing policy, resolved once. Before each object it checks
+// that the cluster and the policy did not change since
+// (snapshot.Reader.Current), and resolves again when they did, or when
+// the last object spent the CEL budget (a variable computed then may hold
+// the exhaustion): the batch goes on under the new resolution when it
+// decides as the old one did what List read (resolvedAlike), and stops
+// otherwise, the namespace queued to be listed and decided afresh. Each
+// object is decided within a CEL budget of its own. An object's error,
+// named, does not stop the others; the namespace is retried when any
+// failed.
 func (r *Reconciler[T]) reconcileNamespace(ctx context.Context, n NamespaceAdapter[T], namespace string) (reconcile.Result, error) {
 	g, err := r.govern(ctx, namespace)
 	if err != nil {
@@ -147,16 +151,27 @@ func (r *Reconciler[T]) reconcileNamespace(ctx context.Context, n NamespaceAdapt
 		errs   []error
 	)
 	for i, obj := range objs {
-		if i > 0 {
-			current, err := r.Reader.Current(ctx, namespace, g)
-			if err != nil || !current {
-				logf.FromContext(ctx).V(1).Info("the cluster or its policy changed; its objects decided again", "kind", r.Adapter.Name(),
-					"namespace", namespace, "left", len(objs)-i)
-				result.RequeueAfter, errs = time.Millisecond, append(errs, err)
+		current, err := r.Reader.Current(ctx, namespace, g)
+		if err == nil && (!current || g.Budget.Remaining() <= 0) {
+			var again *decision.Governed
+			if again, err = r.govern(ctx, namespace); err == nil && r.suspended(ctx, again, objs[i:]...) {
 				break
 			}
-			g.Budget.Refill(cel.ReconcileCostBudget)
+			if err == nil {
+				if !resolvedAlike(g, again) {
+					logf.FromContext(ctx).V(1).Info("the cluster or its policy changed; its objects decided again", "kind", r.Adapter.Name(),
+						"namespace", namespace, "left", len(objs)-i)
+					result.RequeueAfter = time.Millisecond
+					break
+				}
+				g = again
+			}
 		}
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		g.Budget.Refill(cel.ReconcileCostBudget)
 		res, err := r.Adapter.Reconcile(ctx, obj, g)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", r.Adapter.Name(), client.ObjectKeyFromObject(obj), err))
@@ -166,6 +181,18 @@ func (r *Reconciler[T]) reconcileNamespace(ctx context.Context, n NamespaceAdapt
 		}
 	}
 	return result, errors.Join(errs...)
+}
+
+// resolvedAlike says whether again, a resolution made during a batch, leaves
+// what the batch listed under g as it is: the same policy at the same
+// generation, held alike, the cluster's deletion marked alike. A change of
+// the cluster's status or labels alone is alike: the objects left are
+// decided under again, which binds the cluster as it is now.
+func resolvedAlike(g, again *decision.Governed) bool {
+	samePolicy := (g.Policy == nil) == (again.Policy == nil) &&
+		(g.Policy == nil || g.Policy.UID == again.Policy.UID && g.Policy.Generation == again.Policy.Generation)
+	deleting := func(x *decision.Governed) bool { return x.Cluster != nil && x.Cluster.GetDeletionTimestamp() != nil }
+	return samePolicy && (g.Held == nil) == (again.Held == nil) && deleting(g) == deleting(again)
 }
 
 // govern resolves the policy that governs the named cluster.
