@@ -679,30 +679,12 @@ var _ = Describe("A deletecollection refused part way", func() {
 		}
 		// An administrator's policy refuses to delete a-2: the collection
 		// deletes a-0 and a-1, then stops.
-		refuse := &admissionregistrationv1.ValidatingAdmissionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: "test-refuse-addon-delete"},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-						Rule: admissionregistrationv1.Rule{APIGroups: []string{"addon.open-cluster-management.io"}, APIVersions: []string{"v1alpha1"},
-							Resources: []string{"managedclusteraddons"}}}}}},
-				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "ns", Expression: "request.namespace == '" + ns + "'"}},
-				Validations: []admissionregistrationv1.Validation{{Expression: "oldObject.metadata.name != 'a-2'",
-					Reason: ptr.To(metav1.StatusReasonForbidden)}},
-			},
-		}
-		refuseBinding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "test-refuse-addon-delete"},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: refuse.Name,
-				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
-		}
-		Expect(k8s.Create(ctx, refuse)).To(Succeed())
-		Expect(k8s.Create(ctx, refuseBinding)).To(Succeed())
-		DeferCleanup(func() {
-			Expect(k8s.Delete(ctx, refuseBinding)).To(Succeed())
-			Expect(k8s.Delete(ctx, refuse)).To(Succeed())
-		})
+		refuseAdmission("test-refuse-addon-delete", admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"addon.open-cluster-management.io"}, APIVersions: []string{"v1alpha1"},
+				Resources: []string{"managedclusteraddons"}}},
+			admissionregistrationv1.Validation{Expression: "oldObject.metadata.name != 'a-2'", Reason: ptr.To(metav1.StatusReasonForbidden)},
+			admissionregistrationv1.MatchCondition{Name: "ns", Expression: "request.namespace == '" + ns + "'"})
 		Eventually(func() error {
 			a := &unstructured.Unstructured{}
 			a.SetAPIVersion(addonGVK.APIVersion)

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -245,4 +247,33 @@ func (a *workAgent) apply(ctx context.Context, w *unstructured.Unstructured) {
 // monitors is a policy's monitoredResources: every object of one resource.
 func monitors(group, version, resource string) []v1alpha1.MonitoredResource {
 	return []v1alpha1.MonitoredResource{{GroupVersionResource: v1alpha1.GroupVersionResource{Group: group, Version: version, Resource: resource}}}
+}
+
+// refuseAdmission creates an admission policy, and its binding, that
+// refuses the operations of rule where validation is false (and every
+// condition holds); both go when the spec ends. Deleting the binding it
+// returns lifts the refusal.
+func refuseAdmission(name string, rule admissionregistrationv1.RuleWithOperations, validation admissionregistrationv1.Validation,
+	conditions ...admissionregistrationv1.MatchCondition) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+				{RuleWithOperations: rule}}},
+			MatchConditions: conditions,
+			Validations:     []admissionregistrationv1.Validation{validation},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}
+	Expect(k8s.Create(ctx, policy)).To(Succeed())
+	Expect(k8s.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(func() {
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, binding))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, policy))).To(Succeed())
+	})
+	return binding
 }

@@ -7,9 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -26,33 +24,13 @@ var _ = Describe("The works of one cluster, reconciled together", func() {
 	AfterEach(deleteAll)
 
 	It("stamps every other work while one is refused", func() {
-		refuse := &admissionregistrationv1.ValidatingAdmissionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: "refuse-batch-stamp"},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{APIGroups: []string{"work.open-cluster-management.io"}, APIVersions: []string{"*"},
-							Resources: []string{"manifestworks"}},
-					},
-				}}},
-				Validations: []admissionregistrationv1.Validation{{Expression: fmt.Sprintf(
-					"object.metadata.name != 'refused' || !has(object.metadata.annotations) || !('%s' in object.metadata.annotations)",
-					v1alpha1.OrphaningAnnotation)}},
-			},
-		}
-		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "refuse-batch-stamp"},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: refuse.Name,
-				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
-		}
-		Expect(k8s.Create(ctx, refuse)).To(Succeed())
-		Expect(k8s.Create(ctx, binding)).To(Succeed())
-		DeferCleanup(func() {
-			_ = k8s.Delete(ctx, binding)
-			_ = k8s.Delete(ctx, refuse)
-		})
+		binding := refuseAdmission("refuse-batch-stamp", admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"work.open-cluster-management.io"}, APIVersions: []string{"*"},
+				Resources: []string{"manifestworks"}}},
+			admissionregistrationv1.Validation{Expression: fmt.Sprintf(
+				"object.metadata.name != 'refused' || !has(object.metadata.annotations) || !('%s' in object.metadata.annotations)",
+				v1alpha1.OrphaningAnnotation)})
 
 		fleetCluster("batch-1", nil, true)
 		for _, n := range []string{"a", "m", "z"} {

@@ -57,14 +57,11 @@ func Transform(obj any) (any, error) {
 //     rule that reads more (cel.Policy.ReadsManifests) is evaluated on the
 //     manifests read from the API server, never on these.
 //
-// The strings a fleet's works share (kind, namespace, finalizers, labels,
-// annotations, conditions) share their bytes (internWork).
-//
 // It keeps the metadata, the rest of the spec (the deleteOption),
 // status.conditions (the teardown reads Applied and its observedGeneration)
 // and each manifest's resourceMeta (the resource an orphaned manifest is
 // named by). It changes the object in place, as cache transforms may, typed
-// or unstructured.
+// or unstructured. Typed, its shared strings share their bytes (internWork).
 func TransformManifestWork(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
