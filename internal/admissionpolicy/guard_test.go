@@ -85,8 +85,11 @@ func TestGuardRestores(t *testing.T) {
 	p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.ProtectionMarkPolicy}, p)).To(Succeed())
 	want := p.Spec.Validations[0].Expression
-	p.Spec.Validations[0].Expression = "true"
-	g.Expect(k8s.Update(ctx, p)).To(Succeed())
+	editedPolicy := p.DeepCopy()
+	editedPolicy.Spec.Validations[0].Expression = "true"
+	// A merge patch: the API server writes the policy's type checking in
+	// its status meanwhile, which an update would conflict with.
+	g.Expect(k8s.Patch(ctx, editedPolicy, client.MergeFrom(p))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.ProtectionMarkPolicy}, p)).To(Succeed())
 		g.Expect(p.Spec.Validations[0].Expression).To(Equal(want))
@@ -183,9 +186,12 @@ func TestGuardRestoresFlowControl(t *testing.T) {
 
 	// The FlowSchema, changed: its precedence put back.
 	before = restores("FlowSchema", "changed")()
+	// A merge patch, as a person's edit: the API server writes the
+	// FlowSchema's status meanwhile, which an update would conflict with.
 	g.Expect(k8s.Get(ctx, key, schema)).To(Succeed())
-	schema.Spec.MatchingPrecedence = 9900
-	g.Expect(k8s.Update(ctx, schema)).To(Succeed())
+	edited := schema.DeepCopy()
+	edited.Spec.MatchingPrecedence = 9900
+	g.Expect(k8s.Patch(ctx, edited, client.MergeFrom(schema))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, key, schema)).To(Succeed())
 		g.Expect(schema.Spec.MatchingPrecedence).To(Equal(int32(flowcontrol.MatchingPrecedence)))
@@ -207,8 +213,9 @@ func TestGuardRestoresFlowControl(t *testing.T) {
 	// The priority level, changed: its shares put back.
 	before = restores("PriorityLevelConfiguration", "changed")()
 	g.Expect(k8s.Get(ctx, key, level)).To(Succeed())
-	level.Spec.Limited.NominalConcurrencyShares = ptr.To[int32](200)
-	g.Expect(k8s.Update(ctx, level)).To(Succeed())
+	editedLevel := level.DeepCopy()
+	editedLevel.Spec.Limited.NominalConcurrencyShares = ptr.To[int32](200)
+	g.Expect(k8s.Patch(ctx, editedLevel, client.MergeFrom(level))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, key, level)).To(Succeed())
 		g.Expect(*level.Spec.Limited.NominalConcurrencyShares).To(Equal(int32(flowcontrol.NominalConcurrencyShares)))
