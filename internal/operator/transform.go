@@ -1,8 +1,6 @@
 package operator
 
 import (
-	"unique"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -112,10 +110,9 @@ var (
 // internWork makes the strings of a work that many works hold the same
 // (its apiVersion and kind, namespace, finalizers, the keys and values of
 // its labels and annotations, its conditions' type, status and reason)
-// share their bytes: decoded, every work holds its own, and at 200,000
-// works the copies of the work agent's finalizer and of the kind alone
-// were 25 MB. The works decoded between two garbage collections share
-// one copy (unique keeps no string alive on its own).
+// share their bytes (sharedStrings): decoded, every work holds its own,
+// and at 200,000 works the copies of the work agent's finalizer and of the
+// kind alone were 25 MB.
 func internWork(w *workv1.ManifestWork) {
 	w.APIVersion, w.Kind, w.Namespace = intern(w.APIVersion), intern(w.Kind), intern(w.Namespace)
 	for i := range w.Finalizers {
@@ -128,7 +125,7 @@ func internWork(w *workv1.ManifestWork) {
 	}
 }
 
-func intern(s string) string { return unique.Make(s).Value() }
+func intern(s string) string { return sharedStrings.share(s) }
 
 func internMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
