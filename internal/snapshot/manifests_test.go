@@ -1,6 +1,8 @@
 package snapshot_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -21,6 +23,12 @@ func TestCompactManifest(t *testing.T) {
 		{"big numbers stay exact", `{"apiVersion":12345678901234567891,"kind":"X","metadata":{"name":1e400}}`,
 			`{"apiVersion":12345678901234567891,"kind":"X","metadata":{"name":1e400}}`},
 		{"empty object", `{}`, `{}`},
+		{"empty metadata", `{"kind":"X","metadata":{}}`, `{"kind":"X","metadata":{}}`},
+		{"null metadata", `{"kind":"X","metadata":null}`, `{"kind":"X","metadata":null}`},
+		{"a repeated key: the last one", `{"kind":"A","metadata":{"name":"a"},"kind":"B","metadata":{"namespace":"n"}}`,
+			`{"kind":"B","metadata":{"namespace":"n"}}`},
+		{"spaces and escapes", ` { "kind" : "A\u0042" , "metadata" : { "name" : "a<b" , "x" : [1, 2] } } `,
+			`{"kind":"AB","metadata":{"name":"a<b"}}`},
 		{"not an object stays as it is", `["a"]`, `["a"]`},
 		{"null stays as it is", `null`, `null`},
 		{"invalid JSON stays as it is", `{"kind":`, `{"kind":`},
@@ -32,6 +40,15 @@ func TestCompactManifest(t *testing.T) {
 				return
 			}
 			NewWithT(t).Expect(got).To(MatchJSON(tc.want))
+			// The same identity as an unstructured work's manifest keeps.
+			var m map[string]any
+			d := json.NewDecoder(strings.NewReader(tc.in))
+			d.UseNumber()
+			if d.Decode(&m) == nil && m != nil {
+				want, err := json.Marshal(snapshot.CompactManifestObject(m))
+				NewWithT(t).Expect(err).NotTo(HaveOccurred())
+				NewWithT(t).Expect(got).To(MatchJSON(want))
+			}
 		})
 	}
 }
