@@ -13,6 +13,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // +kubebuilder:rbac:groups=cleanup.fleetops.dev,resources=cleanuppolicies,verbs=patch
@@ -42,7 +43,7 @@ func (r *CleanupPolicyReconciler) reconcileInUse(ctx context.Context, p *unstruc
 	governs := false
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
-		if c.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] != p.GetName() ||
+		if decision.Pin(c) != p.GetName() ||
 			!slices.Contains(c.GetFinalizers(), v1alpha1.ClusterCleanupFinalizer) {
 			continue
 		}

@@ -35,7 +35,7 @@ func Paused(cluster interface{ GetAnnotations() map[string]string }) bool {
 	if cluster == nil {
 		return false
 	}
-	v, ok := cluster.GetAnnotations()[v1alpha1.PausedAnnotation]
+	v, ok := Annotation(cluster, v1alpha1.PausedAnnotation)
 	if !ok {
 		return false
 	}

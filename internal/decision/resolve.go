@@ -67,7 +67,8 @@ func Pin(cluster *unstructured.Unstructured) string {
 	if cluster == nil {
 		return ""
 	}
-	return cluster.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
+	pin, _ := Annotation(cluster, v1alpha1.GoverningPolicyAnnotation)
+	return pin
 }
 
 // Pinned says whether the cluster's governing policy is fixed by its
