@@ -304,7 +304,7 @@ func (r *CleanupPolicyReconciler) readySummary(p *v1alpha1.CleanupPolicy) string
 
 // forgetClusters drops the remembered results of clusters that are gone.
 func (r *CleanupPolicyReconciler) forgetClusters(clusters *unstructured.UnstructuredList) {
-	live := sets.New[types.UID]()
+	live := make(sets.Set[types.UID], len(clusters.Items))
 	for i := range clusters.Items {
 		live.Insert(clusters.Items[i].GetUID())
 	}

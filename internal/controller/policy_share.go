@@ -140,7 +140,7 @@ func (r *CleanupPolicyReconciler) reportShare(p *v1alpha1.CleanupPolicy, prev *v
 // those it could not write.
 func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.CleanupPolicy, clusters *unstructured.UnstructuredList,
 	governed sets.Set[string], standalone bool) error {
-	isCluster := sets.New[string]()
+	isCluster := make(sets.Set[string], len(clusters.Items))
 	for i := range clusters.Items {
 		isCluster.Insert(clusters.Items[i].GetName())
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,7 +78,10 @@ type stampDecision struct {
 // wrote.
 func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *decision.Governed, skip bool, kind, action string,
 	decide func() (stampDecision, error)) (bool, error) {
-	log := logf.FromContext(ctx).WithValues("kind", kind, "name", obj.GetName(), "namespace", obj.GetNamespace())
+	// Made only to be written to: the values are encoded when added.
+	log := func() logr.Logger {
+		return logf.FromContext(ctx).WithValues("kind", kind, "name", obj.GetName(), "namespace", obj.GetNamespace())
+	}
 	switch {
 	case obj.GetDeletionTimestamp() != nil:
 		s.forget(obj, kind)
@@ -85,14 +89,14 @@ func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *deci
 	case skip:
 		return false, nil
 	case g.Held != nil:
-		log.Info("held: no decision stamped", "reason", g.Held.Error())
+		log().Info("held: no decision stamped", "reason", g.Held.Error())
 		return false, nil
 	}
 	d, err := decide()
 	if err != nil {
 		s.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, action,
 			"not stamped, the decision failed: %v", err)
-		log.Info("decision failed; not stamped", "error", err.Error())
+		log().Info("decision failed; not stamped", "error", err.Error())
 		return false, nil
 	}
 	defer s.recheck(ctx, obj, kind)
