@@ -20,15 +20,21 @@ import (
 // fleet pass: the status of a policy lags its fleet by at most this.
 const maxFleetPace = 5 * time.Second
 
+// fleetPaceFactor is how many times its last pass a policy's next fleet pass
+// waits for: the passes take at most a fifth of a core.
+const fleetPaceFactor = 4
+
 // fleetPace spaces the fleet passes that ManagedCluster events start. A
 // policy's pass reads every cluster, and governing a fleet sends an event
 // per cluster (the finalizer, the governing-policy annotation): run back
 // to back, the passes would take a core for as long as the events last,
 // each re-counting what one cluster changed. After a pass that took d,
-// a cluster's event starts the next no sooner than 2d later (at most
-// maxFleetPace), and the events meanwhile wait for that one pass: at most
-// a third of a core, however large the fleet. The policy's own changes,
-// and the other sources, are not paced. It is safe for concurrent use.
+// a cluster's event starts the next no sooner than fleetPaceFactor x d
+// later (at most maxFleetPace), and the events meanwhile wait for that one
+// pass: at most a fifth of a core, however large the fleet (at twice d,
+// the passes took a seventh of the manager's CPU while it governed 10,000
+// clusters). The policy's own changes, and the other sources, are not
+// paced. It is safe for concurrent use.
 type fleetPace struct {
 	mu    sync.Mutex
 	took  map[string]time.Duration // by policy, its last fleet pass
@@ -116,7 +122,7 @@ func countsOnly(a, b *v1alpha1.CleanupPolicyStatus) bool {
 func (p *fleetPace) after(policy string) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return min(2*p.took[policy], maxFleetPace)
+	return min(fleetPaceFactor*p.took[policy], maxFleetPace)
 }
 
 // pacedPolicies enqueues every policy on a ManagedCluster's event, each

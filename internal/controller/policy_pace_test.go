@@ -16,8 +16,8 @@ func TestFleetPace(t *testing.T) {
 		t.Fatalf("a policy with no pass yet waits %s, want 0", got)
 	}
 	p.passed("p", 300*time.Millisecond)
-	if got := p.after("p"); got != 600*time.Millisecond {
-		t.Fatalf("after a pass of 300ms: %s, want 600ms", got)
+	if got := p.after("p"); got != 1200*time.Millisecond {
+		t.Fatalf("after a pass of 300ms: %s, want 1.2s", got)
 	}
 	if got := p.after("q"); got != 0 {
 		t.Fatalf("another policy waits %s, want 0", got)
