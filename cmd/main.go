@@ -187,7 +187,7 @@ func (f *flags) bindOperator(fs *flag.FlagSet) {
 	fs.BoolVar(&f.createFlowControl, "create-flow-control", true,
 		"Create the operator's FlowSchema and PriorityLevelConfiguration at start when they are absent.")
 	fs.IntVar(&f.clusterConcurrency, "cluster-concurrency", operator.DefaultClusterConcurrency,
-		"How many ManagedClusters are reconciled, and so torn down, at once.")
+		"How many ManagedClusters are torn down at once; clusters governed (a finalizer and an annotation written) go four times as many at once.")
 	fs.DurationVar(&f.progressInterval, "progress-interval", controller.DefaultProgressInterval,
 		"How often, at most, the progress of a running cleanup step (its counts) is written on the ManagedCluster's "+
 			"ContentDeleteSuccess condition; a new step is written at once, and the metrics stay current. 0 writes every change.")

@@ -21,7 +21,7 @@ import (
 // Targets are the kinds the operator governs, one line each: adding a kind
 // is its adapter's file and a line here.
 var Targets = []Target{
-	{Name: "ManagedCluster", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] {
+	{Name: "ManagedCluster", Adapt: adaptTimes(governConcurrencyFactor, func(d *Deps) Adapter[*unstructured.Unstructured] {
 		return NewManagedClusterAdapter(d)
 	})},
 	{Name: "ManagedCluster teardown", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] { return d.Teardown() })},
@@ -91,14 +91,27 @@ func (d *Deps) Teardown() *ClusterTeardown {
 	return d.teardown
 }
 
+// governConcurrencyFactor is how many times Deps.Concurrency the clusters
+// being governed (not torn down: that is the teardown's, at
+// Deps.Concurrency) are reconciled at once. Governing a fleet is a patch a
+// cluster, and ten workers spent 10,000 clusters' governing waiting on
+// their patches.
+const governConcurrencyFactor = 4
+
 // adapt registers the generic Reconciler of one adapter.
 func adapt[T client.Object](build func(d *Deps) Adapter[T]) func(*Deps, manager.Manager) error {
+	return adaptTimes(1, build)
+}
+
+// adaptTimes registers the generic Reconciler of one adapter, with factor
+// times Deps.Concurrency workers.
+func adaptTimes[T client.Object](factor int, build func(d *Deps) Adapter[T]) func(*Deps, manager.Manager) error {
 	return func(d *Deps, m manager.Manager) error {
 		return (&Reconciler[T]{
 			Client:                  d.Manager.GetClient(),
 			Reader:                  d.Reader,
 			Adapter:                 build(d),
-			MaxConcurrentReconciles: cmp.Or(d.Concurrency, 1),
+			MaxConcurrentReconciles: factor * cmp.Or(d.Concurrency, 1),
 		}).SetupWithManager(m)
 	}
 }

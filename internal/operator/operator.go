@@ -65,8 +65,9 @@ func ManagerOptions() ctrl.Options {
 type Options struct {
 	// EnableWebhooks registers the CleanupPolicy validating webhook.
 	EnableWebhooks bool
-	// ClusterConcurrency is how many clusters are reconciled, and so torn
-	// down, at once. 0 means DefaultClusterConcurrency.
+	// ClusterConcurrency is how many clusters are torn down at once, and
+	// objects of the other kinds reconciled at once (clusters governed,
+	// four times as many). 0 means DefaultClusterConcurrency.
 	ClusterConcurrency int
 	// FlowControl creates the operator's FlowSchema and priority level at
 	// start when they are absent (internal/flowcontrol).
