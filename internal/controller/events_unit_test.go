@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,6 +131,34 @@ func TestRecheck(t *testing.T) {
 		}
 		if got := s.guard.has(reconciled.UID); got != tc.counts {
 			t.Errorf("%s: apply counted %v, want %v", tc.name, got, tc.counts)
+		}
+	}
+}
+
+// The guard's Contested Event says why the decision did not hold: another
+// manager's revert, or the writes' own failure (an admission refusal).
+func TestGuardSaysWhy(t *testing.T) {
+	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: "one"}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"reverted", nil, "another manager reverted spec.deleteOption 3 times"},
+		{"refused", errors.New("denied by refuse-stamp"), "writing spec.deleteOption failed 4 times (the last: denied by refuse-stamp)"},
+	} {
+		var g applyGuard
+		recorder := events.NewFakeRecorder(10)
+		for g.mayApply(work, "Orphan", recorder, "Orphaning", "spec.deleteOption") {
+			g.outcome(work.UID, tc.err)
+		}
+		select {
+		case e := <-recorder.Events:
+			if !strings.Contains(e, "Contested") || !strings.Contains(e, tc.want) {
+				t.Errorf("%s: Event %q, want Contested and %q", tc.name, e, tc.want)
+			}
+		default:
+			t.Errorf("%s: no Event", tc.name)
 		}
 	}
 }

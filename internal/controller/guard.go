@@ -29,6 +29,9 @@ type applyRecord struct {
 	decision  string
 	count     int
 	confirmed bool
+	// failed is the error of the last apply, when it failed (refused by
+	// an admission policy, say): then no one reverted it.
+	failed error
 }
 
 // confirm reports, once per applied decision, that the object now carries
@@ -60,10 +63,25 @@ func (g *applyGuard) mayApply(obj client.Object, decision string, recorder event
 	r.confirmed = false
 	g.applied[obj.GetUID()] = r
 	if r.count == maxReapplies+2 {
+		why := fmt.Sprintf("another manager reverted %s %d times", field, maxReapplies)
+		if r.failed != nil {
+			why = fmt.Sprintf("writing %s failed %d times (the last: %v)", field, maxReapplies+1, r.failed)
+		}
 		recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Contested", action, "%s",
-			fmt.Sprintf("another manager reverted %s %d times; the operator stops writing this object: set the value where the object is generated, or change the CleanupPolicy so it does not decide for it", field, maxReapplies))
+			why+"; the operator stops writing this object: set the value where the object is generated, or change the CleanupPolicy so it does not decide for it")
 	}
 	return r.count <= maxReapplies+1
+}
+
+// outcome keeps the error of the apply mayApply allowed last, nil when
+// it was written.
+func (g *applyGuard) outcome(uid types.UID, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.applied[uid]; ok {
+		r.failed = err
+		g.applied[uid] = r
+	}
 }
 
 // has says whether an apply to the object is counted.

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -53,6 +54,9 @@ var _ = Describe("The works of one cluster, reconciled together", func() {
 			}).Should(Succeed())
 		}
 		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "batch-1", "refused") }, "2s").Should(BeEmpty())
+		// Reported as the refusal it is, not as another manager's revert.
+		Eventually(func() string { return strings.Join(events("refused"), "\n") }).Should(And(
+			ContainSubstring("Contested: writing spec.deleteOption failed"), ContainSubstring("refuse-batch-stamp")))
 
 		By("lifting the refusal, and deciding anew")
 		// The refused apply was given up after its re-applies (never a
