@@ -122,7 +122,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 	}
 
 	p := g.Policy
-	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) || mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] != p.Name {
+	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) || decision.Pin(mc) != p.Name {
 		before := mc.DeepCopy()
 		controllerutil.AddFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)
 		setAnnotation(mc, v1alpha1.GoverningPolicyAnnotation, p.Name)

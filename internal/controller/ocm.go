@@ -9,6 +9,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
@@ -47,7 +48,7 @@ const GoverningPolicyIndex = "cleanup.fleetops.dev/governing-policy"
 
 // IndexGoverningPolicy is the index function of GoverningPolicyIndex.
 func IndexGoverningPolicy(o client.Object) []string {
-	if p := o.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]; p != "" {
+	if p := decision.PinOf(o); p != "" {
 		return []string{p}
 	}
 	return nil

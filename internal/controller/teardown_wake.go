@@ -47,7 +47,7 @@ func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
 			// end of a teardown.
 			regoverned := controllerutil.ContainsFinalizer(e.ObjectOld, v1alpha1.ClusterCleanupFinalizer) !=
 				controllerutil.ContainsFinalizer(e.ObjectNew, v1alpha1.ClusterCleanupFinalizer)
-			repinned := e.ObjectOld.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation] != e.ObjectNew.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
+			repinned := decision.PinOf(e.ObjectOld) != decision.PinOf(e.ObjectNew)
 			if began || turned || regoverned || repinned {
 				a.enqueueHeld(ctx, e.ObjectOld, q)
 			}
@@ -70,7 +70,7 @@ func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
 // (teardowns.notBegun), so an event costs nothing where none waits: a
 // fleet being governed sends one per cluster.
 func (a *ClusterTeardown) enqueueHeld(_ context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	policy := mc.GetAnnotations()[v1alpha1.GoverningPolicyAnnotation]
+	policy := decision.PinOf(mc)
 	if policy == "" {
 		return
 	}

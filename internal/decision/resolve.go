@@ -67,7 +67,13 @@ func Pin(cluster *unstructured.Unstructured) string {
 	if cluster == nil {
 		return ""
 	}
-	pin, _ := Annotation(cluster, v1alpha1.GoverningPolicyAnnotation)
+	return PinOf(cluster)
+}
+
+// PinOf is the governing-policy annotation of any object (Pin of a cluster
+// that is there), read without a copy of its annotations.
+func PinOf(o interface{ GetAnnotations() map[string]string }) string {
+	pin, _ := Annotation(o, v1alpha1.GoverningPolicyAnnotation)
 	return pin
 }
 
