@@ -131,6 +131,14 @@ const (
 	PausedAnnotation = "cleanup.fleetops.dev/paused"
 )
 
+// RestoredAtAnnotation is when the operator's guard last put back one of
+// its admission policies, bindings or flow-control objects (RFC 3339, in
+// nanoseconds). A restore that only removes what someone added would
+// otherwise leave no trace of its time in the object's managed fields, and
+// a deletecollection waits until the admission policy and its binding have
+// not been written for a while (each API server loads them from a watch).
+const RestoredAtAnnotation = "cleanup.fleetops.dev/restored-at"
+
 // OCM finalizers the operator knows.
 const (
 	// WorkAgentFinalizer is the work agent's finalizer on ManifestWorks.

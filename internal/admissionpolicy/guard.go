@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -154,6 +155,14 @@ func (g *Guard) drift(ctx context.Context, cur, want client.Object) (bool, clien
 		}
 	}
 	fixed.SetLabels(labels)
+	// The restore's time, written with it, moves the object's managed
+	// fields even when the restore only removes fields (v1alpha1.RestoredAtAnnotation).
+	annotations := fixed.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[v1alpha1.RestoredAtAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+	fixed.SetAnnotations(annotations)
 	dry := fixed.DeepCopyObject().(client.Object)
 	if err := g.Client.Update(ctx, dry, client.DryRunAll, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return false, nil, fmt.Errorf("comparing %s with what the operator renders: %w", cur.GetName(), err)
