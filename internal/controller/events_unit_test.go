@@ -139,26 +139,53 @@ func TestRecheck(t *testing.T) {
 // manager's revert, or the writes' own failure (an admission refusal).
 func TestGuardSaysWhy(t *testing.T) {
 	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: "one"}}
-	for _, tc := range []struct {
-		name string
-		err  error
-		want string
-	}{
-		{"reverted", nil, "another manager reverted spec.deleteOption 3 times"},
-		{"refused", errors.New("denied by refuse-stamp"), "writing spec.deleteOption failed 4 times (the last: denied by refuse-stamp)"},
-	} {
-		var g applyGuard
-		recorder := events.NewFakeRecorder(10)
-		for g.mayApply(work, "Orphan", recorder, "Orphaning", "spec.deleteOption") {
-			g.outcome(work.UID, tc.err)
-		}
-		select {
-		case e := <-recorder.Events:
-			if !strings.Contains(e, "Contested") || !strings.Contains(e, tc.want) {
-				t.Errorf("%s: Event %q, want Contested and %q", tc.name, e, tc.want)
+	drain := func(r *events.FakeRecorder) []string {
+		var got []string
+		for {
+			select {
+			case e := <-r.Events:
+				got = append(got, e)
+			default:
+				return got
 			}
-		default:
-			t.Errorf("%s: no Event", tc.name)
 		}
+	}
+	apply := func(g *applyGuard, r *events.FakeRecorder, err error) bool {
+		if !g.mayApply(work, "Orphan", r, "Orphaning", "spec.deleteOption") {
+			return false
+		}
+		g.outcome(work, err, r, "Orphaning", "spec.deleteOption", "Orphan")
+		return true
+	}
+
+	// Reverted: applied once, re-applied three times, then given up.
+	var g applyGuard
+	recorder := events.NewFakeRecorder(10)
+	applies := 0
+	for apply(&g, recorder, nil) {
+		applies++
+	}
+	got := drain(recorder)
+	if applies != maxReapplies+1 || len(got) != 1 || !strings.Contains(got[0], "Contested") ||
+		!strings.Contains(got[0], "another manager reverted spec.deleteOption 3 times") {
+		t.Errorf("reverted: %d applies, Events %q; want %d and one Contested", applies, got, maxReapplies+1)
+	}
+
+	// Failed: never given up, reported once until a write lands.
+	g, refused := applyGuard{}, errors.New("denied by refuse-stamp")
+	for range 3 * maxReapplies {
+		if !apply(&g, recorder, refused) {
+			t.Fatal("failed writes: the guard gave the decision up")
+		}
+	}
+	got = drain(recorder)
+	if len(got) != 1 || !strings.Contains(got[0], "Warning "+WriteFailedReason) || !strings.Contains(got[0], "denied by refuse-stamp") {
+		t.Errorf("failed writes: Events %q, want one %s naming the error", got, WriteFailedReason)
+	}
+	if !apply(&g, recorder, nil) || !apply(&g, recorder, refused) {
+		t.Fatal("the write that landed, or the one after it, was not allowed")
+	}
+	if got = drain(recorder); len(got) != 1 || !strings.Contains(got[0], WriteFailedReason) {
+		t.Errorf("a failure after a write landed: Events %q, want one %s", got, WriteFailedReason)
 	}
 }

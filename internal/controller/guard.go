@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,10 +15,17 @@ import (
 // another manager reverted before it stops writing that object.
 const maxReapplies = decision.MaxReapplies
 
+// WriteFailedReason is the reason of the Event on an object whose write
+// failed: the API server refused it (an admission policy or webhook, most
+// often) or did not answer.
+const WriteFailedReason = "WriteFailed"
+
 // applyGuard keeps the operator out of write wars. It counts the applies of
 // one decision to one object: the decision is applied once and re-applied
 // maxReapplies times when someone reverts it; then the operator stops
-// writing the object and reports it as contested.
+// writing the object and reports it as contested. A write the API server
+// refused reverted nothing: it is not counted, and the reconcile that made
+// it fails, so the write is tried again with the work queue's backoff.
 type applyGuard struct {
 	mu      sync.Mutex
 	applied map[types.UID]applyRecord
@@ -29,9 +35,9 @@ type applyRecord struct {
 	decision  string
 	count     int
 	confirmed bool
-	// failed is the error of the last apply, when it failed (refused by
-	// an admission policy, say): then no one reverted it.
-	failed error
+	// failed says the last write of the decision failed: reported once,
+	// until a write of it lands or the decision changes.
+	failed bool
 }
 
 // confirm reports, once per applied decision, that the object now carries
@@ -63,25 +69,32 @@ func (g *applyGuard) mayApply(obj client.Object, decision string, recorder event
 	r.confirmed = false
 	g.applied[obj.GetUID()] = r
 	if r.count == maxReapplies+2 {
-		why := fmt.Sprintf("another manager reverted %s %d times", field, maxReapplies)
-		if r.failed != nil {
-			why = fmt.Sprintf("writing %s failed %d times (the last: %v)", field, maxReapplies+1, r.failed)
-		}
-		recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Contested", action, "%s",
-			why+"; the operator stops writing this object: set the value where the object is generated, or change the CleanupPolicy so it does not decide for it")
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Contested", action,
+			"another manager reverted %s %d times; the operator stops writing this object: set the value where the object is generated, or change the CleanupPolicy so it does not decide for it",
+			field, maxReapplies)
 	}
 	return r.count <= maxReapplies+1
 }
 
-// outcome keeps the error of the apply mayApply allowed last, nil when
-// it was written.
-func (g *applyGuard) outcome(uid types.UID, err error) {
+// outcome takes the result of the apply mayApply allowed last. A failed
+// one is not counted, and is reported by a Warning Event the first time.
+func (g *applyGuard) outcome(obj client.Object, err error, recorder events.EventRecorder, action, field, describe string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if r, ok := g.applied[uid]; ok {
-		r.failed = err
-		g.applied[uid] = r
+	r, ok := g.applied[obj.GetUID()]
+	if !ok {
+		return
 	}
+	if err != nil {
+		r.count--
+		if !r.failed {
+			recorder.Eventf(obj, nil, corev1.EventTypeWarning, WriteFailedReason, action,
+				"writing %s %s failed; the operator tries again, less and less often, until the write lands or the decision changes: %v",
+				field, describe, err)
+		}
+	}
+	r.failed = err != nil
+	g.applied[obj.GetUID()] = r
 }
 
 // has says whether an apply to the object is counted.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // The works of a cluster are reconciled together (one request per cluster
@@ -54,19 +55,21 @@ var _ = Describe("The works of one cluster, reconciled together", func() {
 			}).Should(Succeed())
 		}
 		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "batch-1", "refused") }, "2s").Should(BeEmpty())
-		// Reported as the refusal it is, not as another manager's revert.
+		// Reported as the failure it is, once, and never given up as a
+		// write war.
 		Eventually(func() string { return strings.Join(events("refused"), "\n") }).Should(And(
-			ContainSubstring("Contested: writing spec.deleteOption failed"), ContainSubstring("refuse-batch-stamp")))
+			ContainSubstring(controller.WriteFailedReason+": writing spec.deleteOption"), ContainSubstring("refuse-batch-stamp")))
+		Expect(events("refused")).NotTo(ContainElement(ContainSubstring("Contested")))
 
-		By("lifting the refusal, and deciding anew")
-		// The refused apply was given up after its re-applies (never a
-		// write war); a new decision is applied afresh.
+		By("lifting the refusal: the same decision lands, with no restart and no change of policy")
 		Expect(k8s.Delete(ctx, binding)).To(Succeed())
-		Eventually(func() error {
-			w := getWork(Default, "batch-1", "refused")
-			w.SetAnnotations(map[string]string{v1alpha1.OrphaningAnnotation: "probe"})
-			return k8s.Update(ctx, w, client.DryRunAll)
+		Eventually(func(g Gomega) {
+			g.Expect(deleteOption(g, "batch-1", "refused")).To(Equal(map[string]any{"propagationPolicy": "Orphan"}))
 		}).Should(Succeed())
+		Expect(events("refused")).To(HaveEach(Not(ContainSubstring("Contested"))))
+		Expect(events("refused")).To(ContainElement(ContainSubstring(controller.WriteFailedReason)))
+
+		By("deciding anew")
 		p := &v1alpha1.CleanupPolicy{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "batch"}, p)).To(Succeed())
 		before := p.DeepCopy()

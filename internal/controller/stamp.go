@@ -160,7 +160,7 @@ func (s *stamper) settle(ctx context.Context, obj client.Object, policy string, 
 		return false, nil
 	}
 	conflict, err := s.apply(ctx, obj, st)
-	s.guard.outcome(obj.GetUID(), err)
+	s.guard.outcome(obj, err, s.Recorder, st.action, st.field, st.describe)
 	s.Tally.record(policy, key, conflict, false)
 	return !conflict && err == nil, err
 }
