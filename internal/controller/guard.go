@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,16 +18,17 @@ import (
 const maxReapplies = decision.MaxReapplies
 
 // WriteFailedReason is the reason of the Event on an object whose write
-// failed: the API server refused it (an admission policy or webhook, most
-// often) or did not answer.
+// the API server refused (an admission policy or webhook, most often).
 const WriteFailedReason = "WriteFailed"
 
 // applyGuard keeps the operator out of write wars. It counts the applies of
 // one decision to one object: the decision is applied once and re-applied
 // maxReapplies times when someone reverts it; then the operator stops
 // writing the object and reports it as contested. A write the API server
-// refused reverted nothing: it is not counted, and the reconcile that made
-// it fails, so the write is tried again with the work queue's backoff.
+// refused (refused) reverted nothing: it is not counted, and the reconcile
+// that made it fails, so the write is tried again with the work queue's
+// backoff. A write that failed otherwise (a timeout) may have landed: it
+// is counted.
 type applyGuard struct {
 	mu      sync.Mutex
 	applied map[types.UID]applyRecord
@@ -35,9 +38,9 @@ type applyRecord struct {
 	decision  string
 	count     int
 	confirmed bool
-	// failed says the last write of the decision failed: reported once,
-	// until a write of it lands or the decision changes.
-	failed bool
+	// failed is the error of the last apply, when it failed and may
+	// have landed: then maybe no one reverted it.
+	failed error
 }
 
 // confirm reports, once per applied decision, that the object now carries
@@ -69,15 +72,19 @@ func (g *applyGuard) mayApply(obj client.Object, decision string, recorder event
 	r.confirmed = false
 	g.applied[obj.GetUID()] = r
 	if r.count == maxReapplies+2 {
-		recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Contested", action,
-			"another manager reverted %s %d times; the operator stops writing this object: set the value where the object is generated, or change the CleanupPolicy so it does not decide for it",
-			field, maxReapplies)
+		why := fmt.Sprintf("another manager reverted %s %d times", field, maxReapplies)
+		if r.failed != nil {
+			why = fmt.Sprintf("%s was re-applied %d times, the last write failing (%v)", field, maxReapplies, r.failed)
+		}
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Contested", action, "%s",
+			why+"; the operator stops writing this object: set the value where the object is generated, or change the CleanupPolicy so it does not decide for it")
 	}
 	return r.count <= maxReapplies+1
 }
 
-// outcome takes the result of the apply mayApply allowed last. A failed
-// one is not counted, and is reported by a Warning Event the first time.
+// outcome takes the result of the apply mayApply allowed last. A refused
+// one is not counted, and a Warning Event says so each time (the recorder
+// folds repeats into one Event's series).
 func (g *applyGuard) outcome(obj client.Object, err error, recorder events.EventRecorder, action, field, describe string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -85,16 +92,23 @@ func (g *applyGuard) outcome(obj client.Object, err error, recorder events.Event
 	if !ok {
 		return
 	}
-	if err != nil {
+	r.failed = nil
+	switch {
+	case refused(err):
 		r.count--
-		if !r.failed {
-			recorder.Eventf(obj, nil, corev1.EventTypeWarning, WriteFailedReason, action,
-				"writing %s %s failed; the operator tries again, less and less often, until the write lands or the decision changes: %v",
-				field, describe, err)
-		}
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, WriteFailedReason, action,
+			"writing %s %s was refused; the operator tries again until the write lands or the decision changes: %v",
+			field, describe, err)
+	case err != nil:
+		r.failed = err
 	}
-	r.failed = err != nil
 	g.applied[obj.GetUID()] = r
+}
+
+// refused says the API server refused a write, so it did not land: an
+// admission policy or webhook (403, 422, 400), or too many requests (429).
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsTooManyRequests(err)
 }
 
 // has says whether an apply to the object is counted.
