@@ -43,6 +43,10 @@ const (
 	// some clusters (a missing key, a wrong type, the cost budget used up).
 	// Those clusters are held: no decision is taken on a guess.
 	EvaluationErrorReason = "EvaluationError"
+	// WriteFailedReason is the reason of the Warning Event on a ManifestWork
+	// or ConfigurationPolicy whose decision the API server refused to write
+	// (an admission policy or webhook, most often). The write is tried again.
+	WriteFailedReason = "WriteFailed"
 	// TerminatingReason surfaces while the policy is being deleted and still
 	// governs clusters whose teardown has not ended; the message names them.
 	// The policy keeps its in-use finalizer until they end.

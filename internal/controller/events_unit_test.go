@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
 // TestOwnEvents: a stamped kind's delete event, and the update that marks
@@ -184,8 +186,8 @@ func TestGuardSaysWhy(t *testing.T) {
 		}
 	}
 	got = drain(recorder)
-	if len(got) != 3*maxReapplies || !strings.Contains(got[0], "Warning "+WriteFailedReason) || !strings.Contains(got[0], "denied by refuse-stamp") {
-		t.Errorf("refused writes: Events %q, want %d %s naming the refusal", got, 3*maxReapplies, WriteFailedReason)
+	if len(got) != 3*maxReapplies || !strings.Contains(got[0], "Warning "+v1alpha1.WriteFailedReason) || !strings.Contains(got[0], "denied by refuse-stamp") {
+		t.Errorf("refused writes: Events %q, want %d %s naming the refusal", got, 3*maxReapplies, v1alpha1.WriteFailedReason)
 	}
 
 	// A write that timed out may have landed: counted, and the Event that

@@ -10,16 +10,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // maxReapplies is how many times the operator re-applies a decision that
 // another manager reverted before it stops writing that object.
 const maxReapplies = decision.MaxReapplies
-
-// WriteFailedReason is the reason of the Event on an object whose write
-// the API server refused (an admission policy or webhook, most often).
-const WriteFailedReason = "WriteFailed"
 
 // applyGuard keeps the operator out of write wars. It counts the applies of
 // one decision to one object: the decision is applied once and re-applied
@@ -96,7 +93,7 @@ func (g *applyGuard) outcome(obj client.Object, err error, recorder events.Event
 	switch {
 	case refused(err):
 		r.count--
-		recorder.Eventf(obj, nil, corev1.EventTypeWarning, WriteFailedReason, action,
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.WriteFailedReason, action,
 			"writing %s %s was refused; the operator tries again until the write lands or the decision changes: %v",
 			field, describe, err)
 	case err != nil:

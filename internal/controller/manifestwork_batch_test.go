@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // The works of a cluster are reconciled together (one request per cluster
@@ -58,7 +57,7 @@ var _ = Describe("The works of one cluster, reconciled together", func() {
 		// Reported as the failure it is, once, and never given up as a
 		// write war.
 		Eventually(func() string { return strings.Join(events("refused"), "\n") }).Should(And(
-			ContainSubstring(controller.WriteFailedReason+": writing spec.deleteOption"), ContainSubstring("refuse-batch-stamp")))
+			ContainSubstring(v1alpha1.WriteFailedReason+": writing spec.deleteOption"), ContainSubstring("refuse-batch-stamp")))
 		Expect(events("refused")).NotTo(ContainElement(ContainSubstring("Contested")))
 
 		By("lifting the refusal: the same decision lands, with no restart and no change of policy")
@@ -67,7 +66,7 @@ var _ = Describe("The works of one cluster, reconciled together", func() {
 			g.Expect(deleteOption(g, "batch-1", "refused")).To(Equal(map[string]any{"propagationPolicy": "Orphan"}))
 		}).Should(Succeed())
 		Expect(events("refused")).To(HaveEach(Not(ContainSubstring("Contested"))))
-		Expect(events("refused")).To(ContainElement(ContainSubstring(controller.WriteFailedReason)))
+		Expect(events("refused")).To(ContainElement(ContainSubstring(v1alpha1.WriteFailedReason)))
 
 		By("deciding anew")
 		p := &v1alpha1.CleanupPolicy{}
