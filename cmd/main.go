@@ -89,6 +89,9 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 	gogc, limit := tuneMemory(os.LookupEnv, cgroupLimitFiles)
+	if gogc >= 0 {
+		keepHeadroom(gogc, HeapHeadroom)
+	}
 	log.Info("Go runtime memory settings", "GOGC", gogcOf(gogc), "GOMEMLIMIT", limitOf(limit))
 	if err := run(f, log); err != nil {
 		log.Error(err, "exiting")

@@ -24,7 +24,8 @@ const memoryLimitShare = 0.9
 var cgroupLimitFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
 
 // tuneMemory sets the Go runtime's memory defaults for the manager, unless
-// the environment sets them: GOGC to DefaultGOGC, and the soft memory limit
+// the environment sets them: GOGC to DefaultGOGC (which keepHeadroom then
+// raises while the live heap is small), and the soft memory limit
 // to memoryLimitShare of the container's memory limit, when there is one.
 // It returns the values it set (-1: left as they were).
 func tuneMemory(getenv func(string) (string, bool), limitFiles []string) (gogc int, limit int64) {
@@ -68,7 +69,7 @@ func gogcOf(v int) string {
 	if v < 0 {
 		return "from the environment: " + os.Getenv("GOGC")
 	}
-	return strconv.Itoa(v)
+	return strconv.Itoa(v) + ", more while the live heap is small: at least " + strconv.Itoa(HeapHeadroom>>20) + " MiB of growth between collections"
 }
 
 func limitOf(v int64) string {
