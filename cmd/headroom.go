@@ -10,9 +10,9 @@ import (
 // HeapHeadroom is the least the heap may grow between collections under
 // the manager's default GOGC. DefaultGOGC keeps a large fleet's memory
 // near its cache, but a hub of a few clusters has a live heap of tens of
-// MiB, which 30% lets grow by a few MiB: its teardowns then spend a fifth
+// MiB, which 30% lets grow by a few MiB: its teardowns then spent a third
 // of the manager's CPU collecting (docs/developer/performance.md).
-const HeapHeadroom = 64 << 20
+const HeapHeadroom = 32 << 20
 
 // maxGOGC bounds the GOGC the headroom sets, for a heap of almost nothing
 // live (at start).
@@ -35,6 +35,7 @@ func gcPercentFor(live uint64, gogc int, headroom uint64) int {
 func keepHeadroom(gogc int, headroom uint64) (stop func()) {
 	var stopped atomic.Bool
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	current := gogc
 	var arm func()
 	arm = func() {
 		// With a pointer, so not batched by the tiny allocator, whose
@@ -46,7 +47,10 @@ func keepHeadroom(gogc int, headroom uint64) (stop func()) {
 			}
 			metrics.Read(sample)
 			if sample[0].Value.Kind() == metrics.KindUint64 {
-				debug.SetGCPercent(gcPercentFor(sample[0].Value.Uint64(), gogc, headroom))
+				if p := gcPercentFor(sample[0].Value.Uint64(), gogc, headroom); p != current {
+					current = p
+					debug.SetGCPercent(p)
+				}
 			}
 			arm()
 		})

@@ -14,9 +14,9 @@ func TestGCPercentFor(t *testing.T) {
 		want int
 	}{
 		{0, maxGOGC},
-		{32 * mib, 200},          // a hub of a few clusters: the headroom
-		{128 * mib, 50},          // the headroom is half the heap
-		{213 * mib, DefaultGOGC}, // 64 MiB is 30% of it
+		{16 * mib, 200},          // a hub of a few clusters: the headroom
+		{64 * mib, 50},           // the headroom is half the heap
+		{107 * mib, DefaultGOGC}, // 32 MiB is 30% of it
 		{400 * mib, DefaultGOGC}, // a large fleet: its GOGC
 		{1 * mib, maxGOGC},       // at start: bounded
 	} {
