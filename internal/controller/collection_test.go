@@ -449,6 +449,20 @@ var _ = Describe("Deleting a group in one request", func() {
 		labelDeleting("coll-reprobe")
 		Expect(closed(ctx)).To(BeTrue())
 		Eventually(probes).Should(BeNumerically(">=", 2), "the namespace written since: a new dry run")
+
+		// The binding written, its spec as the operator renders it (so the
+		// guard writes nothing): once settled, a new dry run, since a
+		// write that put it back may leave no trace the settle sees.
+		n := probes()
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)}, binding)).To(Succeed())
+		old := binding.DeepCopy()
+		binding.SetAnnotations(map[string]string{"test.cleanup.fleetops.dev/reprobe": "yes"})
+		Expect(k8s.Patch(ctx, binding, client.MergeFrom(old))).To(Succeed())
+		Expect(closed(ctx)).To(BeFalse(), "the binding was written less than AdmissionSettle ago")
+		settled()
+		Expect(closed(ctx)).To(BeTrue())
+		Eventually(probes).Should(BeNumerically(">", n), "the binding written since: a new dry run")
 	})
 
 	// What remains: a work of the snapshot changed (not re-created)

@@ -38,8 +38,8 @@ const AdmissionSettle = 5 * time.Second
 // (rules, match conditions, validations; the binding's policy, match
 // resources and actions: an administrator's edit, even one that narrows
 // them, means no collection), and not have been written for
-// a.admissionSettle.
-func (a *ClusterTeardown) admissionInForce(ctx context.Context) (string, error) {
+// a.admissionSettle. In force, it returns the resourceVersions of both.
+func (a *ClusterTeardown) admissionInForce(ctx context.Context) (why, versions string, err error) {
 	var wantPolicy *admissionregistrationv1.ValidatingAdmissionPolicy
 	var wantBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	for _, obj := range admissionpolicy.Objects() {
@@ -56,23 +56,23 @@ func (a *ClusterTeardown) admissionInForce(ctx context.Context) (string, error) 
 	}
 	var policy admissionregistrationv1.ValidatingAdmissionPolicy
 	if err := a.apiReader.Get(ctx, client.ObjectKeyFromObject(wantPolicy), &policy); err != nil {
-		return "the policy cannot be read", client.IgnoreNotFound(err)
+		return "the policy cannot be read", "", client.IgnoreNotFound(err)
 	}
 	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	if err := a.apiReader.Get(ctx, client.ObjectKeyFromObject(wantBinding), &binding); err != nil {
-		return "the binding cannot be read", client.IgnoreNotFound(err)
+		return "the binding cannot be read", "", client.IgnoreNotFound(err)
 	}
 	switch {
 	case policy.DeletionTimestamp != nil || binding.DeletionTimestamp != nil:
-		return "the policy or its binding is being deleted", nil
+		return "the policy or its binding is being deleted", "", nil
 	case !equality.Semantic.DeepEqual(defaultedPolicy(policy.Spec), defaultedPolicy(wantPolicy.Spec)):
-		return "the policy differs from the operator's", nil
+		return "the policy differs from the operator's", "", nil
 	case !equality.Semantic.DeepEqual(defaultedBinding(binding.Spec), defaultedBinding(wantBinding.Spec)):
-		return "the binding differs from the operator's", nil
+		return "the binding differs from the operator's", "", nil
 	case time.Since(lastWritten(&policy)) < a.admissionSettle || time.Since(lastWritten(&binding)) < a.admissionSettle:
-		return fmt.Sprintf("the policy or its binding was written less than %s ago", a.admissionSettle), nil
+		return fmt.Sprintf("the policy or its binding was written less than %s ago", a.admissionSettle), "", nil
 	}
-	return "", nil
+	return "", policy.ResourceVersion + "," + binding.ResourceVersion, nil
 }
 
 // admissionProbe names the work a dry-run create asks the API server for.

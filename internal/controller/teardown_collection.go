@@ -152,7 +152,7 @@ const maxLeftOutQuery = 7680
 // read live, carries the deleting label, and a dry-run create is refused.
 func (a *ClusterTeardown) namespaceClosed(ctx context.Context, mc *unstructured.Unstructured, namespace string) bool {
 	log := logf.FromContext(ctx)
-	why, err := a.admissionInForce(ctx)
+	why, versions, err := a.admissionInForce(ctx)
 	if err != nil || why != "" {
 		log.Info("deleting one by one: the admission policy that refuses new objects is not known to be in force", "cluster", mc.GetName(),
 			"reason", why, "error", err)
@@ -167,10 +167,13 @@ func (a *ClusterTeardown) namespaceClosed(ctx context.Context, mc *unstructured.
 	// The admission plugin reads the namespace's labels from a watch too: a
 	// label written moments ago may not be seen yet. A dry-run create must
 	// be refused by the operator's policy, once per teardown and process
-	// while the namespace is not written again: a later group of the same
-	// teardown needs no new probe.
+	// while neither the namespace nor the policy or its binding is written
+	// again: a later group of the same teardown needs no new probe. (A
+	// write that put the policy back as the operator renders it may leave
+	// no trace the settle sees; it is probed again.)
+	versions = ns.ResourceVersion + "," + versions
 	st := a.teardowns.peek(mc.GetUID())
-	if st != nil && st.closedSince(ns.ResourceVersion) {
+	if st != nil && st.closedSince(versions) {
 		return true
 	}
 	if refused, err := a.admissionRefuses(ctx, namespace); err != nil || !refused {
@@ -179,7 +182,7 @@ func (a *ClusterTeardown) namespaceClosed(ctx context.Context, mc *unstructured.
 		return false
 	}
 	if st != nil {
-		st.closed(ns.ResourceVersion)
+		st.closed(versions)
 	}
 	return true
 }

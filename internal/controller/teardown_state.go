@@ -39,21 +39,22 @@ type teardownState struct {
 	record *openRecord
 	// dryRun is the fingerprint of the dry-run record written.
 	dryRun string
-	// closedAt is the resourceVersion the cluster namespace had, read
-	// live, when the API server refused a dry-run create in it: while it
-	// has not been written since, it is still closed (namespaceClosed).
+	// closedAt is the resourceVersions the cluster namespace and the
+	// admission policy and binding had, read live, when the API server
+	// refused a dry-run create in the namespace: while none of them has
+	// been written since, it is still closed (namespaceClosed).
 	closedAt string
 }
 
-// closedSince says whether the namespace, at resourceVersion rv, is the one
-// the API server was seen to close.
+// closedSince says whether the namespace and the admission objects, at
+// resourceVersions rv, are as when the API server was seen to close it.
 func (st *teardownState) closedSince(rv string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return rv != "" && st.closedAt == rv
 }
 
-// closed keeps the namespace's resourceVersion when it was seen closed.
+// closed keeps the resourceVersions when the namespace was seen closed.
 func (st *teardownState) closed(rv string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
