@@ -146,18 +146,6 @@ func newWork(namespace, name string, opts ...client.CreateOption) error {
 // they are for the operator's settle time.
 func settled() { settledFor(controller.AdmissionSettle + time.Second) }
 
-// lastWrite is when obj was created or last written, as its managed
-// fields say (to the second).
-func lastWrite(obj client.Object) time.Time {
-	last := obj.GetCreationTimestamp().Time
-	for _, f := range obj.GetManagedFields() {
-		if f.Time != nil && f.Time.After(last) {
-			last = f.Time.Time
-		}
-	}
-	return last
-}
-
 // settledFor waits until neither has been written for d.
 func settledFor(d time.Duration) {
 	Eventually(func(g Gomega) {
@@ -165,7 +153,7 @@ func settledFor(d time.Duration) {
 		keys := []string{admissionpolicy.DeletingClusterPolicy, admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)}
 		for i, obj := range objs {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: keys[i]}, obj)).To(Succeed())
-			g.Expect(time.Since(lastWrite(obj))).To(BeNumerically(">", d), keys[i])
+			g.Expect(time.Since(controller.LastWritten(obj))).To(BeNumerically(">", d), keys[i])
 		}
 	}).Should(Succeed())
 }
@@ -351,7 +339,7 @@ var _ = Describe("Deleting a group in one request", func() {
 			original := edit.obj.DeepCopyObject().(client.Object)
 			edit.set(edit.obj)
 			Expect(k8s.Update(ctx, edit.obj)).To(Succeed())
-			edited := lastWrite(edit.obj)
+			edited := controller.LastWritten(edit.obj)
 			DeferCleanup(func() {
 				Eventually(func() error {
 					current := original.DeepCopyObject().(client.Object)
@@ -380,7 +368,7 @@ var _ = Describe("Deleting a group in one request", func() {
 				current := original.DeepCopyObject().(client.Object)
 				g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, current)).To(Succeed())
 				g.Expect(specOf(current)).To(Equal(specOf(original)), "the guard puts the object back")
-				g.Expect(lastWrite(current)).To(BeTemporally(">=", edited), "the restore is a write")
+				g.Expect(controller.LastWritten(current)).To(BeTemporally(">=", edited), "the restore is a write")
 			}).Should(Succeed())
 		})
 	}

@@ -104,6 +104,10 @@ func (p ClusterPatch) RemoveFinalizer(ctx context.Context, finalizer string, ann
 // namespace is closed.
 const AdmissionProbe = admissionProbe
 
+// LastWritten is when an object was created or last written, as its
+// managed fields say.
+var LastWritten = lastWritten
+
 // NamespaceClosed returns the executor's check that no object can be
 // created in a cluster's namespace, as one teardown of mc makes it again
 // and again.
