@@ -59,6 +59,12 @@ type CleanupPolicyStatus struct {
 	// +optional
 	Contested int32 `json:"contested,omitempty"`
 
+	// writeFailed counts the objects whose last write of this policy's
+	// decision the API server refused (an admission policy or webhook,
+	// most often): the operator tries again (see their WriteFailed Events).
+	// +optional
+	WriteFailed int32 `json:"writeFailed,omitempty"`
+
 	// templatesNotReadingDecisions counts the ConfigurationPolicy templates
 	// of root Policies placed on governed clusters that do not read their
 	// pruneObjectBehavior from the cleanup-decisions ConfigMap (see the

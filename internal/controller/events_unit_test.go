@@ -48,7 +48,7 @@ func TestOwnEvents(t *testing.T) {
 		keep := predicate.And(stampEvents, tc.own)
 		key := tallyKey(tc.kind, tc.obj)
 		tally.set(dryRunMark, "dry", key, true)
-		tally.record("p", key, true, false)
+		tally.record("p", key, true, false, false)
 		if keep.Delete(event.DeleteEvent{Object: tc.obj}) {
 			t.Errorf("%s: a delete event reaches the reconcile", tc.name)
 		}
@@ -80,7 +80,7 @@ func TestOwnEvents(t *testing.T) {
 		// The old object is forgotten.
 		again := tc.obj.DeepCopyObject().(client.Object)
 		again.SetUID("another")
-		tally.record("p", key, true, false)
+		tally.record("p", key, true, false, false)
 		if !keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: again}) {
 			t.Errorf("%s: a re-creation seen as an update does not reach the reconcile", tc.name)
 		}
@@ -127,7 +127,7 @@ func TestRecheck(t *testing.T) {
 		}
 		s := &stamper{Client: b.Build(), Tally: NewTally(), Recorder: events.NewFakeRecorder(10)}
 		key := tallyKey("ManifestWork", reconciled)
-		s.Tally.record("p", key, true, false)
+		s.Tally.record("p", key, true, false, false)
 		s.guard.mayApply(reconciled, "Orphan", s.Recorder, "Orphaning", "spec.deleteOption")
 		s.recheck(context.Background(), reconciled, "ManifestWork")
 		if got := s.Tally.marked(key); got != tc.marks {

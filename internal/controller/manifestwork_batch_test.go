@@ -59,6 +59,12 @@ var _ = Describe("The works of one cluster, reconciled together", func() {
 		Eventually(func() string { return strings.Join(events("refused"), "\n") }).Should(And(
 			ContainSubstring(v1alpha1.WriteFailedReason+": writing spec.deleteOption"), ContainSubstring("refuse-batch-stamp")))
 		Expect(events("refused")).NotTo(ContainElement(ContainSubstring("Contested")))
+		writeFailed := func() int32 {
+			p := &v1alpha1.CleanupPolicy{}
+			Expect(k8s.Get(ctx, client.ObjectKey{Name: "batch"}, p)).To(Succeed())
+			return p.Status.WriteFailed
+		}
+		Eventually(writeFailed).Should(Equal(int32(1)), "the policy's status counts the refused work")
 
 		By("lifting the refusal: the same decision lands, with no restart and no change of policy")
 		Expect(k8s.Delete(ctx, binding)).To(Succeed())
@@ -67,6 +73,7 @@ var _ = Describe("The works of one cluster, reconciled together", func() {
 		}).Should(Succeed())
 		Expect(events("refused")).To(HaveEach(Not(ContainSubstring("Contested"))))
 		Expect(events("refused")).To(ContainElement(ContainSubstring(v1alpha1.WriteFailedReason)))
+		Eventually(writeFailed).Should(BeZero(), "the write landed")
 
 		By("deciding anew")
 		p := &v1alpha1.CleanupPolicy{}

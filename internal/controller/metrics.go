@@ -310,6 +310,7 @@ func (m *Metrics) observePolicy(p *v1alpha1.CleanupPolicy) {
 		"policiesStamped":              s.PoliciesStamped,
 		"conflicts":                    s.Conflicts,
 		"contested":                    s.Contested,
+		"writeFailed":                  s.WriteFailed,
 		"templatesNotReadingDecisions": s.TemplatesNotReadingDecisions,
 		"dryRunPending":                s.DryRunPending,
 		"notOwned":                     s.NotOwned,

@@ -109,7 +109,7 @@ func TestPolicySeriesFollowThePolicy(t *testing.T) {
 		{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.InvalidCELExpressionReason},
 		{Type: v1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.InvalidCELExpressionReason},
 	}
-	p.Status.Contested, p.Status.Conflicts, p.Status.GovernedClusters = 2, 3, 4
+	p.Status.Contested, p.Status.Conflicts, p.Status.WriteFailed, p.Status.GovernedClusters = 2, 3, 5, 4
 	m.observePolicy(p)
 	g.Expect(gathered(t, m.PolicyCondition)).To(Equal(map[string]float64{
 		"cleanup_policy_condition{policy=prod,reason=InvalidCELExpression,type=Ready}":   0,
@@ -117,8 +117,9 @@ func TestPolicySeriesFollowThePolicy(t *testing.T) {
 		"cleanup_policy_condition{policy=prod,reason=,type=Reconciling}":                 0,
 	}))
 	objects := gathered(t, m.PolicyObjects)
-	g.Expect(objects).To(HaveLen(7))
+	g.Expect(objects).To(HaveLen(8))
 	g.Expect(objects).To(HaveKeyWithValue("cleanup_policy_objects{field=contested,policy=prod}", 2.0))
+	g.Expect(objects).To(HaveKeyWithValue("cleanup_policy_objects{field=writeFailed,policy=prod}", 5.0))
 	g.Expect(objects).To(HaveKeyWithValue("cleanup_policy_objects{field=conflicts,policy=prod}", 3.0))
 	clusters := gathered(t, m.PolicyClusters)
 	g.Expect(clusters).To(HaveLen(4))

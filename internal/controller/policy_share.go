@@ -185,6 +185,7 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 	}
 	p.Status.Conflicts = r.Tally.count(conflictMark, p.Name)
 	p.Status.Contested = r.Tally.count(contestedMark, p.Name)
+	p.Status.WriteFailed = r.Tally.count(writeFailedMark, p.Name)
 	p.Status.TemplatesNotReadingDecisions = r.Tally.count(unreadMark, p.Name)
 	p.Status.DryRunPending = r.Tally.count(dryRunMark, p.Name)
 	p.Status.NotOwned = r.Tally.count(notOwnedMark, p.Name)

@@ -138,7 +138,7 @@ func (s *stamper) recheck(ctx context.Context, obj client.Object, kind string) {
 func (s *stamper) forget(obj client.Object, kind string) {
 	s.guard.forget(obj.GetUID())
 	key := tallyKey(kind, obj)
-	s.Tally.record("", key, false, false)
+	s.Tally.record("", key, false, false, false)
 	s.Tally.set(dryRunMark, "", key, false)
 }
 
@@ -149,19 +149,19 @@ func (s *stamper) settle(ctx context.Context, obj client.Object, policy string, 
 	key := tallyKey(st.kind, obj)
 	s.Tally.set(dryRunMark, policy, key, false)
 	if (st.value == "" && !stamped) || (st.value != "" && stamped && current) {
-		s.Tally.record(policy, key, false, false)
+		s.Tally.record(policy, key, false, false, false)
 		if s.guard.confirm(obj.GetUID()) {
 			s.Tally.touch(policy) // the policy counts what its cache now shows
 		}
 		return false, nil // steady: no write
 	}
 	if !s.guard.mayApply(obj, st.describe, s.Recorder, st.action, st.field) {
-		s.Tally.record(policy, key, false, true)
+		s.Tally.record(policy, key, false, true, false)
 		return false, nil
 	}
 	conflict, err := s.apply(ctx, obj, st)
 	s.guard.outcome(obj, err, s.Recorder, st.action, st.field, st.describe)
-	s.Tally.record(policy, key, conflict, false)
+	s.Tally.record(policy, key, conflict, false, refused(err))
 	return !conflict && err == nil, err
 }
 

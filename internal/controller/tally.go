@@ -32,6 +32,7 @@ type tallyCategory int
 const (
 	conflictMark tallyCategory = iota
 	contestedMark
+	writeFailedMark
 	unreadMark
 	dryRunMark
 	notOwnedMark
@@ -51,11 +52,12 @@ func tallyKey(kind string, o client.Object) string {
 	return kind + " " + o.GetNamespace() + "/" + o.GetName()
 }
 
-// record sets the object's conflict and contested marks under the policy,
-// and clears them under every other policy.
-func (t *Tally) record(policy, key string, conflict, contested bool) {
+// record sets the object's conflict, contested and write-failed marks
+// under the policy, and clears them under every other policy.
+func (t *Tally) record(policy, key string, conflict, contested, failed bool) {
 	t.set(conflictMark, policy, key, conflict)
 	t.set(contestedMark, policy, key, contested)
+	t.set(writeFailedMark, policy, key, failed)
 }
 
 // set sets or clears one mark of an object under the policy, and clears it
@@ -112,12 +114,12 @@ func (t *Tally) retain(c tallyCategory, prefix string, keep sets.Set[string]) {
 	}
 }
 
-// marked says whether the object carries a conflict, contested or dry-run
-// mark under any policy.
+// marked says whether the object carries a conflict, contested,
+// write-failed or dry-run mark under any policy.
 func (t *Tally) marked(key string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, c := range []tallyCategory{conflictMark, contestedMark, dryRunMark} {
+	for _, c := range []tallyCategory{conflictMark, contestedMark, writeFailedMark, dryRunMark} {
 		for _, keys := range t.marks[c] {
 			if keys.Has(key) {
 				return true

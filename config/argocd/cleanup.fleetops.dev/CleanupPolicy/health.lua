@@ -130,6 +130,9 @@ end
 if count(status.contested) > 0 then
   table.insert(notes, string.format("%d object(s) contested by another controller", count(status.contested)))
 end
+if count(status.writeFailed) > 0 then
+  table.insert(notes, string.format("%d object(s) whose write the API server refused", count(status.writeFailed)))
+end
 if count(status.templatesNotReadingDecisions) > 0 then
   table.insert(notes, string.format("%d Policy template(s) do not read cleanup-decisions",
     count(status.templatesNotReadingDecisions)))
