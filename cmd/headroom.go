@@ -15,8 +15,8 @@ import (
 const HeapHeadroom = 32 << 20
 
 // maxGOGC bounds the GOGC the headroom sets, for a heap of almost nothing
-// live (at start).
-const maxGOGC = 1000
+// live (at start), and what it leaves if collections stopped calling it.
+const maxGOGC = 300
 
 // gcPercentFor is the GOGC that lets a live heap of live bytes grow by
 // headroom bytes, and never by less than gogc percent.

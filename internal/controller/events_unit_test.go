@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // TestOwnEvents: a stamped kind's delete event, and the update that marks
@@ -199,5 +201,36 @@ func TestGuardSaysWhy(t *testing.T) {
 	got = drain(recorder)
 	if applies != maxReapplies+1 || len(got) != 1 || !strings.Contains(got[0], "Contested") || !strings.Contains(got[0], "the last write failing") {
 		t.Errorf("timed-out writes: %d applies, Events %q; want %d and one Contested naming the failure", applies, got, maxReapplies+1)
+	}
+}
+
+// TestWriteFailedNotRetried: an object counted as refused stops counting
+// once no write of its decision follows (skipped, held, the decision
+// failed, a dry run): the status never counts a write no one retries.
+func TestWriteFailedNotRetried(t *testing.T) {
+	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: "one"}}
+	policy := &cel.Policy{Name: "p", Spec: &v1alpha1.CleanupPolicySpec{DryRun: true}}
+	decide := func() (stampDecision, error) { return stampDecision{stamp: stamp{kind: "ManifestWork"}}, nil }
+	for _, tc := range []struct {
+		name   string
+		g      *decision.Governed
+		skip   bool
+		decide func() (stampDecision, error)
+	}{
+		{"skipped", &decision.Governed{Policy: policy}, true, decide},
+		{"held", &decision.Governed{Policy: policy, Held: errors.New("a policy failed")}, false, decide},
+		{"the decision failed", &decision.Governed{Policy: policy}, false, func() (stampDecision, error) {
+			return stampDecision{}, errors.New("no such key")
+		}},
+		{"a dry run", &decision.Governed{Policy: policy}, false, decide},
+	} {
+		s := &stamper{Client: fake.NewClientBuilder().Build(), Tally: NewTally(), Recorder: events.NewFakeRecorder(10)}
+		s.Tally.record("p", tallyKey("ManifestWork", work), false, false, true)
+		if _, err := s.reconcileStamp(context.Background(), work, tc.g, tc.skip, "ManifestWork", "Orphaning", tc.decide); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := s.Tally.count(writeFailedMark, "p"); got != 0 {
+			t.Errorf("%s: writeFailed %d, want 0", tc.name, got)
+		}
 	}
 }

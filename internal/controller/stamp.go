@@ -87,13 +87,16 @@ func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *deci
 		s.forget(obj, kind)
 		return false, nil
 	case skip:
+		s.notRetrying(obj, kind)
 		return false, nil
 	case g.Held != nil:
+		s.notRetrying(obj, kind)
 		log().Info("held: no decision stamped", "reason", g.Held.Error())
 		return false, nil
 	}
 	d, err := decide()
 	if err != nil {
+		s.notRetrying(obj, kind)
 		s.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.EvaluationErrorReason, action,
 			"not stamped, the decision failed: %v", err)
 		log().Info("decision failed; not stamped", "error", err.Error())
@@ -104,6 +107,7 @@ func (s *stamper) reconcileStamp(ctx context.Context, obj client.Object, g *deci
 	if g.Policy != nil {
 		policy = g.Policy.Name
 		if g.Policy.Spec.DryRun {
+			s.notRetrying(obj, kind)
 			s.preview(obj, policy, d.stamp, d.pending)
 			return false, nil
 		}
@@ -140,6 +144,13 @@ func (s *stamper) forget(obj client.Object, kind string) {
 	key := tallyKey(kind, obj)
 	s.Tally.record("", key, false, false, false)
 	s.Tally.set(dryRunMark, "", key, false)
+}
+
+// notRetrying clears the object's write-failed mark where no write of a
+// decision follows (a skip, a hold, a failed decision, a dry run), so that
+// the status does not count a write the operator no longer retries.
+func (s *stamper) notRetrying(obj client.Object, kind string) {
+	s.Tally.set(writeFailedMark, "", tallyKey(kind, obj), false)
 }
 
 // settle writes the decision unless the object carries it already: stamped
