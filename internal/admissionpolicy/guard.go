@@ -129,6 +129,14 @@ func (g *Guard) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if err != nil || !drifted {
 		return reconcile.Result{}, err
 	}
+	// The restore's time, written with it, moves the object's managed
+	// fields even when the restore only removes fields (v1alpha1.RestoredAtAnnotation).
+	annotations := fixed.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[v1alpha1.RestoredAtAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+	fixed.SetAnnotations(annotations)
 	if err := g.Client.Update(ctx, fixed, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("restoring %s %s: %w", kind, want.GetName(), err)
 	}
@@ -155,14 +163,6 @@ func (g *Guard) drift(ctx context.Context, cur, want client.Object) (bool, clien
 		}
 	}
 	fixed.SetLabels(labels)
-	// The restore's time, written with it, moves the object's managed
-	// fields even when the restore only removes fields (v1alpha1.RestoredAtAnnotation).
-	annotations := fixed.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[v1alpha1.RestoredAtAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
-	fixed.SetAnnotations(annotations)
 	dry := fixed.DeepCopyObject().(client.Object)
 	if err := g.Client.Update(ctx, dry, client.DryRunAll, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return false, nil, fmt.Errorf("comparing %s with what the operator renders: %w", cur.GetName(), err)

@@ -47,11 +47,12 @@ type teardownState struct {
 }
 
 // closedSince says whether the namespace and the admission objects, at
-// resourceVersions rv, are as when the API server was seen to close it.
+// resourceVersions rv (never ""), are as when the API server was seen to
+// close it.
 func (st *teardownState) closedSince(rv string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return rv != "" && st.closedAt == rv
+	return st.closedAt == rv
 }
 
 // closed keeps the resourceVersions when the namespace was seen closed.
