@@ -160,12 +160,13 @@ func (p *clusterPatch) flush(ctx context.Context, why string, c check) (flushed,
 // the teardown's last write. The JSON patch tests exactly what the removal
 // relies on, the cluster's UID and the finalizer at its index, and removes
 // the annotations only where they are: a finalizer moved, or an annotation
-// gone, is refused (Invalid), never written over.
-func (p *clusterPatch) removeFinalizer(ctx context.Context, finalizer string, annotations []string) (bool, error) {
+// gone, is refused (Invalid), never written over; so is, when only is
+// true, a finalizer added since the read.
+func (p *clusterPatch) removeFinalizer(ctx context.Context, finalizer string, annotations []string, only bool) (bool, error) {
 	if _, err := p.flush(ctx, "removing the finalizer", noCheck); err != nil {
 		return false, err
 	}
-	patch, ok := removeFinalizerPatch(p.base, finalizer, annotations)
+	patch, ok := removeFinalizerPatch(p.base, finalizer, annotations, only)
 	if !ok {
 		return false, nil
 	}

@@ -118,4 +118,20 @@ var _ = Describe("Cluster patch helper", func() {
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "refused, not removed: %v", err)
 		Expect(getClusterNow(name).GetFinalizers()).To(Equal([]string{hold, held}))
 	})
+
+	It("removes the last finalizer only while it is the only one: one added since the read is refused", func() {
+		p := controller.NewClusterPatch(k8s, getClusterNow(name))
+		byAnother(func(mc *unstructured.Unstructured) { mc.SetFinalizers(append(mc.GetFinalizers(), held)) })
+		_, err := p.RemoveLastFinalizer(ctx, hold)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "refused, not removed: %v", err)
+		Expect(getClusterNow(name).GetFinalizers()).To(Equal([]string{hold, held}))
+
+		byAnother(func(mc *unstructured.Unstructured) { mc.SetFinalizers([]string{hold}) })
+		p = controller.NewClusterPatch(k8s, getClusterNow(name))
+		byAnother(func(mc *unstructured.Unstructured) { mc.SetLabels(map[string]string{"env": "theirs"}) })
+		removed, err := p.RemoveLastFinalizer(ctx, hold)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(removed).To(BeTrue())
+		Expect(getClusterNow(name).GetFinalizers()).To(BeEmpty())
+	})
 })

@@ -97,7 +97,12 @@ func (p ClusterPatch) FlushForcing(ctx context.Context) (checked bool, err error
 
 // RemoveFinalizer removes the finalizer and the annotations named.
 func (p ClusterPatch) RemoveFinalizer(ctx context.Context, finalizer string, annotations ...string) (bool, error) {
-	return p.p.removeFinalizer(ctx, finalizer, annotations)
+	return p.p.removeFinalizer(ctx, finalizer, annotations, false)
+}
+
+// RemoveLastFinalizer removes the finalizer only while it is the only one.
+func (p ClusterPatch) RemoveLastFinalizer(ctx context.Context, finalizer string) (bool, error) {
+	return p.p.removeFinalizer(ctx, finalizer, nil, true)
 }
 
 // AdmissionProbe names the work of the dry-run create that checks a

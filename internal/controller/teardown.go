@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -267,11 +268,20 @@ func (a *ClusterTeardown) recordFailed(ctx context.Context, st *teardownState, c
 // order: the outcome (the condition, flushed before the finalizer goes),
 // the record ended, the namespace unlabelled, and the finalizer last (a
 // refused unlabel, stepStale, keeps it).
+//
+// A cluster whose only finalizer is the operator's is gone with its
+// removal, and no one reads the status of a cluster that is gone: its
+// outcome is told by the Event and the record, and the condition is not
+// written. Its removal then requires the finalizer to be still the only
+// one: a finalizer added meanwhile is a retry that writes the outcome.
 func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, cluster *clusterPatch, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (stepStop, error) {
 	mc, r := cluster.mc, step.Report
+	last := lastFinalizer(mc, plan.Now())
 	if r.Reason != "" {
-		if err := a.writeOutcome(ctx, cluster, r); err != nil {
-			return stepOn, err
+		if !last {
+			if err := a.writeOutcome(ctx, cluster, r); err != nil {
+				return stepOn, err
+			}
 		}
 		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
 	}
@@ -294,10 +304,21 @@ func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, cluster
 				return stepStale, nil
 			}
 		case decision.VerbRemoveFinalizer:
-			if err := a.removeFinalizer(ctx, cluster, act, r); err != nil {
+			if err := a.removeFinalizer(ctx, cluster, act, r, last); err != nil {
 				return stepOn, err
 			}
 		}
 	}
 	return stepOn, nil
+}
+
+// lastFinalizer says whether the finalizer the actions remove is the
+// cluster's only one: its removal deletes the cluster.
+func lastFinalizer(mc *unstructured.Unstructured, acts []decision.Action) bool {
+	for _, act := range acts {
+		if act.Verb == decision.VerbRemoveFinalizer {
+			return slices.Equal(mc.GetFinalizers(), []string{act.Finalizer})
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
@@ -120,10 +121,41 @@ var _ = Describe("A teardown's writes", func() {
 			// the namespace's, the end.
 			"create configmaps": 1,
 			"update configmaps": 3,
-			// The condition: the first step, then the outcome.
-			"patch managedclusters/status": 2,
+			// The condition: the first step. The outcome is not written:
+			// the cluster goes with the operator's finalizer, its only one.
+			"patch managedclusters/status": 1,
 			// The outcome's Event; the deletes are in the record.
 			"create events": 1,
 		}), "writes by verb and resource")
+		Expect(rec.Outcome).To(Equal(v1alpha1.CompletedReason))
+	})
+
+	It("writes the outcome on a cluster that another finalizer keeps, and leaves that finalizer", func() {
+		const cluster, keep = "cost-2", "example.com/keep"
+		fleetCluster(cluster, map[string]string{"env": cluster}, true)
+		work(cluster, "w-0", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy(cluster, v1alpha1.CleanupPolicySpec{
+			ClusterSelector: fmt.Sprintf("cluster.metadata.labels[?'env'].orValue('') == '%s'", cluster),
+		}))).To(Succeed())
+		governedBy(cluster, cluster)
+		applied(cluster, 1)
+		mc := getClusterNow(cluster)
+		mc.SetFinalizers(append(mc.GetFinalizers(), keep))
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+
+		deleteCluster(cluster)
+		Eventually(func(g Gomega) {
+			mc := getClusterNow(cluster)
+			g.Expect(mc.GetFinalizers()).To(Equal([]string{keep}))
+		}).Should(Succeed())
+		c := contentDelete(Default, cluster)
+		Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		Expect(c.Reason).To(Equal(v1alpha1.CompletedReason))
+		Expect(endedRecord(cluster).Outcome).To(Equal(v1alpha1.CompletedReason))
+
+		mc = getClusterNow(cluster)
+		mc.SetFinalizers(nil)
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+		clusterGone(cluster)
 	})
 })

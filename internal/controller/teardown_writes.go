@@ -156,7 +156,7 @@ func (a *ClusterTeardown) force(ctx context.Context, cluster *clusterPatch, plan
 	mc := cluster.mc
 	var forced []string
 	for _, act := range acts {
-		patch, _ := removeFinalizerPatch(act.Meta, act.Finalizer, nil)
+		patch, _ := removeFinalizerPatch(act.Meta, act.Finalizer, nil, false)
 		if err := a.Client.Patch(ctx, act.Meta, patch); client.IgnoreNotFound(err) != nil {
 			if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
 				continue // the finalizers changed meanwhile: the watch brings the object back
@@ -223,13 +223,14 @@ func (a *ClusterTeardown) recordUnconfirmed(ctx context.Context, cluster *cluste
 }
 
 // removeFinalizer removes the operator's finalizer, and the annotations the
-// action names, from the cluster, then reports the outcome's event.
-func (a *ClusterTeardown) removeFinalizer(ctx context.Context, cluster *clusterPatch, act decision.Action, r *decision.Report) error {
+// action names, from the cluster, then reports the outcome's event; only
+// if it is still the cluster's only finalizer when last is true.
+func (a *ClusterTeardown) removeFinalizer(ctx context.Context, cluster *clusterPatch, act decision.Action, r *decision.Report, last bool) error {
 	mc := cluster.mc
 	if a.teardowns.isFinished(mc.GetUID()) {
 		return nil // a cache that has not caught up yet
 	}
-	removed, err := cluster.removeFinalizer(ctx, act.Finalizer, act.Annotations)
+	removed, err := cluster.removeFinalizer(ctx, act.Finalizer, act.Annotations, last)
 	switch {
 	case apierrors.IsInvalid(err) || apierrors.IsConflict(err):
 		return fmt.Errorf("%s changed meanwhile, retrying: %w", mc.GetName(), err)
@@ -245,15 +246,20 @@ func (a *ClusterTeardown) removeFinalizer(ctx context.Context, cluster *clusterP
 
 // removeFinalizerPatch is a JSON patch removing one finalizer, and the
 // given annotations, valid only while the finalizer is still where obj has
-// it: it removes exactly it, whatever else changed meanwhile.
-func removeFinalizerPatch(obj metav1.Object, finalizer string, annotations []string) (client.Patch, bool) {
+// it (and, when only is true, still the only one): it removes exactly it,
+// whatever else changed meanwhile.
+func removeFinalizerPatch(obj metav1.Object, finalizer string, annotations []string, only bool) (client.Patch, bool) {
 	i := slices.Index(obj.GetFinalizers(), finalizer)
 	if i < 0 {
 		return nil, false
 	}
+	at := fmt.Sprintf(`{"op":"test","path":"/metadata/finalizers/%d","value":%q}`, i, finalizer)
+	if only {
+		at = fmt.Sprintf(`{"op":"test","path":"/metadata/finalizers","value":[%q]}`, finalizer)
+	}
 	ops := []string{
 		fmt.Sprintf(`{"op":"test","path":"/metadata/uid","value":%q}`, obj.GetUID()),
-		fmt.Sprintf(`{"op":"test","path":"/metadata/finalizers/%d","value":%q}`, i, finalizer),
+		at,
 		fmt.Sprintf(`{"op":"remove","path":"/metadata/finalizers/%d"}`, i),
 	}
 	for _, key := range annotations {

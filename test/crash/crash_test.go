@@ -147,10 +147,10 @@ func TestCrashSafety(t *testing.T) {
 	events := h.quiesce()
 	t.Logf("%d kills, kill points per strategy %v, %d teardowns, %d manager runs, %d audit events, %v",
 		kills, points, len(all), h.runs, len(events), time.Since(began).Round(time.Second))
-	report(t, checkTeardowns(events, h.witness, all, []string{bystander[0].cluster}, users))
-	records, err := readRecords(h.ctx, h.cp.admin, all)
+	records, err := readOutcomes(h.ctx, h.cp.admin, all)
 	if err != nil {
 		t.Fatal(err)
 	}
+	report(t, checkTeardowns(events, h.witness, all, []string{bystander[0].cluster}, users))
 	reportRecords(t, checkRecords(events, h.witness, all, records, users))
 }

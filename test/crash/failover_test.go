@@ -147,6 +147,9 @@ func TestLeaderFailover(t *testing.T) {
 	managers[follower] = nil
 	events := h.quiesce()
 
+	if _, err := readOutcomes(h.ctx, h.cp.admin, tds); err != nil {
+		t.Fatal(err)
+	}
 	report(t, checkTeardowns(events, h.witness, tds, nil, users))
 	// The follower wrote nothing to the teardowns before it held the
 	// Lease: the API server received none of its writes before the write

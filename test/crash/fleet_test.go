@@ -81,6 +81,10 @@ type teardown struct {
 	strategy v1alpha1.RemoveStrategyType
 	addons   []string
 	works    map[string]string // name: cleanup-priority
+	// outcome is the outcome its record ended with, read once the
+	// teardowns end: a cluster that went with the operator's finalizer,
+	// its only one, carries no outcome condition.
+	outcome string
 }
 
 // createCluster creates a governed cluster, its namespace and its content:

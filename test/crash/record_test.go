@@ -36,6 +36,21 @@ func readRecords(ctx context.Context, c client.Reader, tds []*teardown) (map[str
 	return out, nil
 }
 
+// readOutcomes sets each teardown's outcome from its one record; a
+// teardown with no record, or more than one, keeps none.
+func readOutcomes(ctx context.Context, c client.Reader, tds []*teardown) (map[string][]record.Record, error) {
+	records, err := readRecords(ctx, c, tds)
+	if err != nil {
+		return nil, err
+	}
+	for _, td := range tds {
+		if rs := records[td.cluster]; len(rs) == 1 {
+			td.outcome = rs[0].Outcome
+		}
+	}
+	return records, nil
+}
+
 // entryKey names a record entry's object as the audit log does.
 func entryKey(e record.Entry) objectKey {
 	resource, _, _ := strings.Cut(e.Resource, ".")

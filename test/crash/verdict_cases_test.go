@@ -169,6 +169,17 @@ func TestChecksFail(t *testing.T) {
 		{"another namespace", v1alpha1.RemoveStrategyRequired, func(h *history) {
 			h.events = append(h.events, deleteEvent(operatorUser, objectKey{"namespaces", "", "default"}, 200, 99))
 		}, propInside},
+		{"the outcome in the record alone, the cluster gone with the operator's finalizer", v1alpha1.RemoveStrategyRequired, func(h *history) {
+			unstructured.RemoveNestedField(h.w.gone[objectKey{"managedclusters", "", "c1"}].object.Object, "status")
+			h.td.outcome = v1alpha1.CompletedReason
+		}, ""},
+		{"no outcome, on the cluster or in the record", v1alpha1.RemoveStrategyRequired, func(h *history) {
+			unstructured.RemoveNestedField(h.w.gone[objectKey{"managedclusters", "", "c1"}].object.Object, "status")
+		}, propComplete},
+		{"another outcome in the record", v1alpha1.RemoveStrategyRequired, func(h *history) {
+			unstructured.RemoveNestedField(h.w.gone[objectKey{"managedclusters", "", "c1"}].object.Object, "status")
+			h.td.outcome = v1alpha1.ForcedReason
+		}, propComplete},
 		{"the cluster still there", v1alpha1.RemoveStrategyRequired, func(h *history) {
 			delete(h.w.gone, objectKey{"managedclusters", "", "c1"})
 		}, propComplete},
