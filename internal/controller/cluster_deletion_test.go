@@ -309,6 +309,12 @@ var _ = Describe("Cluster deletion", func() {
 		Eventually(func() string { return strings.Join(events("be-1"), "\n") }).Should(ContainSubstring(v1alpha1.ForcedReason + ": BestEffort (the timeout passed): removed the work agent's finalizer from manifestworks/stuck"))
 		Expect(testutil.ToFloat64(op.Metrics.ForcedObjects.WithLabelValues("manifestworks"))).To(BeNumerically(">=", 1))
 		Expect(testutil.CollectAndCount(op.Metrics.Duration)).To(BeNumerically(">=", 1))
+		// The operator's finalizer was the cluster's only one, but the
+		// outcome is read from the forced count this process wrote: it is
+		// written with its check that the cache shows that count.
+		writes := statusWrites("be-1")
+		Expect(writes).NotTo(BeEmpty())
+		Expect(writes[len(writes)-1].Reason).To(Equal(v1alpha1.ForcedReason))
 	})
 
 	It("forces at once under BestEffort when the cluster is unavailable", func() {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -224,6 +223,7 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *c
 	}
 	a.records.done(st, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { _, ok := stamped[act.UID]; return ok })
 	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
+		st.note()
 		if err := a.recordUnconfirmed(ctx, cluster, plan, acts[0]); err != nil {
 			return stepResult{}, err
 		}
@@ -241,6 +241,9 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *c
 		if act.Meta.DeletionTimestamp != nil || deleted.Has(act.UID) {
 			force = append(force, act)
 		}
+	}
+	if len(force) > 0 {
+		st.note()
 	}
 	forced, err := a.force(ctx, cluster, plan, force)
 	st.forcedAll(forced)
@@ -274,16 +277,16 @@ func (a *ClusterTeardown) recordFailed(ctx context.Context, st *teardownState, c
 // outcome is told by the Event and the record, and the condition is not
 // written. Its removal then requires the finalizer to be still the only
 // one: a finalizer added meanwhile is a retry that writes the outcome.
+// Not after this process wrote the notes the outcome is read from (the
+// forced count, unconfirmed orphans): the outcome's write then checks
+// that the cache shows them, as on any other cluster.
 func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, cluster *clusterPatch, s *decision.Snapshot, plan *decision.Plan, step *decision.Step) (stepStop, error) {
 	mc, r := cluster.mc, step.Report
-	last := lastFinalizer(mc, plan.Now())
-	if r.Reason != "" {
-		if !last {
-			if err := a.writeOutcome(ctx, cluster, r); err != nil {
-				return stepOn, err
-			}
+	last := lastFinalizer(mc, plan.Now()) && !st.wroteNotes()
+	if r.Reason != "" && !last {
+		if err := a.writeOutcome(ctx, cluster, r); err != nil {
+			return stepOn, err
 		}
-		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
 	}
 	// The record ends before the finalizer goes: a cluster gone is a
 	// record ended.

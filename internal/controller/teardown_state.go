@@ -44,6 +44,25 @@ type teardownState struct {
 	// refused a dry-run create in the namespace: while none of them has
 	// been written since, it is still closed (namespaceClosed).
 	closedAt string
+	// noted: this process wrote (or tried to write) the cluster's forced
+	// count or unconfirmed orphans, which the outcome is read from: the
+	// outcome is then written with its check that the cluster as read is
+	// current, even on a cluster its finalizer's removal deletes.
+	noted bool
+}
+
+// note marks a write of the notes the outcome is read from.
+func (st *teardownState) note() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.noted = true
+}
+
+// wroteNotes says whether note was called.
+func (st *teardownState) wroteNotes() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.noted
 }
 
 // closedSince says whether the namespace and the admission objects, at

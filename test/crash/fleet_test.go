@@ -3,6 +3,7 @@ package crash
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -30,6 +31,10 @@ const (
 	// addonFinalizer is held on add-ons by the simulated add-on manager
 	// until it has cleaned up after them.
 	addonFinalizer = "crash.fleetops.dev/addon-cleanup"
+	// clusterFinalizer is held on some clusters, as OCM's registration
+	// holds its own, until the operator's finalizer is gone: those
+	// clusters stay for the outcome condition to be read.
+	clusterFinalizer = "crash.fleetops.dev/registration-cleanup"
 	signalWork     = "alive"
 	// keepSuffix ends the name of the manifest of each work that the
 	// policies' orphaning rule keeps on the managed cluster.
@@ -85,18 +90,28 @@ type teardown struct {
 	// teardowns end: a cluster that went with the operator's finalizer,
 	// its only one, carries no outcome condition.
 	outcome string
+	// kept: the cluster carries clusterFinalizer, so it outlives the
+	// operator's finalizer and must carry the outcome condition.
+	kept bool
 }
 
 // createCluster creates a governed cluster, its namespace and its content:
 // add-ons, works in three cleanup-priority groups, a monitored ConfigMap
 // and one the policy does not monitor.
 func createCluster(ctx context.Context, c client.Client, name string, s v1alpha1.RemoveStrategyType, addons, worksPerGroup int) (*teardown, error) {
-	td := &teardown{cluster: name, strategy: s, works: map[string]string{}}
+	// About half the clusters, by a hash of their name, are kept by
+	// another finalizer.
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	td := &teardown{cluster: name, strategy: s, works: map[string]string{}, kept: h.Sum32()%2 == 0}
 	mc := &unstructured.Unstructured{}
 	mc.SetAPIVersion("cluster.open-cluster-management.io/v1")
 	mc.SetKind("ManagedCluster")
 	mc.SetName(name)
 	mc.SetLabels(map[string]string{strategyLabel: string(s)})
+	if td.kept {
+		mc.SetFinalizers([]string{clusterFinalizer})
+	}
 	if err := unstructured.SetNestedField(mc.Object, true, "spec", "hubAcceptsClient"); err != nil {
 		return nil, err
 	}
@@ -316,6 +331,13 @@ func (a *agent) run(ctx context.Context) {
 				a.handleAddon(ctx, &addons.Items[i])
 			}
 		}
+		clusters := &metav1.PartialObjectMetadataList{}
+		clusters.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("ManagedClusterList"))
+		if err := a.c.List(ctx, clusters); err == nil {
+			for i := range clusters.Items {
+				a.handleCluster(ctx, &clusters.Items[i])
+			}
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
@@ -353,10 +375,24 @@ func (a *agent) handleWork(ctx context.Context, w *workv1.ManifestWork) {
 }
 
 func (a *agent) handleAddon(ctx context.Context, o *metav1.PartialObjectMetadata) {
-	i := slices.Index(o.Finalizers, addonFinalizer)
-	if o.DeletionTimestamp == nil || i < 0 || !a.ready(string(o.UID)+"/remove", 100*time.Millisecond, 600*time.Millisecond) {
+	if o.DeletionTimestamp != nil && a.ready(string(o.UID)+"/remove", 100*time.Millisecond, 600*time.Millisecond) {
+		a.removeFinalizer(ctx, o, addonFinalizer)
+	}
+}
+
+// handleCluster removes clusterFinalizer from a deleting cluster once the
+// operator's finalizer is gone.
+func (a *agent) handleCluster(ctx context.Context, o *metav1.PartialObjectMetadata) {
+	if o.DeletionTimestamp != nil && !slices.Contains(o.Finalizers, v1alpha1.ClusterCleanupFinalizer) {
+		a.removeFinalizer(ctx, o, clusterFinalizer)
+	}
+}
+
+func (a *agent) removeFinalizer(ctx context.Context, o *metav1.PartialObjectMetadata, finalizer string) {
+	i := slices.Index(o.Finalizers, finalizer)
+	if i < 0 {
 		return
 	}
-	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, addonFinalizer, i)
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, finalizer, i)
 	_ = a.c.Patch(ctx, o, client.RawPatch("application/json-patch+json", []byte(patch)))
 }

@@ -176,6 +176,10 @@ func TestChecksFail(t *testing.T) {
 		{"no outcome, on the cluster or in the record", v1alpha1.RemoveStrategyRequired, func(h *history) {
 			unstructured.RemoveNestedField(h.w.gone[objectKey{"managedclusters", "", "c1"}].object.Object, "status")
 		}, propComplete},
+		{"no outcome on a cluster another finalizer kept", v1alpha1.RemoveStrategyRequired, func(h *history) {
+			unstructured.RemoveNestedField(h.w.gone[objectKey{"managedclusters", "", "c1"}].object.Object, "status")
+			h.td.outcome, h.td.kept = v1alpha1.CompletedReason, true
+		}, propComplete},
 		{"another outcome in the record", v1alpha1.RemoveStrategyRequired, func(h *history) {
 			unstructured.RemoveNestedField(h.w.gone[objectKey{"managedclusters", "", "c1"}].object.Object, "status")
 			h.td.outcome = v1alpha1.ForcedReason

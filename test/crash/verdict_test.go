@@ -305,7 +305,7 @@ func checkTeardown(v verdict, td *teardown, attempts map[objectKey][]deletion, e
 		v1alpha1.RemoveStrategyNeedless:   v1alpha1.OrphanedReason,
 	}[td.strategy]
 	reason, message := conditionOf(cluster.object, v1alpha1.ContentDeleteSuccessCondition)
-	if !strings.HasSuffix(reason, "/True") {
+	if !strings.HasSuffix(reason, "/True") && !td.kept {
 		// No outcome on a cluster that went with the operator's
 		// finalizer: its record has it.
 		reason, message = td.outcome+"/True", "the record's outcome"
