@@ -35,7 +35,7 @@ const (
 	// holds its own, until the operator's finalizer is gone: those
 	// clusters stay for the outcome condition to be read.
 	clusterFinalizer = "crash.fleetops.dev/registration-cleanup"
-	signalWork     = "alive"
+	signalWork       = "alive"
 	// keepSuffix ends the name of the manifest of each work that the
 	// policies' orphaning rule keeps on the managed cluster.
 	keepSuffix = "-keep"
