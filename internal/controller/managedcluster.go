@@ -207,7 +207,9 @@ func (a *ClusterTeardown) deletingClusterOf(ctx context.Context, o client.Object
 	// namespace (a stage's namespaces, or cluster-scoped objects).
 	reqs := a.teardowns.waitingIn(o.GetNamespace())
 	mc := newManagedCluster()
-	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
+	// Read, not kept: no copy of the cache.
+	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc, client.UnsafeDisableDeepCopy) != nil ||
+		mc.GetDeletionTimestamp() == nil {
 		return reqs
 	}
 	return append(namespaceToCluster(ctx, o), reqs...)

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
@@ -109,6 +110,45 @@ var _ = Describe("Teardown progress", func() {
 			reasons = append(reasons, c.Reason)
 		}
 		Expect(reasons).To(Equal([]string{v1alpha1.DeletingStageReason, v1alpha1.ResourcesRemainingReason}))
+	})
+
+	It("plans again when the last of the works its stage waits for is gone, not at each one's removal; the metric follows each", func() {
+		const cluster, works = "prog-3", 30
+		const step = "stage/manifestworks"
+		stuckWorksCluster(cluster, "progress-3", works)
+		reconciles := func() float64 {
+			var n float64
+			for _, result := range []string{"success", "error", "requeue", "requeue_after"} {
+				n += reconcileTotal(ctrlmetrics.Registry, "teardown", result)
+			}
+			return n
+		}
+
+		deleteCluster(cluster)
+		Eventually(func() float64 { return remainingMetric(cluster, step) }).Should(BeNumerically("==", works))
+		Eventually(func(g Gomega) {
+			for i := range works {
+				w := getWork(g, cluster, fmt.Sprintf("w-%02d", i))
+				g.Expect(w.GetDeletionTimestamp()).NotTo(BeNil())
+			}
+		}).Should(Succeed())
+		// The step has planned its wait once every work is being deleted.
+		Eventually(reconciles).WithPolling(time.Second).Should(BeNumerically(">", 0))
+		Consistently(reconciles, "1s").Should(BeNumerically("==", reconciles()))
+		before := reconciles()
+
+		for i := range works {
+			name := fmt.Sprintf("w-%02d", i)
+			agent.setStuck(cluster, name, false)
+			Eventually(objectGone("ManifestWork", cluster, name)).Should(BeTrue())
+			if i < works-1 {
+				Eventually(func() float64 { return remainingMetric(cluster, step) }).Should(BeNumerically("==", works-i-1))
+			}
+		}
+		clusterGone(cluster)
+		// The last work's removal, the namespace, the finish, and the
+		// progress written at the end of its interval: not one per work.
+		Expect(reconciles() - before).To(BeNumerically("<", works/3))
 	})
 
 	It("writes the progress held back at the end of the interval, without another event", func() {

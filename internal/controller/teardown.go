@@ -46,6 +46,11 @@ func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructure
 	}
 	plan := decision.PlanTeardown(g, s)
 	res, err := a.execute(ctx, st, cluster, s, plan)
+	if err != nil {
+		st.await(nil)
+	} else {
+		st.await(plan)
+	}
 	if next := plan.Next(); err == nil && plan.Suspended == "" && (next == nil || next.Kind != decision.StepResumed) {
 		// Nothing reports a resume here (a dry run, a hold, which force
 		// nothing, or no resume); writeCondition forgets it once written.

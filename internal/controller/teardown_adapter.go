@@ -178,7 +178,7 @@ func (a *ClusterTeardown) SawSuspended(mc *unstructured.Unstructured) {
 // stage and monitored resources are watched at run time (watches.go).
 func (a *ClusterTeardown) Watches(b *builder.Builder) *builder.Builder {
 	return b.
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(a.deletingClusterOf)).
+		Watches(&workv1.ManifestWork{}, a.worksHandler()).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(a.deletingClusterNamed)).
 		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -49,20 +49,10 @@ type teardownState struct {
 	// outcome is then written with its check that the cluster as read is
 	// current, even on a cluster its finalizer's removal deletes.
 	noted bool
-}
-
-// note marks a write of the notes the outcome is read from.
-func (st *teardownState) note() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.noted = true
-}
-
-// wroteNotes says whether note was called.
-func (st *teardownState) wroteNotes() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.noted
+	// awaited is what the last reconcile's step only waits for to be gone
+	// (teardown_await.go), and seenGone the works seen deleted.
+	awaited  awaited
+	seenGone sets.Set[types.UID]
 }
 
 // closedSince says whether the namespace and the admission objects, at

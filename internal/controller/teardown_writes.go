@@ -297,3 +297,18 @@ func (a *ClusterTeardown) trackNotOwned(plan *decision.Plan, s *decision.Snapsho
 		clearNotOwnedWorks(a.Tally, plan.Cluster)
 	}
 }
+
+// note marks a write of the notes the outcome is read from (the forced
+// count, unconfirmed orphans).
+func (st *teardownState) note() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.noted = true
+}
+
+// wroteNotes says whether note was called.
+func (st *teardownState) wroteNotes() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.noted
+}

@@ -1,0 +1,178 @@
+package controller
+
+import (
+	"context"
+	"maps"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// A stage that deleted a group of works waits for them to be gone: the
+// work agent removes its finalizer from each, one after another, and each
+// work's update and removal is an event. Planning the whole teardown again
+// at each of them (reading the snapshot, ordering every object) changes
+// nothing until the last one is gone, and was most of what the manager
+// spent in a teardown. So a reconcile whose next step only waits for works
+// being deleted remembers them, and the events of those works are not
+// queued while any of them remains: an update that leaves the work being
+// deleted with the same labels and annotations (what a stage's order and
+// `when` read), or the removal of a work while others remain. The removal
+// of the last one, any other event of the namespace (a work created,
+// labelled), of the cluster or the policy, and the step's own requeues
+// (progress, timeouts) still bring the cluster back; the metric of what
+// remains follows each removal, and a removal queues the cluster for the
+// end of the progress interval, when the condition may say the new count.
+//
+// The works seen removed are kept for the teardown's life, so that a plan
+// read before a removal, and remembered after it, does not wait for an
+// event already past.
+
+// awaited is what the step of the last reconcile only waits for: works of
+// the cluster namespace being deleted, by UID; step names it for the
+// metric.
+type awaited struct {
+	uids sets.Set[types.UID]
+	step string
+	// progress is the teardown's last progress write, as the reconcile
+	// that made the set left it.
+	progress *progressMark
+}
+
+// await remembers what the plan's next step only waits for, if that is
+// all it does: works being deleted in the cluster namespace, nothing to
+// write. Anything else forgets it.
+func (st *teardownState) await(plan *decision.Plan) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.awaited = awaited{}
+	if plan == nil {
+		return
+	}
+	uids, ok := onlyAwaits(plan)
+	if !ok {
+		return
+	}
+	uids = uids.Difference(st.seenGone)
+	if uids.Len() > 0 {
+		st.awaited = awaited{uids: uids, step: stepKey(plan.Next()), progress: st.progress}
+	}
+}
+
+// onlyAwaits returns the works the plan's next step waits for, when it is
+// a stage whose current group only waits for works being deleted in the
+// cluster namespace.
+func onlyAwaits(plan *decision.Plan) (sets.Set[types.UID], bool) {
+	step := plan.Next()
+	if step == nil || step.Kind != decision.StepStage || plan.DryRun || plan.Held != "" || plan.Suspended != "" ||
+		len(plan.Now()) > 0 || len(step.Actions) == 0 {
+		return nil, false
+	}
+	uids := sets.New[types.UID]()
+	group := step.Actions[0].Group
+	for _, act := range step.Actions {
+		if act.Group != group {
+			break
+		}
+		if act.Verb != decision.VerbWait || act.Resource != decision.ResourceName(decision.ManifestWorks) ||
+			act.Namespace != plan.Cluster || act.Meta == nil || act.Meta.DeletionTimestamp == nil {
+			return nil, false
+		}
+		uids.Insert(act.UID)
+	}
+	return uids, true
+}
+
+// gone notes a work of the cluster namespace removed, and says whether the
+// cluster need not be queued at once for it: other awaited works remain.
+// It also returns what remains of the awaited works, for the metric, and
+// the last progress write.
+func (st *teardownState) gone(uid types.UID) (quiet bool, left awaited) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.seenGone == nil {
+		st.seenGone = sets.New[types.UID]()
+	}
+	st.seenGone.Insert(uid)
+	if !st.awaited.uids.Has(uid) {
+		return false, awaited{}
+	}
+	st.awaited.uids.Delete(uid)
+	return st.awaited.uids.Len() > 0, st.awaited
+}
+
+// stillDeleting says whether an update of a work needs no reconcile: the
+// work is awaited, still being deleted, with the labels and annotations it
+// had.
+func (st *teardownState) stillDeleting(old, obj client.Object) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.awaited.uids.Has(obj.GetUID()) && obj.GetDeletionTimestamp() != nil &&
+		maps.Equal(old.GetLabels(), obj.GetLabels()) && maps.Equal(old.GetAnnotations(), obj.GetAnnotations())
+}
+
+// stateIn is the state of the teardown of the cluster of a namespace, if
+// this process runs one.
+func (t *teardowns) stateIn(namespace string) *teardownState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid, name := range t.names {
+		if name == namespace {
+			return t.states[uid]
+		}
+	}
+	return nil
+}
+
+// worksHandler queues the deleting cluster of a work's namespace for the
+// work's events (deletingClusterOf), but for those of the works its step
+// only waits for while others of them remain.
+func (a *ClusterTeardown) worksHandler() handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	add := func(ctx context.Context, o client.Object, q queue) {
+		for _, r := range a.deletingClusterOf(ctx, o) {
+			q.Add(r)
+		}
+	}
+	// others queues the teardowns that wait for objects in the namespace
+	// from outside it, not the namespace's own cluster.
+	others := func(o client.Object, q queue) {
+		for _, r := range a.teardowns.waitingIn(o.GetNamespace()) {
+			if r.Name != o.GetNamespace() {
+				q.Add(r)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, e.Object, q) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			if st := a.teardowns.stateIn(e.ObjectNew.GetNamespace()); st != nil && st.stillDeleting(e.ObjectOld, e.ObjectNew) {
+				others(e.ObjectNew, q)
+				return
+			}
+			add(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			ns := e.Object.GetNamespace()
+			if st := a.teardowns.stateIn(ns); st != nil {
+				// Held back until the progress may be written; at once
+				// when it may already.
+				if quiet, left := st.gone(e.Object.GetUID()); quiet && a.progress.wait(left.progress) > 0 {
+					a.Metrics.observeRemaining(ns, left.step, left.uids.Len())
+					others(e.Object, q)
+					q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}, a.progress.wait(left.progress))
+					return
+				}
+			}
+			add(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) { add(ctx, e.Object, q) },
+	}
+}
