@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"maps"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -17,19 +16,18 @@ import (
 
 // A stage that deleted a group of works waits for them to be gone: the
 // work agent removes its finalizer from each, one after another, and each
-// work's update and removal is an event. Planning the whole teardown again
-// at each of them (reading the snapshot, ordering every object) changes
-// nothing until the last one is gone, and was most of what the manager
-// spent in a teardown. So a reconcile whose next step only waits for works
-// being deleted remembers them, and the events of those works are not
-// queued while any of them remains: an update that leaves the work being
-// deleted with the same labels and annotations (what a stage's order and
-// `when` read), or the removal of a work while others remain. The removal
-// of the last one, any other event of the namespace (a work created,
-// labelled), of the cluster or the policy, and the step's own requeues
-// (progress, timeouts) still bring the cluster back; the metric of what
-// remains follows each removal, and a removal queues the cluster for the
-// end of the progress interval, when the condition may say the new count.
+// work's removal is an event. Planning the whole teardown again at each of
+// them (reading the snapshot, ordering every object) changes nothing until
+// the last one is gone, and was most of what the manager spent in a
+// teardown. So a reconcile whose next step only waits for works being
+// deleted remembers them, and the removal of one of them while others
+// remain does not queue the cluster at once: the metric of what remains
+// follows it, and the cluster is queued for the end of the progress
+// interval, when the condition may say the new count. The removal of the
+// last one, any update of a work (its labels, finalizers or the agent's
+// Deleting condition may change the plan or its message), any other event
+// of the namespace, the cluster or the policy, and the step's own requeues
+// (progress, timeouts) still plan at once.
 //
 // The works seen removed are kept for the teardown's life, so that a plan
 // read before a removal, and remembered after it, does not wait for an
@@ -41,6 +39,9 @@ import (
 type awaited struct {
 	uids sets.Set[types.UID]
 	step string
+	// others counts the step's other objects (its later groups), which
+	// the metric counts too.
+	others int
 	// progress is the teardown's last progress write, as the reconcile
 	// that made the set left it.
 	progress *progressMark
@@ -60,9 +61,17 @@ func (st *teardownState) await(plan *decision.Plan) {
 	if !ok {
 		return
 	}
+	// What the metric counts of the step (observeRemaining), but these.
+	objects := sets.New[types.UID]()
+	for _, act := range plan.Next().Actions {
+		if act.UID != "" && act.Namespace != "" {
+			objects.Insert(act.UID)
+		}
+	}
+	others := objects.Difference(uids).Len()
 	uids = uids.Difference(st.seenGone)
 	if uids.Len() > 0 {
-		st.awaited = awaited{uids: uids, step: stepKey(plan.Next()), progress: st.progress}
+		st.awaited = awaited{uids: uids, step: stepKey(plan.Next()), others: others, progress: st.progress}
 	}
 }
 
@@ -92,30 +101,21 @@ func onlyAwaits(plan *decision.Plan) (sets.Set[types.UID], bool) {
 
 // gone notes a work of the cluster namespace removed, and says whether the
 // cluster need not be queued at once for it: other awaited works remain.
-// It also returns what remains of the awaited works, for the metric, and
-// the last progress write.
-func (st *teardownState) gone(uid types.UID) (quiet bool, left awaited) {
+// It also returns the step, what the metric counts of it now, and the last
+// progress write.
+func (st *teardownState) gone(uid types.UID) (quiet bool, step string, remaining int, last *progressMark) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.seenGone == nil {
 		st.seenGone = sets.New[types.UID]()
 	}
 	st.seenGone.Insert(uid)
-	if !st.awaited.uids.Has(uid) {
-		return false, awaited{}
+	w := &st.awaited
+	if !w.uids.Has(uid) {
+		return false, "", 0, nil
 	}
-	st.awaited.uids.Delete(uid)
-	return st.awaited.uids.Len() > 0, st.awaited
-}
-
-// stillDeleting says whether an update of a work needs no reconcile: the
-// work is awaited, still being deleted, with the labels and annotations it
-// had.
-func (st *teardownState) stillDeleting(old, obj client.Object) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.awaited.uids.Has(obj.GetUID()) && obj.GetDeletionTimestamp() != nil &&
-		maps.Equal(old.GetLabels(), obj.GetLabels()) && maps.Equal(old.GetAnnotations(), obj.GetAnnotations())
+	w.uids.Delete(uid)
+	return w.uids.Len() > 0, w.step, w.others + w.uids.Len(), w.progress
 }
 
 // stateIn is the state of the teardown of the cluster of a namespace, if
@@ -132,8 +132,8 @@ func (t *teardowns) stateIn(namespace string) *teardownState {
 }
 
 // worksHandler queues the deleting cluster of a work's namespace for the
-// work's events (deletingClusterOf), but for those of the works its step
-// only waits for while others of them remain.
+// work's events (deletingClusterOf), but for the removal of a work its
+// step only waits for while others of them remain.
 func (a *ClusterTeardown) worksHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	add := func(ctx context.Context, o client.Object, q queue) {
@@ -152,22 +152,17 @@ func (a *ClusterTeardown) worksHandler() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, e.Object, q) },
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			if st := a.teardowns.stateIn(e.ObjectNew.GetNamespace()); st != nil && st.stillDeleting(e.ObjectOld, e.ObjectNew) {
-				others(e.ObjectNew, q)
-				return
-			}
-			add(ctx, e.ObjectNew, q)
-		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) { add(ctx, e.ObjectNew, q) },
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			ns := e.Object.GetNamespace()
 			if st := a.teardowns.stateIn(ns); st != nil {
 				// Held back until the progress may be written; at once
 				// when it may already.
-				if quiet, left := st.gone(e.Object.GetUID()); quiet && a.progress.wait(left.progress) > 0 {
-					a.Metrics.observeRemaining(ns, left.step, left.uids.Len())
+				quiet, step, remaining, last := st.gone(e.Object.GetUID())
+				if wait := a.progress.wait(last); quiet && wait > 0 {
+					a.Metrics.observeRemaining(ns, step, remaining)
 					others(e.Object, q)
-					q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}, a.progress.wait(left.progress))
+					q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}, wait)
 					return
 				}
 			}

@@ -208,8 +208,8 @@ func (r *Reader) readOutside(ctx context.Context, s *decision.Snapshot, lister L
 // API server when the cache keeps their identity only and the policy's
 // rules read more). They are the cache's own, not copies: neither the
 // snapshot nor a plan changes a work (ListWithManifests replaces a work
-// whole), and the test suites run with client-go's cache mutation
-// detector.
+// whole); docs/developer/testing.md says how to run the controller suite
+// under client-go's cache mutation detector.
 func (r *Reader) readWorks(ctx context.Context, s *decision.Snapshot, policy *cel.Policy, namespace string) error {
 	var works workv1.ManifestWorkList
 	if err := r.Client.List(ctx, &works, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
