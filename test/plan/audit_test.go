@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -218,8 +219,9 @@ func classifyJSONPatch(w Write, body []byte) Write {
 }
 
 // removedFinalizer reads a JSON patch that tests the object's UID and a
-// finalizer's position and removes it, and may remove annotations too (a released cluster's):
-// the finalizer it removes.
+// finalizer's position (or the whole list, the finalizer the only one) and
+// removes it, and may remove annotations too (a released cluster's): the
+// finalizer it removes.
 func removedFinalizer(body []byte) (string, bool) {
 	var ops []struct {
 		Op    string          `json:"op"`
@@ -241,6 +243,15 @@ func removedFinalizer(body []byte) (string, bool) {
 				return "", false
 			}
 			tested[op.Path] = f
+		case op.Op == "test" && op.Path == "/metadata/finalizers":
+			// The whole list: the operator's finalizer as the only one.
+			var fs []string
+			if json.Unmarshal(op.Value, &fs) != nil {
+				return "", false
+			}
+			for i, f := range fs {
+				tested[fmt.Sprintf("/metadata/finalizers/%d", i)] = f
+			}
 		case op.Op == "remove" && strings.HasPrefix(op.Path, "/metadata/finalizers/"):
 			f, ok := tested[op.Path]
 			if !ok || removed != "" {
@@ -382,4 +393,19 @@ func (e *auditEvent) collectionNames() []string {
 		out = append(out, it.Metadata.Name)
 	}
 	return out
+}
+
+func TestRemovedFinalizer(t *testing.T) {
+	const uid = `{"op":"test","path":"/metadata/uid","value":"u"}`
+	for body, want := range map[string]string{
+		`[` + uid + `,{"op":"test","path":"/metadata/finalizers/1","value":"a"},{"op":"remove","path":"/metadata/finalizers/1"}]`: "a",
+		`[` + uid + `,{"op":"test","path":"/metadata/finalizers","value":["a"]},{"op":"remove","path":"/metadata/finalizers/0"}]`: "a",
+		// Not what was tested: not a removal the plan can match.
+		`[` + uid + `,{"op":"test","path":"/metadata/finalizers","value":["a"]},{"op":"remove","path":"/metadata/finalizers/1"}]`: "",
+		`[` + uid + `,{"op":"remove","path":"/metadata/finalizers/0"}]`:                                                           "",
+	} {
+		if got, _ := removedFinalizer([]byte(body)); got != want {
+			t.Errorf("%s: removed %q, want %q", body, got, want)
+		}
+	}
 }
