@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -177,13 +178,19 @@ func (a *ClusterTeardown) observeRemaining(mc *unstructured.Unstructured, plan *
 	if step == nil || plan.DryRun {
 		return
 	}
-	objects := map[types.UID]bool{}
+	a.Metrics.observeRemaining(mc.GetName(), stepKey(step), stepObjects(step).Len())
+}
+
+// stepObjects are the objects a step acts on or waits for, which the
+// metric of what remains counts.
+func stepObjects(step *decision.Step) sets.Set[types.UID] {
+	objects := sets.New[types.UID]()
 	for _, act := range step.Actions {
 		if act.UID != "" && act.Namespace != "" {
-			objects[act.UID] = true
+			objects.Insert(act.UID)
 		}
 	}
-	a.Metrics.observeRemaining(mc.GetName(), stepKey(step), len(objects))
+	return objects
 }
 
 // plannedHolds are the reasons of the holds a step planned.

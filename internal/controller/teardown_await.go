@@ -61,14 +61,8 @@ func (st *teardownState) await(plan *decision.Plan) {
 	if !ok {
 		return
 	}
-	// What the metric counts of the step (observeRemaining), but these.
-	objects := sets.New[types.UID]()
-	for _, act := range plan.Next().Actions {
-		if act.UID != "" && act.Namespace != "" {
-			objects.Insert(act.UID)
-		}
-	}
-	others := objects.Difference(uids).Len()
+	// What the metric counts of the step, but these.
+	others := stepObjects(plan.Next()).Difference(uids).Len()
 	uids = uids.Difference(st.seenGone)
 	if uids.Len() > 0 {
 		st.awaited = awaited{uids: uids, step: stepKey(plan.Next()), others: others, progress: st.progress}
