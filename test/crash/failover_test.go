@@ -107,25 +107,30 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	t.Logf("the leader is %s (%s), its pid %s", leader, holder, managers[leader].pid())
 
-	// The kill point: after the leader's k-th DELETE of the 46 the two
-	// teardowns make (the signal work, 3 add-ons, 18 works and the
-	// namespace, each), so that both managers delete.
+	// The kill point: after the leader's k-th deletion of the 42 the two
+	// teardowns make (each: the add-ons in one collection, the signal work,
+	// 18 works one by one and the namespace), and before the last few, so
+	// that both managers delete. A namespace goes only after its works are
+	// gone, which the agent takes longer than one poll to report, so the
+	// teardowns cannot end within the poll that sees the kill point.
 	var wg sync.WaitGroup
 	mark := h.audit.len()
-	killAt := 1 + rng.IntN(40)
+	deletions := 2 * (1 + 1 + 3*envInt(t, "CRASH_WORKS_PER_GROUP", worksPerGroup) + 1)
+	killAt := 1 + rng.IntN(deletions-4)
 	h.deleteClusters(tds, rng, &wg)
 	leaderDeletes := func() (int, *auditEvent) {
 		n, evs := 0, h.audit.since(mark)
 		var last *auditEvent
 		for i := range evs {
-			if evs[i].Verb == "delete" && writesTo(evs[i:i+1], clusters, []string{leader}) > 0 {
+			deletion := evs[i].Verb == "delete" || evs[i].Verb == "deletecollection"
+			if deletion && writesTo(evs[i:i+1], clusters, []string{leader}) > 0 {
 				n, last = n+1, &evs[i]
 			}
 		}
 		return n, last
 	}
 	n, last := 0, (*auditEvent)(nil)
-	h.until(fmt.Sprintf("the leader's DELETE %d", killAt), alive, func() (bool, error) {
+	h.until(fmt.Sprintf("the leader's deletion %d", killAt), alive, func() (bool, error) {
 		if err := h.audit.poll(); err != nil {
 			return false, err
 		}
@@ -133,11 +138,11 @@ func TestLeaderFailover(t *testing.T) {
 		return n >= killAt || len(h.inFlight(tds)) == 0, nil
 	})
 	if len(h.inFlight(tds)) == 0 {
-		t.Fatalf("the teardowns ended after the leader's DELETE %d, before the kill point %d", n, killAt)
+		t.Fatalf("the teardowns ended after the leader's deletion %d, before the kill point %d", n, killAt)
 	}
 	managers[leader].kill()
 	managers[leader] = nil
-	t.Logf("killed the leader after its DELETE %d (%s); in flight:%s", n, last, h.status(h.inFlight(tds)))
+	t.Logf("killed the leader after its deletion %d (%s); in flight:%s", n, last, h.status(h.inFlight(tds)))
 
 	h.until("the teardowns end"+h.status(tds), alive, func() (bool, error) {
 		return len(h.inFlight(tds)) == 0, nil
