@@ -73,6 +73,12 @@ var contenders = map[string]contender{
 	"bare16-collection": {name: "bare, each group in one request", user: userBare,
 		about: "as bare16, each group of a resource in one deletecollection (two objects or more) that leaves the later groups out by name, awaited before the next, as the operator sends it: the request pattern's own time",
 		start: bareLoop(16, eachGroupInOne)},
+	"bare16-guarded": {name: "bare, each group in one request, guarded", user: userBare,
+		about: "as bare16-collection, with the operator's admission policies in force for " + admissionSettle.String() + " and a watch of every ManifestWork's metadata: the least any operator keeping the same guarantees and reacting by watch adds to the requests, with no operator process",
+		start: withAdmission(withWorkWatch(true, bareLoop(16, eachGroupInOne)))},
+	"bare16-guarded-full": {name: "bare, each group in one request, guarded, whole works watched", user: userBare,
+		about: "as bare16-guarded, the watch reading whole works, as the operator's cache does: what the whole objects cost over their metadata",
+		start: withAdmission(withWorkWatch(false, bareLoop(16, eachGroupInOne)))},
 	"ocm": {name: "OCM gc controller", user: userOCM,
 		about: "open-cluster-management.io/ocm v1.0.0 registration hub gc controller, in the harness process, with OCM's default client limits (50/100 and 100/200 QPS/burst for deletes)",
 		start: startOCMGC},
@@ -91,7 +97,7 @@ var contenders = map[string]contender{
 }
 
 // contenderOrder is the order of the table's columns.
-var contenderOrder = []string{"bare", "bare16", "bare16-watch", "bare16-watch-meta", "bare16-admission", "bare16-collection", "ocm", "operator", "operator-cold", "operator-fast", "operator-paced"}
+var contenderOrder = []string{"bare", "bare16", "bare16-watch", "bare16-watch-meta", "bare16-admission", "bare16-collection", "bare16-guarded", "bare16-guarded-full", "ocm", "operator", "operator-cold", "operator-fast", "operator-paced"}
 
 // firstErr is the first of errs that is not nil.
 func firstErr(errs ...error) error {
