@@ -64,6 +64,18 @@ var _ = Describe("The guard's condition on every policy", func() {
 			}).Should(Succeed())
 		}
 
+		By("letting the guard put back, first, what an earlier spec's manager rendered otherwise")
+		// The manager started for this spec restores such objects as its
+		// guard starts; a restore after the deletion below would be the
+		// last one the condition names. The guard is settled when the
+		// message stays the same for two seconds.
+		Eventually(func(g Gomega) {
+			msg := guardedOf(g, names[0], metav1.ConditionTrue, v1alpha1.GuardsInPlaceReason)
+			g.Consistently(func(g Gomega) string {
+				return guardedOf(g, names[0], metav1.ConditionTrue, v1alpha1.GuardsInPlaceReason)
+			}, "2s", "100ms").Should(Equal(msg))
+		}).Should(Succeed())
+
 		By("deleting a binding the deletion protection relies on")
 		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 		bindingName := admissionpolicy.BindingName(admissionpolicy.DeletionProtectionPolicy)
