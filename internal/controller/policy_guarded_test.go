@@ -64,9 +64,10 @@ var _ = Describe("The guard's condition on every policy", func() {
 			}).Should(Succeed())
 		}
 
-		By("letting the guard put back, first, what an earlier spec's manager rendered otherwise")
-		// The manager started for this spec restores such objects as its
-		// guard starts; a restore after the deletion below would be the
+		By("letting the guard put back, first, what it finds changed as it starts")
+		// The guard of the manager started for this spec may restore
+		// objects as it starts (the spec's log has shown two policies
+		// found changed); a restore after the deletion below would be the
 		// last one the condition names. The guard is settled when the
 		// message stays the same for two seconds.
 		Eventually(func(g Gomega) {
