@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -30,13 +31,22 @@ func fleetCluster(name string, labels map[string]string, available bool) {
 	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels: map[string]string{decision.OCMClusterNameLabel: name}}})).To(Succeed())
 	if available {
-		status := metav1.ConditionTrue
-		conds := []any{map[string]any{
-			"type": "ManagedClusterConditionAvailable", "status": string(status), "reason": "ManagedClusterAvailable",
-			"message": "the agent is updating its lease", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}}
-		Expect(unstructured.SetNestedSlice(mc.Object, conds, "status", "conditions")).To(Succeed())
-		Expect(k8s.Status().Update(ctx, mc)).To(Succeed())
+		// On the cluster as it is now: the suite's manager may have
+		// written to it since its creation.
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+			conds = append(conds, map[string]any{
+				"type": "ManagedClusterConditionAvailable", "status": string(metav1.ConditionTrue), "reason": "ManagedClusterAvailable",
+				"message": "the agent is updating its lease", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+			})
+			if err := unstructured.SetNestedSlice(mc.Object, conds, "status", "conditions"); err != nil {
+				return err
+			}
+			return k8s.Status().Update(ctx, mc)
+		})).To(Succeed())
 	}
 }
 
