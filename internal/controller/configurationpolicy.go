@@ -83,7 +83,7 @@ func (a *ConfigurationPolicyAdapter) Reconcile(ctx context.Context, cp *unstruct
 		actual, _, _ := unstructured.NestedString(cp.Object, "spec", "pruneObjectBehavior")
 		return stampDecision{current: actual == string(desired), pending: desired != "" && string(desired) != actual,
 			stamp: stamp{gvk: configurationPolicyGVK, kind: "ConfigurationPolicy", action: "Prune", field: "spec.pruneObjectBehavior",
-				annotation: v1alpha1.PruneAnnotation, value: string(desired), spec: map[string]any{"pruneObjectBehavior": string(desired)},
+				annotation: v1alpha1.PruneAnnotation, value: string(desired), spec: func() map[string]any { return map[string]any{"pruneObjectBehavior": string(desired)} },
 				describe: string(desired), defaulted: []string{"spec", "pruneObjectBehavior"}}}, nil
 	})
 	if wrote && decision.Ineffective(desired, cp.Object) {
@@ -132,7 +132,7 @@ func (a *ConfigurationPolicyAdapter) ofPolicy(ctx context.Context, p client.Obje
 	all := sets.New[string]()
 	if selectsAll {
 		clusters := newManagedClusterList()
-		if err := a.Client.List(ctx, clusters); err != nil {
+		if err := a.Client.List(ctx, clusters, client.UnsafeDisableDeepCopy); err != nil { // names only: not copied
 			logf.FromContext(ctx).Error(err, "listing ManagedClusters")
 			return nil
 		}

@@ -284,7 +284,7 @@ func (r *DecisionsReconciler) rootNamespaces(ctx context.Context, _ client.Objec
 		return nil // the controller stopped: the kind may no longer be served
 	}
 	list := newPolicyList()
-	if err := r.List(ctx, list); err != nil {
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil { // labels and namespaces only: not copied
 		logf.FromContext(ctx).Error(err, "listing Policies")
 		return nil
 	}

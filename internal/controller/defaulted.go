@@ -150,7 +150,7 @@ var defaultedPropagationPolicy = []string{"spec", "deleteOption", "propagationPo
 // managers that hold it only because the API server defaulted it for them,
 // and fails if anyone wrote the object since.
 func applyDefaultedField(ctx context.Context, c client.Client, obj client.Object, resourceVersion string, st stamp) error {
-	value, found, err := unstructured.NestedFieldNoCopy(map[string]any{"spec": st.spec}, st.defaulted...)
+	value, found, err := unstructured.NestedFieldNoCopy(map[string]any{"spec": st.spec()}, st.defaulted...)
 	if err != nil || !found {
 		return fmt.Errorf("the stamp does not set %s", strings.Join(st.defaulted, "."))
 	}

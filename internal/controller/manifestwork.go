@@ -73,8 +73,8 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 		current := desired.Equal(decision.CurrentDeleteOption(w))
 		return stampDecision{current: current, pending: !current, stamp: stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
 			field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation, value: desired.PropagationPolicy,
-			spec: map[string]any{"deleteOption": deleteOptionSpec(desired)}, describe: desired.Describe(), defaulted: defaultedPropagationPolicy,
-			released: map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}}}, nil
+			spec: func() map[string]any { return map[string]any{"deleteOption": deleteOptionSpec(desired)} }, describe: desired.Describe(),
+			defaulted: defaultedPropagationPolicy, released: releasedDeleteOption}}, nil
 	})
 	return reconcile.Result{}, err
 }
@@ -93,6 +93,13 @@ func decideOrphaning(g *decision.Governed, w *workv1.ManifestWork, mapper meta.R
 		}
 		return mapping.Resource.Resource, nil
 	})
+}
+
+// releasedDeleteOption is the deleteOption applied when the operator gives
+// its decision up and the API server refuses the apply of nothing: the
+// CRD's default.
+func releasedDeleteOption() map[string]any {
+	return map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}
 }
 
 // deleteOptionSpec is the deleteOption a decision stamps.
@@ -153,9 +160,15 @@ func (a *ManifestWorkAdapter) worksOfPolicy(ctx context.Context, p client.Object
 // generation the cache holds are read in one list of the namespace. A work
 // the API server holds at another generation, or no more, is left out: the
 // cache is behind, and the work's event brings it back.
+//
+// The works are not copied from the cache: each is the cached struct's
+// shallow copy, whose maps and slices are the cache's. Nothing that
+// decides or stamps a work writes into it: a read of the work again goes
+// into a copy (stamper.recheck) or an object of its own (defaultedField,
+// ListWithManifests).
 func (a *ManifestWorkAdapter) List(ctx context.Context, namespace string, g *decision.Governed) ([]*workv1.ManifestWork, error) {
 	var works workv1.ManifestWorkList
-	if err := a.Client.List(ctx, &works, client.InNamespace(namespace)); err != nil {
+	if err := a.Client.List(ctx, &works, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var unread map[types.UID]error

@@ -129,7 +129,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 // reconcileNamespace reconciles every object of a namespace under its
 // cluster's governing policy, resolved once. Before each object it checks
 // that the cluster and the policy did not change since
-// (snapshot.Reader.Current), and resolves again when they did, or when
+// (snapshot.Check.Current), and resolves again when they did, or when
 // the last object spent the CEL budget (a variable computed then may hold
 // the exhaustion): the batch goes on under the new resolution when it
 // decides as the old one did what List read (resolvedAlike), and stops
@@ -149,9 +149,10 @@ func (r *Reconciler[T]) reconcileNamespace(ctx context.Context, n NamespaceAdapt
 	var (
 		result reconcile.Result
 		errs   []error
+		check  = r.Reader.Check()
 	)
 	for i, obj := range objs {
-		current, err := r.Reader.Current(ctx, namespace, g)
+		current, err := check.Current(ctx, namespace, g)
 		if err == nil && (!current || g.Budget.Remaining() <= 0) {
 			var again *decision.Governed
 			if again, err = r.govern(ctx, namespace); err == nil && r.suspended(ctx, again, objs[i:]...) {

@@ -28,13 +28,13 @@ import (
 // annotation recording the decision.
 type stamp struct {
 	gvk        schema.GroupVersionKind
-	kind       string         // the object's kind, for the tally and metrics
-	action     string         // the event action: Orphaning, Prune
-	field      string         // the field written, for messages
-	annotation string         // records the decision on the object
-	value      string         // the decision; "" gives up what the operator owned
-	spec       map[string]any // the spec fields to apply
-	describe   string         // the decision, for people
+	kind       string                // the object's kind, for the tally and metrics
+	action     string                // the event action: Orphaning, Prune
+	field      string                // the field written, for messages
+	annotation string                // records the decision on the object
+	value      string                // the decision; "" gives up what the operator owned
+	spec       func() map[string]any // the spec fields to apply, made only for a write
+	describe   string                // the decision, for people
 	// defaulted is the path of the field the object's CRD defaults, which
 	// the operator may take from a creator that never wrote it.
 	defaulted []string
@@ -42,8 +42,9 @@ type stamp struct {
 	// gives the decision up and the API server refuses the apply of
 	// nothing: when another manager wrote the field's parent empty, giving
 	// the field up leaves that parent null, which the schema refuses. It
-	// holds the CRD's default.
-	released map[string]any
+	// holds the CRD's default. Like spec, made only for a write: most
+	// reconciles find the decision in place.
+	released func() map[string]any
 }
 
 // stamper writes decisions on objects the operator does not own: with
@@ -189,7 +190,7 @@ func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (confl
 	err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	if apierrors.IsInvalid(err) && st.value == "" && st.released != nil {
 		release := stampPatch(obj, st)
-		release.Object["spec"] = st.released
+		release.Object["spec"] = st.released()
 		err = s.Client.Patch(ctx, release, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	}
 	if apierrors.IsConflict(err) && st.value != "" {
@@ -225,7 +226,7 @@ func stampPatch(obj client.Object, st stamp) *unstructured.Unstructured {
 	patch := map[string]any{"apiVersion": st.gvk.GroupVersion().String(), "kind": st.gvk.Kind, "metadata": md}
 	if st.value != "" {
 		md["annotations"] = map[string]any{st.annotation: st.value}
-		patch["spec"] = st.spec
+		patch["spec"] = st.spec()
 	}
 	return &unstructured.Unstructured{Object: patch}
 }
@@ -261,10 +262,12 @@ func stampWatches(b *builder.Builder, ofCluster, ofPolicy handler.MapFunc) *buil
 }
 
 // clustersOf returns the clusters that name the policy as their governor,
-// through the governing-policy index.
+// through the governing-policy index. Only their names are read: the list
+// is not copied from the cache, which at a policy's change would copy every
+// cluster it governs at once (a 10,000-cluster fleet's peak memory).
 func clustersOf(ctx context.Context, c client.Reader, policy string) (sets.Set[string], error) {
 	clusters := newManagedClusterList()
-	if err := c.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: policy}); err != nil {
+	if err := c.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: policy}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	names := sets.New[string]()

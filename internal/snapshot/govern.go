@@ -4,6 +4,7 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -34,31 +35,43 @@ func (r *Reader) Govern(ctx context.Context, clusterName string, standalone bool
 	return r.Governance.Resolve(ctx, budget, policies.Input(cluster, standalone)), nil
 }
 
+// Check is what a reconcile that decides many objects under one resolution
+// (Govern) checks before each: whether it still holds. It reads into the
+// same two objects each time, rather than making two per object, and is
+// for one goroutine. After a read they hold the cache's own content, which
+// nothing writes to.
+type Check struct {
+	r               *Reader
+	cluster, policy *unstructured.Unstructured
+}
+
+// Check returns a Check of r, for the objects of one reconcile.
+func (r *Reader) Check() *Check {
+	return &Check{r: r, cluster: NewManagedCluster(), policy: NewCleanupPolicy()}
+}
+
 // Current says whether g, resolved by Govern for the named cluster, still
 // holds: the cache has the ManagedCluster at the resourceVersion g read (or
 // still none), and the governing policy at the generation g compiled. A
-// reconcile that decides many objects under one g checks it before each:
-// a teardown begun, a pause or a policy's new generation meanwhile make it
-// resolve again. A policy that newly outranks g's is not seen here; its
-// event queues the objects again.
-func (r *Reader) Current(ctx context.Context, clusterName string, g *decision.Governed) (bool, error) {
-	cluster := NewManagedCluster()
-	switch err := r.Client.Get(ctx, client.ObjectKey{Name: clusterName}, cluster, client.UnsafeDisableDeepCopy); {
+// teardown begun, a pause or a policy's new generation meanwhile make the
+// reconcile resolve again. A policy that newly outranks g's is not seen
+// here; its event queues the objects again.
+func (c *Check) Current(ctx context.Context, clusterName string, g *decision.Governed) (bool, error) {
+	switch err := c.r.Client.Get(ctx, client.ObjectKey{Name: clusterName}, c.cluster, client.UnsafeDisableDeepCopy); {
 	case apierrors.IsNotFound(err):
 		if g.Cluster != nil {
 			return false, nil
 		}
 	case err != nil:
 		return false, err
-	case g.Cluster == nil || cluster.GetResourceVersion() != g.Cluster.GetResourceVersion():
+	case g.Cluster == nil || c.cluster.GetResourceVersion() != g.Cluster.GetResourceVersion():
 		return false, nil
 	}
 	if g.Policy == nil {
 		return true, nil
 	}
-	policy := NewCleanupPolicy()
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: g.Policy.Name}, policy, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.r.Client.Get(ctx, client.ObjectKey{Name: g.Policy.Name}, c.policy, client.UnsafeDisableDeepCopy); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	return policy.GetUID() == g.Policy.UID && policy.GetGeneration() == g.Policy.Generation, nil
+	return c.policy.GetUID() == g.Policy.UID && c.policy.GetGeneration() == g.Policy.Generation, nil
 }
