@@ -309,7 +309,9 @@ func (b Budget) countedWithin(f *Fleet, now time.Time) (ranked []Started, quiet 
 		delete(window, c.GetUID())
 		if b.counted(deleted, t, now) {
 			window[c.GetUID()] = Started{Cluster: c.GetName(), UID: c.GetUID(), Start: deleted}
-			begun[c.GetUID()] = t.Begun
+			// Its record may say it began before its condition does: the
+			// record is written before the teardown's first write.
+			begun[c.GetUID()] = begun[c.GetUID()] || t.Begun
 			// One counted since its teardown began stops counting when
 			// that time leaves the window.
 			if t.Begun {

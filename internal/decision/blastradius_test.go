@@ -98,6 +98,15 @@ func TestBudgetVerdict(t *testing.T) {
 		t.Errorf("a same-second deletion sorting first took a begun teardown's slot: got %q", got)
 	}
 
+	// A teardown its record says began keeps its slot while its cluster's
+	// condition does not show it yet (the record is written before the
+	// teardown's first write, the condition after).
+	lagging := deleting("started", now.Add(-10*time.Minute), "")
+	recorded := decision.Started{Cluster: "started", UID: "uid-started", Start: now.Add(-10 * time.Minute)}
+	if got := decision.BudgetVerdict("p", one, &decision.Fleet{Deleting: []*unstructured.Unstructured{early, lagging}, Begun: []decision.Started{recorded}}, early, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Errorf("an earlier deletion took the slot of a teardown begun by its record: got %q", got)
+	}
+
 	// Held, and its window passed: Hold keeps it, Proceed lets it go
 	// once no deletion is within the window.
 	held := deleting("h", now.Add(-2*time.Hour), v1alpha1.BlastRadiusExceededReason)
