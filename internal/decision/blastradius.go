@@ -30,7 +30,8 @@ type Fleet struct {
 	Deleting []*unstructured.Unstructured
 	// Begun are the teardowns of the policy's clusters their records say
 	// began (the record is written before a teardown's first write), the
-	// clusters torn down and gone included.
+	// clusters torn down and gone included: those deleted within the
+	// window, and those of the clusters still being deleted.
 	Begun []Started
 	// Default is the operator-wide budget: each field the policy leaves
 	// unset is taken from it.
@@ -298,9 +299,10 @@ func (b Budget) countedWithin(f *Fleet, now time.Time) (ranked []Started, quiet 
 	// earlier or sorting earlier, must not take a slot a begun one used.
 	begun := map[types.UID]bool{}
 	for _, r := range f.Begun {
-		note(r.Start)
+		begun[r.UID] = true
 		if r.Start.After(now.Add(-b.Window)) {
-			window[r.UID], begun[r.UID] = r, true
+			note(r.Start)
+			window[r.UID] = r
 		}
 	}
 	for _, c := range f.Deleting {
@@ -334,6 +336,14 @@ func earliest(a, b time.Duration) time.Duration {
 	return a
 }
 
+// recorded says whether a record says the teardown of the cluster of that
+// UID began: its condition may not say so yet (the record is written
+// before the first write, the condition after), or no more (Resumed, after
+// a pause).
+func (f *Fleet) recorded(uid types.UID) bool {
+	return uid != "" && slices.ContainsFunc(f.Begun, func(r Started) bool { return r.UID == uid })
+}
+
 // boolRank orders true before false.
 func boolRank(v bool) int {
 	if v {
@@ -349,7 +359,7 @@ func boolRank(v bool) int {
 // step.
 func (t *teardown) blastRadius() bool {
 	f := t.s.Fleet
-	if f == nil || !t.plan.Deleting || t.plan.DryRun || Begun(t.s.Cluster) {
+	if f == nil || !t.plan.Deleting || t.plan.DryRun || Begun(t.s.Cluster) || f.recorded(t.s.Cluster.GetUID()) {
 		return true
 	}
 	b := BudgetOf(t.p.Spec.BlastRadius, f.Default, f.Governed)

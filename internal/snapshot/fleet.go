@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,13 +48,22 @@ func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Pol
 	}
 	if r.RecordsNamespace != "" {
 		// Teardowns begun count, by their records, after their clusters
-		// are gone; within the longest window a budget may name.
+		// are gone; within the longest window a budget may name. A record
+		// also says that a cluster still being deleted began its teardown,
+		// however long ago it was deleted (a record's start is its
+		// cluster's deletion): those are read too.
 		b := decision.BudgetOf(p.Spec.BlastRadius, r.BlastRadius, f.Governed)
+		since := s.Now.Add(-b.Window)
+		for _, mc := range f.Deleting {
+			if d := mc.GetDeletionTimestamp().Add(-time.Second); d.Before(since) {
+				since = d
+			}
+		}
 		records := r.Records
 		if records == nil {
 			records = r.Client
 		}
-		started, err := record.StartedUnder(ctx, records, r.RecordsNamespace, p.Name, s.Now.Add(-b.Window))
+		started, err := record.StartedUnder(ctx, records, r.RecordsNamespace, p.Name, since)
 		if err != nil {
 			return err
 		}
