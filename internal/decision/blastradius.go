@@ -336,14 +336,6 @@ func earliest(a, b time.Duration) time.Duration {
 	return a
 }
 
-// recorded says whether a record says the teardown of the cluster of that
-// UID began: its condition may not say so yet (the record is written
-// before the first write, the condition after), or no more (Resumed, after
-// a pause).
-func (f *Fleet) recorded(uid types.UID) bool {
-	return uid != "" && slices.ContainsFunc(f.Begun, func(r Started) bool { return r.UID == uid })
-}
-
 // boolRank orders true before false.
 func boolRank(v bool) int {
 	if v {
@@ -359,7 +351,7 @@ func boolRank(v bool) int {
 // step.
 func (t *teardown) blastRadius() bool {
 	f := t.s.Fleet
-	if f == nil || !t.plan.Deleting || t.plan.DryRun || Begun(t.s.Cluster) || f.recorded(t.s.Cluster.GetUID()) {
+	if f == nil || !t.plan.Deleting || t.plan.DryRun || Begun(t.s.Cluster) {
 		return true
 	}
 	b := BudgetOf(t.p.Spec.BlastRadius, f.Default, f.Governed)

@@ -1,7 +1,6 @@
 package decision_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,13 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // deleting is a cluster deleted at t, with its ContentDeleteSuccess
 // reason (status Unknown for a hold before the first write: hooks, the
-// blast radius, its turn; False else);
+// blast radius, its turn, or a resume after a pause; False else);
 // "" for none.
 func deleting(name string, t time.Time, reason string) *unstructured.Unstructured {
 	mc := &unstructured.Unstructured{Object: map[string]any{}}
@@ -27,7 +25,8 @@ func deleting(name string, t time.Time, reason string) *unstructured.Unstructure
 	mc.SetDeletionTimestamp(&ts)
 	if reason != "" {
 		status := "False"
-		if reason == v1alpha1.BlastRadiusExceededReason || reason == v1alpha1.WaitingForTurnReason || reason == v1alpha1.WaitingForHooksReason {
+		if reason == v1alpha1.BlastRadiusExceededReason || reason == v1alpha1.WaitingForTurnReason || reason == v1alpha1.WaitingForHooksReason ||
+			reason == v1alpha1.ResumedReason {
 			status = "Unknown"
 		}
 		_ = unstructured.SetNestedSlice(mc.Object, []any{map[string]any{"type": v1alpha1.ContentDeleteSuccessCondition,
@@ -117,6 +116,18 @@ func TestBudgetVerdict(t *testing.T) {
 	oldRecord := decision.Started{Cluster: "started", UID: "uid-started", Start: now.Add(-2 * time.Hour)}
 	if got := decision.BudgetVerdict("p", one, &decision.Fleet{Deleting: []*unstructured.Unstructured{earlier, old}, Begun: []decision.Started{oldRecord}}, earlier, now); got != v1alpha1.BlastRadiusExceededReason {
 		t.Errorf("past the window, an earlier deletion took the slot of a teardown begun by its record: got %q", got)
+	}
+
+	// A teardown paused mid-way shows Resumed, which reads as not begun:
+	// its record keeps it ranked as begun, ahead of an earlier deletion
+	// whose hooks held it, which would otherwise take its slot and hold it.
+	resumed := deleting("started", now.Add(-10*time.Minute), v1alpha1.ResumedReason)
+	paused := &decision.Fleet{Deleting: []*unstructured.Unstructured{early, resumed}, Begun: []decision.Started{recorded}}
+	if got := decision.BudgetVerdict("p", one, paused, early, now); got != v1alpha1.BlastRadiusExceededReason {
+		t.Errorf("an earlier deletion took the slot of a resumed teardown begun by its record: got %q", got)
+	}
+	if got := decision.BudgetVerdict("p", one, paused, resumed, now); got != "" {
+		t.Errorf("a resumed teardown begun by its record was held: got %q", got)
 	}
 
 	// Held, and its window passed: Hold keeps it, Proceed lets it go
@@ -216,38 +227,5 @@ func TestBudgetRequeuesWhenAReleaseFromAheadCounts(t *testing.T) {
 	}
 	if got := decision.BudgetVerdict("p", one, f, held, now.Add(10*time.Minute-decision.ReleaseClockSkew)); got != "" {
 		t.Errorf("once the release counts: got %q", got)
-	}
-}
-
-// A teardown its record says began is never held by the budget, even when
-// its condition reads as not begun: Resumed, after a pause mid-teardown,
-// with another teardown filling the budget.
-func TestBudgetNeverHoldsATeardownItsRecordSaysBegan(t *testing.T) {
-	env, err := cel.NewEnv(cel.Schemas{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	one := intstr.FromInt32(1)
-	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Generation: 1},
-		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort},
-			BlastRadius: &v1alpha1.BlastRadius{MaxTeardowns: &one}}})
-	if len(errs) > 0 {
-		t.Fatal(errs.ToAggregate())
-	}
-	s := guardSnapshot(nil, &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionUnknown,
-		Reason: v1alpha1.ResumedReason, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC))})
-	s.Now = s.Cluster.GetDeletionTimestamp().Add(10 * time.Minute)
-	other := deleting("other", s.Cluster.GetDeletionTimestamp().Add(-time.Minute), v1alpha1.ResourcesRemainingReason)
-	own := decision.Started{Cluster: s.Cluster.GetName(), UID: s.Cluster.GetUID(), Start: s.Cluster.GetDeletionTimestamp().Time}
-	plan := func(begun ...decision.Started) *decision.Plan {
-		s.Fleet = &decision.Fleet{Governed: 2, Deleting: []*unstructured.Unstructured{other, s.Cluster}, Begun: begun}
-		g := &decision.Governed{Cluster: s.Cluster, Policy: p, Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), s.Cluster.Object)}
-		return decision.PlanTeardown(g, s)
-	}
-	if pl := plan(own); pl.BlastRadius != "" {
-		t.Errorf("a teardown its record says began was held: %s", pl.BlastRadius)
-	}
-	if pl := plan(); pl.BlastRadius == "" {
-		t.Errorf("without a record, the resumed teardown is one not begun, and the budget holds it")
 	}
 }
