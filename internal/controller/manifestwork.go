@@ -73,7 +73,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 		current := desired.Equal(decision.CurrentDeleteOption(w))
 		return stampDecision{current: current, pending: !current, stamp: stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
 			field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation, value: desired.PropagationPolicy,
-			spec: func() map[string]any { return map[string]any{"deleteOption": deleteOptionSpec(desired)} }, describe: desired.Describe(),
+			spec: deleteOptionPatch(desired), describe: desired.Describe(),
 			defaulted: defaultedPropagationPolicy, released: releasedDeleteOption}}, nil
 	})
 	return reconcile.Result{}, err
@@ -100,6 +100,11 @@ func decideOrphaning(g *decision.Governed, w *workv1.ManifestWork, mapper meta.R
 // CRD's default.
 func releasedDeleteOption() map[string]any {
 	return map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}
+}
+
+// deleteOptionPatch makes, for a write, the spec fields of a stamp of d.
+func deleteOptionPatch(d decision.DeleteOption) func() map[string]any {
+	return func() map[string]any { return map[string]any{"deleteOption": deleteOptionSpec(d)} }
 }
 
 // deleteOptionSpec is the deleteOption a decision stamps.

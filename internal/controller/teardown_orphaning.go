@@ -87,7 +87,7 @@ func (a *clusterWriter) stampDeleteOption(ctx context.Context, w *metav1.ObjectM
 		obj.Object["spec"] = map[string]any{"deleteOption": deleteOptionSpec(want)}
 		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 		if apierrors.IsConflict(err) && fieldManagerConflict(err) {
-			st := stamp{gvk: manifestWorkGVK, spec: func() map[string]any { return map[string]any{"deleteOption": deleteOptionSpec(want)} }, defaulted: defaultedPropagationPolicy}
+			st := stamp{gvk: manifestWorkGVK, spec: deleteOptionPatch(want), defaulted: defaultedPropagationPolicy}
 			took, why, terr := takeDefault(ctx, a.Client, a.apiReader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, st, err)
 			switch {
 			case terr != nil:
