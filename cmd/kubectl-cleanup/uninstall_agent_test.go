@@ -92,7 +92,7 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	// A deleted cluster under a dry-run policy is no teardown: the operator
 	// changed nothing for it, so it is released and the hub deletes it.
 	g.Expect(createCluster(ctx, c, "dry", v1alpha1.ClusterCleanupFinalizer)).To(Succeed())
-	g.Expect(setCondition(ctx, c, "dry", v1alpha1.ContentDeleteSuccessCondition, "False", v1alpha1.DryRunReason)).To(Succeed())
+	g.Expect(setCondition(ctx, c, "dry", v1alpha1.ContentDeleteSuccessCondition, "Unknown", v1alpha1.DryRunReason)).To(Succeed())
 	g.Expect(c.Delete(ctx, unstructuredObject(managedClusterGVK, "", "dry"))).To(Succeed())
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall")
 	g.Expect(err).NotTo(HaveOccurred(), out)

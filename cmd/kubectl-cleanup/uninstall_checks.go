@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,7 +48,7 @@ func (u *uninstaller) teardowns(ctx context.Context) ([]teardown, error) {
 		if cond := findCondition(&mc, v1alpha1.ContentDeleteSuccessCondition); cond != nil {
 			t.step, t.message = cond["reason"], cond["message"]
 		}
-		if t.step == v1alpha1.DryRunReason {
+		if previewed(&mc) {
 			continue
 		}
 		out = append(out, t)
@@ -69,12 +70,20 @@ func (u *uninstaller) dryRunDeletions(ctx context.Context) (map[types.UID]bool, 
 	}
 	out := map[types.UID]bool{}
 	for _, mc := range list.Items {
-		if cond := findCondition(&mc, v1alpha1.ContentDeleteSuccessCondition); mc.GetDeletionTimestamp() != nil &&
-			cond != nil && cond["reason"] == v1alpha1.DryRunReason {
+		if mc.GetDeletionTimestamp() != nil && previewed(&mc) {
 			out[mc.GetUID()] = true
 		}
 	}
 	return out, nil
+}
+
+// previewed says whether a deleted cluster's policy is in dry run and its
+// teardown has not begun (DryRun, status Unknown): the operator changed
+// nothing for it. DryRun with status False is a teardown begun, then
+// turned to a dry run: half done.
+func previewed(mc *unstructured.Unstructured) bool {
+	cond := findCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
+	return cond != nil && cond["reason"] == v1alpha1.DryRunReason && cond["status"] == string(metav1.ConditionUnknown)
 }
 
 // findCondition returns the reason and message of a status condition of

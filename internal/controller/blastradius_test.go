@@ -9,12 +9,14 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // burstFleet makes governed clusters, each with one work, and returns the
@@ -80,6 +82,27 @@ func setBudget(policy string, b *v1alpha1.BlastRadius) {
 		p := &v1alpha1.CleanupPolicy{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: policy}, p)).To(Succeed())
 		p.Spec.BlastRadius = b
+		g.Expect(k8s.Update(ctx, p)).To(Succeed())
+	}).Should(Succeed())
+}
+
+// patchMeta sets a label or annotation (field "labels" or "annotations")
+// of a cluster, or removes it when value is empty.
+func patchMeta(name, field, key, value string) {
+	v := "null"
+	if value != "" {
+		v = fmt.Sprintf("%q", value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{%q:{%q:%s}}}`, field, key, v)
+	Expect(k8s.Patch(ctx, getClusterNow(name), client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
+}
+
+// setDryRun turns the policy's dry run on or off.
+func setDryRun(policy string, on bool) {
+	Eventually(func(g Gomega) {
+		p := &v1alpha1.CleanupPolicy{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: policy}, p)).To(Succeed())
+		p.Spec.DryRun = on
 		g.Expect(k8s.Update(ctx, p)).To(Succeed())
 	}).Should(Succeed())
 }
@@ -208,6 +231,180 @@ var _ = Describe("Blast radius", func() {
 		By("afterWindow Proceed: the held teardown goes once a window passes with no new deletion")
 		setBudget("br-window", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window, AfterWindow: v1alpha1.AfterWindowProceed})
 		clusterGone("bw-b")
+	})
+
+	It("bounds a burst met while the policy held or previewed it: a hold or a dry run before the first write begins nothing", func() {
+		// bh-a's tier label lets the policy's strategy rule decide; the
+		// others' lack of it is a CEL error, which holds their teardowns
+		// before their first write.
+		names := []string{"bh-a", "bh-b", "bh-c"}
+		works := map[string]string{}
+		for _, n := range names {
+			labels := map[string]string{"burst": "h"}
+			if n == "bh-a" {
+				labels["tier"] = "prod"
+			}
+			fleetCluster(n, labels, true)
+			works[n] = fmt.Sprint(work(n, "app", nil).GetGeneration())
+		}
+		Expect(k8s.Create(ctx, cleanupPolicy("br-early", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'h'",
+			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1)},
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired,
+				Rules: []v1alpha1.StrategyRule{{When: "cluster.metadata.labels['tier'] == 'prod'", Strategy: v1alpha1.RemoveStrategyRequired}}},
+		}))).To(Succeed())
+		for _, n := range names {
+			governedBy(n, "br-early")
+		}
+		deleteCluster("bh-a")
+		clusterGone("bh-a")
+		deleteCluster("bh-b")
+		deleteCluster("bh-c")
+		for _, n := range names[1:] {
+			Eventually(func(g Gomega) {
+				c := contentDelete(g, n)
+				g.Expect(c.Reason).To(Equal(v1alpha1.CleanupFailedReason))
+				g.Expect(c.Status).To(Equal(metav1.ConditionUnknown), "nothing was written: the teardown has not begun")
+				g.Expect(c.Message).To(ContainSubstring("no such key"))
+			}).Should(Succeed())
+		}
+
+		By("the hold ending: the budget, spent on bh-a, holds both")
+		for _, n := range names[1:] {
+			patchMeta(n, "labels", "tier", "prod")
+		}
+		for _, n := range names[1:] {
+			heldByBudget(n, v1alpha1.BlastRadiusExceededReason)
+		}
+		Consistently(func(g Gomega) {
+			for _, n := range names[1:] {
+				untouched(g, n, works[n])
+			}
+		}, "2s").Should(Succeed())
+		release("bh-b", 1, time.Now())
+		release("bh-c", 1, time.Now())
+		clusterGone("bh-b")
+		clusterGone("bh-c")
+
+		By("a burst deleted under a dry run: turned off, the budget lets one go")
+		works = burstFleet("br-preview", "v", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1)}, "bv-a", "bv-b")
+		setDryRun("br-preview", true)
+		deleteCluster("bv-a")
+		deleteCluster("bv-b")
+		for _, n := range []string{"bv-a", "bv-b"} {
+			Eventually(func(g Gomega) {
+				c := contentDelete(g, n)
+				g.Expect(c.Reason).To(Equal(v1alpha1.DryRunReason))
+				g.Expect(c.Status).To(Equal(metav1.ConditionUnknown))
+			}).Should(Succeed())
+		}
+		setDryRun("br-preview", false)
+		clusterGone("bv-a")
+		heldByBudget("bv-b", v1alpha1.BlastRadiusExceededReason)
+		Consistently(func(g Gomega) { untouched(g, "bv-b", works["bv-b"]) }, "2s").Should(Succeed())
+		release("bv-b", 1, time.Now())
+		clusterGone("bv-b")
+	})
+
+	It("bounds a hold before the first write that an earlier operator reported False, its record unmarked", func() {
+		fleetCluster("bu-a", map[string]string{"burst": "u", "tier": "prod"}, true)
+		fleetCluster("bu-b", map[string]string{"burst": "u"}, true)
+		workGen := fmt.Sprint(work("bu-b", "app", nil).GetGeneration())
+		work("bu-a", "app", nil)
+		Expect(k8s.Create(ctx, cleanupPolicy("br-legacy", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'u'",
+			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1)},
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired,
+				Rules: []v1alpha1.StrategyRule{{When: "cluster.metadata.labels['tier'] == 'prod'", Strategy: v1alpha1.RemoveStrategyRequired}}},
+		}))).To(Succeed())
+		governedBy("bu-a", "br-legacy")
+		governedBy("bu-b", "br-legacy")
+		deleteCluster("bu-a")
+		clusterGone("bu-a")
+
+		By("bu-b deleted while the operator is down, held as an earlier operator held it")
+		stopManager()
+		deleteCluster("bu-b")
+		mc := getClusterNow("bu-b")
+		msg := "held, nothing is deleted: spec.removeStrategy.rules[0].when: no such key: tier"
+		conds, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+		conds = append(conds, map[string]any{"type": v1alpha1.ContentDeleteSuccessCondition, "status": "False",
+			"reason": v1alpha1.CleanupFailedReason, "message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+		Expect(unstructured.SetNestedSlice(mc.Object, conds, "status", "conditions")).To(Succeed())
+		Expect(k8s.Status().Update(ctx, mc)).To(Succeed())
+		legacy := &record.Record{Name: record.Name("bu-b", mc.GetUID(), false), Cluster: "bu-b", UID: mc.GetUID(), Policy: "br-legacy",
+			Start: *mc.GetDeletionTimestamp(), Holds: []record.Hold{{Reason: msg, Start: *mc.GetDeletionTimestamp()}}, Entries: []record.Entry{}}
+		cm, err := record.Save(ctx, k8s, record.DefaultNamespace, legacy, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8s.Patch(ctx, cm, client.RawPatch("application/merge-patch+json",
+			[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, record.NotBegunAnnotation))))).To(Succeed())
+
+		By("the operator starting: the record is marked, and once the hold ends the budget, spent on bu-a, holds bu-b")
+		startManager()
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+			g.Expect(cm.Annotations).To(HaveKeyWithValue(record.NotBegunAnnotation, "true"))
+		}).Should(Succeed())
+		patchMeta("bu-b", "labels", "tier", "prod")
+		heldByBudget("bu-b", v1alpha1.BlastRadiusExceededReason)
+		Consistently(func(g Gomega) { untouched(g, "bu-b", workGen) }, "2s").Should(Succeed())
+		release("bu-b", 1, time.Now())
+		clusterGone("bu-b")
+	})
+
+	It("keeps a teardown its budget held held through hooks, a dry run and a pause, until the policy says to go on", func() {
+		window := &metav1.Duration{Duration: 4 * time.Second}
+		works := burstFleet("br-sticky", "k", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window}, "bk-a", "bk-b", "bk-c")
+		deleteCluster("bk-a")
+		clusterGone("bk-a")
+		deleteCluster("bk-b")
+		deleteCluster("bk-c")
+		// bk-a's teardown began within the window: both are held, and
+		// stay held once the window passes.
+		for _, n := range []string{"bk-b", "bk-c"} {
+			Eventually(func(g Gomega) {
+				c := contentDelete(g, n)
+				g.Expect(c.Reason).To(Equal(v1alpha1.BlastRadiusExceededReason))
+				g.Expect(c.Message).To(ContainSubstring("its window passed and afterWindow is Hold"))
+			}).Should(Succeed())
+		}
+		stillHeld := func(g Gomega) {
+			for _, n := range []string{"bk-b", "bk-c"} {
+				g.Expect(contentDelete(g, n).Reason).To(Equal(v1alpha1.BlastRadiusExceededReason))
+				untouched(g, n, works[n])
+			}
+		}
+
+		By("a hook added to a held teardown, then removed")
+		hook := v1alpha1.PreCleanupHookPrefix + "backup"
+		patchMeta("bk-b", "annotations", hook, "velero")
+		Eventually(func(g Gomega) {
+			c := contentDelete(g, "bk-b")
+			g.Expect(c.Reason).To(Equal(v1alpha1.BlastRadiusExceededReason))
+			g.Expect(c.Message).To(ContainSubstring(hook))
+		}).Should(Succeed())
+		patchMeta("bk-b", "annotations", hook, "")
+		Consistently(stillHeld, "2s").Should(Succeed())
+
+		By("the policy turned to a dry run, then back")
+		setDryRun("br-sticky", true)
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, "bk-b").Message).To(ContainSubstring("dry run"))
+		}).Should(Succeed())
+		Consistently(stillHeld, "1s").Should(Succeed())
+		setDryRun("br-sticky", false)
+		Consistently(stillHeld, "2s").Should(Succeed())
+
+		By("a held teardown paused, then resumed")
+		patchMeta("bk-c", "annotations", v1alpha1.PausedAnnotation, "true")
+		Consistently(stillHeld, "1s").Should(Succeed())
+		patchMeta("bk-c", "annotations", v1alpha1.PausedAnnotation, "")
+		Consistently(stillHeld, "2s").Should(Succeed())
+
+		By("afterWindow Proceed: once a window passes with no new deletion, both go, the resumed one included")
+		setBudget("br-sticky", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window, AfterWindow: v1alpha1.AfterWindowProceed})
+		clusterGone("bk-b")
+		clusterGone("bk-c")
 	})
 
 	It("re-checks a share held by it when the policy comes to govern more clusters", func() {

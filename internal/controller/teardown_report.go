@@ -29,13 +29,17 @@ import (
 // comes from, nil when none could be made.
 func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster *clusterPatch, plan *decision.Plan, r *decision.Report, step string) (reconcile.Result, error) {
 	mc := cluster.mc
+	// A resume is reported once, whatever reason shows it (the budget's,
+	// when it holds the teardown): the next reconcile goes on.
+	resumed := r.Reason == v1alpha1.ResumedReason
+	r = decision.Reported(mc, plan, r, time.Now())
 	// The event first: the step it reports has happened even if the
 	// condition write below meets a newer cluster and has to wait.
 	if r.Event != "" && !(r.Pending && conditionIs(mc, metav1.ConditionUnknown, r.Reason, r.Message)) {
 		// A waiting report (hooks) is announced when its condition is
 		// written, not on each reconcile while it waits.
 		typ := corev1.EventTypeNormal
-		if r.Reason == v1alpha1.CleanupFailedReason || r.Reason == v1alpha1.BlastRadiusExceededReason {
+		if r.Event == v1alpha1.CleanupFailedReason || r.Event == v1alpha1.BlastRadiusExceededReason {
 			typ = corev1.EventTypeWarning
 		}
 		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)
@@ -48,6 +52,9 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if resumed {
+		st.resumeReported()
 	}
 	a.teardowns.waitOutside(mc.GetName(), r.WaitsOutside)
 	a.Metrics.observeStep(mc, plan, r.Reason)
@@ -102,13 +109,14 @@ func running(r *decision.Report) bool {
 		r.Reason != v1alpha1.ResumedReason && r.Reason != v1alpha1.DryRunReason
 }
 
-// heldAgain says whether the report holds the teardown by its blast radius
-// as the condition already does, and differs at most in its message (the
-// clusters counted): while a storm is paced, every teardown that ends
-// would otherwise rewrite the condition of every one waiting its turn.
+// heldAgain says whether the report holds the teardown before it begins as
+// the condition already does (its blast radius, its turn, a hold, a dry
+// run), and differs at most in its message (the clusters counted): while a
+// storm is paced, every teardown that ends would otherwise rewrite the
+// condition of every one waiting its turn.
 func heldAgain(prev *metav1.Condition, r *decision.Report) bool {
-	return r.Pending && prev.Status == metav1.ConditionUnknown &&
-		(r.Reason == v1alpha1.WaitingForTurnReason || r.Reason == v1alpha1.BlastRadiusExceededReason)
+	return r.Pending && prev.Status == metav1.ConditionUnknown && r.Reason != v1alpha1.WaitingForHooksReason &&
+		r.Reason != v1alpha1.ResumedReason
 }
 
 // writeCondition sets ContentDeleteSuccess as the report says, and
@@ -116,16 +124,6 @@ func heldAgain(prev *metav1.Condition, r *decision.Report) bool {
 // read: a cluster changed meanwhile is a conflict. It says whether it
 // wrote.
 func (a *ClusterTeardown) writeCondition(ctx context.Context, cluster *clusterPatch, r *decision.Report) (written bool, err error) {
-	if r.Reason == v1alpha1.ResumedReason {
-		// Reported once: the next reconcile goes on with the teardown.
-		defer func() {
-			if err == nil {
-				if st := a.teardowns.peek(cluster.mc.GetUID()); st != nil {
-					st.resumeReported()
-				}
-			}
-		}()
-	}
 	if !cluster.setCondition(reportStatus(r), r.Reason, r.Message) {
 		return false, nil
 	}

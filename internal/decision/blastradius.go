@@ -38,6 +38,12 @@ type Fleet struct {
 	Default v1alpha1.BlastRadius
 }
 
+// Recorded says whether a record says the teardown of the cluster of uid
+// began (a destructive write was meant): false for a nil fleet.
+func (f *Fleet) Recorded(uid types.UID) bool {
+	return f != nil && slices.ContainsFunc(f.Begun, func(s Started) bool { return s.UID == uid })
+}
+
 // Started is a teardown begun, as its record says: the cluster, and when it
 // was deleted.
 type Started struct {
@@ -115,23 +121,6 @@ func (b Budget) String() string {
 		parts = append(parts, fmt.Sprintf("maxConcurrent %d", b.MaxConcurrent))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// notStarted are the reasons of a ContentDeleteSuccess condition written
-// before the teardown's first write.
-var notStarted = []string{v1alpha1.WaitingForHooksReason, v1alpha1.ResumedReason,
-	v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingForTurnReason}
-
-// Begun says whether the teardown of a deleted cluster has begun: its
-// ContentDeleteSuccess condition says so (False or True, or Unknown with a
-// reason other than a hold before the first write). A begun teardown is
-// never held by the budget.
-func Begun(mc *unstructured.Unstructured) bool { return TurnOf(mc).Begun }
-
-// ReportBegun says whether a teardown whose report is r has begun, as
-// Begun reads it back from the condition the report writes.
-func ReportBegun(r *Report) bool {
-	return r.Done || !r.Pending || !slices.Contains(notStarted, r.Reason)
 }
 
 // ReleaseClockSkew is how far in the future a release's time may be and
@@ -216,11 +205,17 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 	}
 	// Each cluster's condition and deletion read once: a paced storm plans
 	// every waiting teardown against all the others.
+	recorded := make(map[types.UID]bool, len(f.Begun))
+	for _, r := range f.Begun {
+		recorded[r.UID] = true
+	}
 	running, pending := 0, []Started{}
 	for _, c := range f.Deleting {
 		t := TurnOf(c)
 		switch {
-		case t.InProgress():
+		case t.InProgress(), recorded[c.GetUID()] && t.Status != metav1.ConditionTrue && c.GetUID() != mc.GetUID():
+			// Begun, by its condition or its record (paused mid-way, it
+			// shows Resumed): in progress.
 			running++
 		case !t.Begun && !t.Held || c.GetUID() == mc.GetUID():
 			pending = append(pending, Started{Cluster: c.GetName(), UID: c.GetUID(), Start: c.GetDeletionTimestamp().Time})
@@ -347,11 +342,11 @@ func boolRank(v bool) int {
 // blastRadius adds, while the policy's budget holds the teardown, the step
 // that holds it before its first write: it writes nothing but the condition
 // (Unknown: the cleanup has not started), with a Warning Event. A teardown
-// begun is never held; a snapshot without a fleet (no budget) has no such
-// step.
+// begun, by its condition or its record, is never held; a snapshot without
+// a fleet (no budget) has no such step.
 func (t *teardown) blastRadius() bool {
 	f := t.s.Fleet
-	if f == nil || !t.plan.Deleting || t.plan.DryRun || Begun(t.s.Cluster) {
+	if f == nil || !t.plan.Deleting || t.plan.DryRun || t.plan.Begun {
 		return true
 	}
 	b := BudgetOf(t.p.Spec.BlastRadius, f.Default, f.Governed)

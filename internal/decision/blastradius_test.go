@@ -1,6 +1,8 @@
 package decision_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +229,111 @@ func TestBudgetRequeuesWhenAReleaseFromAheadCounts(t *testing.T) {
 	}
 	if got := decision.BudgetVerdict("p", one, f, held, now.Add(10*time.Minute-decision.ReleaseClockSkew)); got != "" {
 		t.Errorf("once the release counts: got %q", got)
+	}
+}
+
+// withCondition gives a deleted cluster its ContentDeleteSuccess condition.
+func withCondition(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason string) *unstructured.Unstructured {
+	_ = unstructured.SetNestedSlice(mc.Object, []any{map[string]any{"type": v1alpha1.ContentDeleteSuccessCondition,
+		"status": string(status), "reason": reason, "message": "m",
+		"lastTransitionTime": mc.GetDeletionTimestamp().UTC().Format(time.RFC3339)}}, "status", "conditions")
+	return mc
+}
+
+// TestReportedBeforeTheBudget: a teardown not begun whose hold (a broken
+// policy, a read that failed) or dry run is reported is not taken for
+// begun when the hold ends or the dry run is turned off, and a teardown
+// the budget held stays held through hooks, a pause, a hold or a dry run.
+func TestReportedBeforeTheBudget(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	held := &decision.Plan{Held: "spec.removeStrategy.rules[0].when: no such key: tier"}
+	dryRun := &decision.Plan{DryRun: true}
+	hooks := &decision.Plan{Steps: []decision.Step{{Kind: decision.StepHooks, State: decision.StateNext}}}
+	admitted := &decision.Plan{Steps: []decision.Step{{Kind: decision.StepStage, State: decision.StateNext}}}
+	hookReport := &decision.Report{Pending: true, Reason: v1alpha1.WaitingForHooksReason, Message: "waiting for 1 pre-cleanup hook(s)"}
+	for _, tc := range []struct {
+		name       string
+		mc         *unstructured.Unstructured
+		plan       *decision.Plan
+		r          *decision.Report
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{"a held plan, not begun", deleting("a", now, ""), held, held.HeldReport(), metav1.ConditionUnknown, v1alpha1.CleanupFailedReason},
+		{"a failed read, not begun", deleting("a", now, ""), nil, decision.HeldReport(errors.New("forbidden")), metav1.ConditionUnknown, v1alpha1.CleanupFailedReason},
+		{"a dry run, not begun", deleting("a", now, ""), dryRun, dryRun.DryRunReport(), metav1.ConditionUnknown, v1alpha1.DryRunReason},
+		{"a held plan, begun", deleting("a", now, v1alpha1.DeletingStageReason), &decision.Plan{Held: held.Held, Begun: true}, held.HeldReport(), metav1.ConditionFalse, v1alpha1.CleanupFailedReason},
+		{"a dry run, begun", deleting("a", now, v1alpha1.DeletingStageReason), &decision.Plan{DryRun: true, Begun: true}, dryRun.DryRunReport(), metav1.ConditionFalse, v1alpha1.DryRunReason},
+		{"a failed read, begun", deleting("a", now, v1alpha1.DeletingStageReason), nil, decision.HeldReport(errors.New("forbidden")), metav1.ConditionFalse, v1alpha1.CleanupFailedReason},
+		{"a step the budget admitted holds", deleting("a", now, ""), admitted, held.HeldReport(), metav1.ConditionFalse, v1alpha1.CleanupFailedReason},
+		{"hooks, not held", deleting("a", now, ""), hooks, hookReport, metav1.ConditionUnknown, v1alpha1.WaitingForHooksReason},
+		{"hooks, held by the budget", deleting("a", now, v1alpha1.BlastRadiusExceededReason), hooks, hookReport, metav1.ConditionUnknown, v1alpha1.BlastRadiusExceededReason},
+		{"a held plan, held by the budget", deleting("a", now, v1alpha1.BlastRadiusExceededReason), held, held.HeldReport(), metav1.ConditionUnknown, v1alpha1.BlastRadiusExceededReason},
+		{"a dry run, held by the budget", deleting("a", now, v1alpha1.BlastRadiusExceededReason), dryRun, dryRun.DryRunReport(), metav1.ConditionUnknown, v1alpha1.BlastRadiusExceededReason},
+		{"a resume, held by the budget", deleting("a", now, v1alpha1.BlastRadiusExceededReason), nil,
+			&decision.Report{Pending: true, Reason: v1alpha1.ResumedReason, Message: "resumes"}, metav1.ConditionUnknown, v1alpha1.BlastRadiusExceededReason},
+	} {
+		got := decision.Reported(tc.mc, tc.plan, tc.r, now)
+		status := metav1.ConditionFalse
+		if got.Pending {
+			status = metav1.ConditionUnknown
+		}
+		if status != tc.wantStatus || got.Reason != tc.wantReason {
+			t.Errorf("%s: reported %s/%s, want %s/%s", tc.name, status, got.Reason, tc.wantStatus, tc.wantReason)
+		}
+		if got.Reason != tc.r.Reason && !strings.Contains(got.Message, tc.r.Message) {
+			t.Errorf("%s: the message %q lost what holds it: %q", tc.name, got.Message, tc.r.Message)
+		}
+		// What the report writes reads back as not begun unless it was.
+		if written := withCondition(deleting("a", now, ""), status, got.Reason); decision.Begun(written) != decision.Begun(tc.mc) && tc.plan != admitted {
+			t.Errorf("%s: the condition written reads back as begun %v, the teardown's was %v", tc.name, decision.Begun(written), decision.Begun(tc.mc))
+		}
+	}
+
+	// Released, the budget's hold no longer colours what else holds it.
+	released := deleting("a", now.Add(-time.Hour), v1alpha1.BlastRadiusExceededReason)
+	released.SetAnnotations(map[string]string{v1alpha1.BlastRadiusReleasedAnnotation: "1/" + now.Add(-time.Minute).Format(time.RFC3339)})
+	if got := decision.Reported(released, hooks, hookReport, now); got.Reason != v1alpha1.WaitingForHooksReason {
+		t.Errorf("hooks on a released teardown: reported %s", got.Reason)
+	}
+
+	// The budget holds a teardown whose hold before its first write ended:
+	// a broken policy or a dry run began nothing, and a burst that came
+	// meanwhile is bounded when the policy is fixed or the dry run ends.
+	one := decision.Budget{MaxTeardowns: 1, Window: time.Hour, AfterWindow: v1alpha1.AfterWindowHold}
+	first := deleting("first", now.Add(-10*time.Minute), v1alpha1.DeletingStageReason)
+	for _, reason := range []string{v1alpha1.CleanupFailedReason, v1alpha1.DryRunReason} {
+		second := withCondition(deleting("second", now.Add(-5*time.Minute), ""), metav1.ConditionUnknown, reason)
+		if decision.Begun(second) {
+			t.Errorf("%s before the first write reads as begun", reason)
+		}
+		f := &decision.Fleet{Deleting: []*unstructured.Unstructured{first, second}}
+		if got := decision.BudgetVerdict("p", one, f, second, now); got != v1alpha1.BlastRadiusExceededReason {
+			t.Errorf("a teardown whose %s ended, beyond the budget: got %q", reason, got)
+		}
+	}
+}
+
+// TestRecordedTeardownIsBegun: a teardown its record says began (paused
+// mid-way, its condition shows Resumed; or stopped between its first
+// write and its condition's) is begun: the plan never holds it, a hold
+// reported for it stays False, and it counts as in progress against
+// maxConcurrent, so an earlier deletion not begun does not start beside it.
+func TestRecordedTeardownIsBegun(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	resumed := deleting("b", now.Add(-10*time.Minute), v1alpha1.ResumedReason)
+	earlier := deleting("c", now.Add(-20*time.Minute), "")
+	f := &decision.Fleet{Deleting: []*unstructured.Unstructured{earlier, resumed},
+		Begun: []decision.Started{{Cluster: "b", UID: "uid-b", Start: now.Add(-10 * time.Minute)}}}
+	if !f.Recorded("uid-b") || f.Recorded("uid-c") || (*decision.Fleet)(nil).Recorded("uid-b") {
+		t.Fatal("Recorded reads the wrong records")
+	}
+	pace := decision.Budget{MaxTeardowns: -1, Window: time.Hour, MaxConcurrent: 1}
+	if got := decision.BudgetVerdict("p", pace, f, earlier, now); got != v1alpha1.WaitingForTurnReason {
+		t.Errorf("maxConcurrent 1 with a resumed teardown begun by its record: the earlier deletion got %q, want to wait its turn", got)
+	}
+	held := &decision.Plan{Held: "x", Begun: true}
+	if got := decision.Reported(resumed, held, held.HeldReport(), now); got.Pending {
+		t.Errorf("a hold of a teardown begun by its record was reported as not begun")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -275,5 +276,71 @@ func TestPlanResumeAfterPauseCountsTimeoutFromResume(t *testing.T) {
 				t.Fatalf("the timeout, counted from the step after the resume, passed: want a force, got %v", plan(s3).Now())
 			}
 		})
+	}
+}
+
+// TestPlanNeverHoldsATeardownItsRecordSaysBegun: a teardown paused
+// mid-way shows Resumed once it resumes; the budget, spent, would hold a
+// teardown not begun, but its record says it began: it goes on.
+func TestPlanNeverHoldsATeardownItsRecordSaysBegun(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := intstr.FromInt32(0)
+	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Generation: 1},
+		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort,
+			Timeout: &metav1.Duration{Duration: time.Minute}}, BlastRadius: &v1alpha1.BlastRadius{MaxTeardowns: &zero}}})
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	s := guardSnapshot(nil, &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionUnknown,
+		Reason: v1alpha1.ResumedReason, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 30, 0, 0, time.UTC))})
+	plan := func() *decision.Plan {
+		g := &decision.Governed{Cluster: s.Cluster, Policy: p, Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), s.Cluster.Object)}
+		return decision.PlanTeardown(g, s)
+	}
+	s.Fleet = &decision.Fleet{Governed: 1, Deleting: []*unstructured.Unstructured{s.Cluster}}
+	if next := plan().Next(); next == nil || next.Kind != decision.StepBlastRadius {
+		t.Fatalf("control: without a record, a budget of 0 holds it; next step %+v", next)
+	}
+	s.Fleet.Begun = []decision.Started{{Cluster: s.Cluster.GetName(), UID: s.Cluster.GetUID(), Start: s.Cluster.GetDeletionTimestamp().Time}}
+	pl := plan()
+	if next := pl.Next(); !pl.Begun || next == nil || next.Kind == decision.StepBlastRadius || len(pl.Now()) == 0 {
+		t.Fatalf("a teardown its record says began: begun %v, next step %+v, writes %v; want it to go on", pl.Begun, next, pl.Now())
+	}
+}
+
+// TestPlanBudgetsALegacyHoldBeforeTheFirstWrite: an operator before this
+// one reported a hold or a dry run before the first write False. Under a
+// budget, with no begun record, that teardown has not begun: the budget
+// decides it. With a begun record (a hold after writes), it goes on.
+func TestPlanBudgetsALegacyHoldBeforeTheFirstWrite(t *testing.T) {
+	env, err := cel.NewEnv(cel.Schemas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := intstr.FromInt32(0)
+	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Generation: 1},
+		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort},
+			BlastRadius: &v1alpha1.BlastRadius{MaxTeardowns: &zero}}})
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	for _, reason := range []string{v1alpha1.CleanupFailedReason, v1alpha1.DryRunReason} {
+		s := guardSnapshot(nil, &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionFalse,
+			Reason: reason, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 30, 0, 0, time.UTC))})
+		s.Fleet = &decision.Fleet{Governed: 1, Deleting: []*unstructured.Unstructured{s.Cluster}}
+		plan := func() *decision.Plan {
+			g := &decision.Governed{Cluster: s.Cluster, Policy: p, Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), s.Cluster.Object)}
+			return decision.PlanTeardown(g, s)
+		}
+		if pl := plan(); pl.Begun || pl.Next() == nil || pl.Next().Kind != decision.StepBlastRadius {
+			t.Errorf("%s False, no record: begun %v, next %+v; want the budget to hold it", reason, pl.Begun, pl.Next())
+		}
+		s.Fleet.Begun = []decision.Started{{Cluster: s.Cluster.GetName(), UID: s.Cluster.GetUID(), Start: s.Cluster.GetDeletionTimestamp().Time}}
+		if pl := plan(); !pl.Begun || pl.Next() == nil || pl.Next().Kind == decision.StepBlastRadius {
+			t.Errorf("%s False, a begun record: begun %v, next %+v; want it to go on", reason, pl.Begun, pl.Next())
+		}
 	}
 }

@@ -29,6 +29,9 @@ type Plan struct {
 	// teardown before its first write.
 	BlastRadius string `json:"blastRadius,omitempty"`
 	DryRun      bool   `json:"dryRun,omitempty"`
+	// Begun says the teardown has begun, by its cluster's condition or its
+	// record: the blast radius never holds it.
+	Begun bool `json:"-"`
 	// Deleting is true when the cluster is already being deleted.
 	Deleting  bool                        `json:"deleting,omitempty"`
 	Strategy  v1alpha1.RemoveStrategyType `json:"strategy,omitempty"`
@@ -193,6 +196,23 @@ func (p *Plan) Next() *Step {
 		}
 	}
 	return nil
+}
+
+// Admitted says whether the teardown has begun, or the plan's next step
+// comes after its budget let it begin: not held, not a dry run, not
+// suspended, and past the resume, the hooks and the blast radius. False
+// for a nil plan.
+func (p *Plan) Admitted() bool {
+	switch {
+	case p == nil:
+		return false
+	case p.Begun:
+		return true
+	case p.Held != "" || p.DryRun || p.Suspended != "":
+		return false
+	}
+	next := p.Next()
+	return next != nil && next.Kind != StepResumed && next.Kind != StepHooks && next.Kind != StepBlastRadius
 }
 
 // Now is what the operator writes in this reconcile: the write actions of

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,3 +41,49 @@ func TurnOf(mc *unstructured.Unstructured) Turn {
 
 // InProgress says whether the teardown has begun and not finished.
 func (t Turn) InProgress() bool { return t.Begun && t.Status != metav1.ConditionTrue }
+
+// notStarted are the reasons of a ContentDeleteSuccess condition, status
+// Unknown, written before the teardown's first write. A hold and a dry run
+// are reported so too until the teardown begins (Reported).
+var notStarted = []string{v1alpha1.WaitingForHooksReason, v1alpha1.ResumedReason,
+	v1alpha1.BlastRadiusExceededReason, v1alpha1.WaitingForTurnReason,
+	v1alpha1.CleanupFailedReason, v1alpha1.DryRunReason}
+
+// Reported is r as the cluster's condition shows it. A teardown not begun
+// whose report comes before its budget admitted it (plan nil or not
+// admitted: a hold on a broken policy or a failed read, hooks, a resume, a
+// dry run) is Pending, Unknown: nothing was written, and the budget must
+// not take it for begun when the hold ends or the dry run is turned off.
+// One its budget held stays held, whatever else holds or pauses it
+// meanwhile: the report keeps the budget's reason, so that only a release
+// (or afterWindow Proceed) ends that hold, never a hook added and removed,
+// a pause, a policy broken for a while or a dry run.
+func Reported(mc *unstructured.Unstructured, plan *Plan, r *Report, now time.Time) *Report {
+	t := TurnOf(mc)
+	begun := t.Begun
+	if plan != nil {
+		begun = plan.Begun // its record read too, under a budget
+	}
+	if r.Done || begun || plan.Admitted() || r.Reason == v1alpha1.BlastRadiusExceededReason || r.Reason == v1alpha1.WaitingForTurnReason {
+		return r
+	}
+	out := *r
+	out.Pending = true
+	if released, _ := Released(mc, now); t.Held && !released {
+		out.Reason = v1alpha1.BlastRadiusExceededReason
+		out.Message += "; and held by its blast radius before this: kubectl cleanup release lets it go"
+	}
+	return &out
+}
+
+// Begun says whether the teardown of a deleted cluster has begun: its
+// ContentDeleteSuccess condition says so (False or True, or Unknown with a
+// reason other than a hold before the first write). A begun teardown is
+// never held by the budget.
+func Begun(mc *unstructured.Unstructured) bool { return TurnOf(mc).Begun }
+
+// ReportBegun says whether a teardown whose report is r has begun, as
+// Begun reads it back from the condition the report writes.
+func ReportBegun(r *Report) bool {
+	return r.Done || !r.Pending || !slices.Contains(notStarted, r.Reason)
+}

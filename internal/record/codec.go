@@ -37,7 +37,15 @@ const (
 	// blast radius to count teardowns begun without decoding the record.
 	StartAnnotation  = "cleanup.fleetops.dev/started"
 	PolicyAnnotation = "cleanup.fleetops.dev/policy"
+	// NotBegunAnnotation marks the record of a teardown that has not
+	// begun (Record.Begun): the blast radius does not count it.
+	NotBegunAnnotation = "cleanup.fleetops.dev/not-begun"
 )
+
+// MetaAnnotations are the annotations of a record that its readers of
+// metadata alone (the blast radius, the retention, a review's snapshot)
+// read.
+var MetaAnnotations = []string{StartAnnotation, PolicyAnnotation, EndAnnotation, NotBegunAnnotation}
 
 // Keys of a record's ConfigMap: the record as JSON in data, or, above
 // CompressAbove bytes, gzipped in binaryData.
@@ -135,6 +143,10 @@ func Encode(r *Record, cm *corev1.ConfigMap) error {
 		cm.Annotations = map[string]string{}
 	}
 	delete(cm.Annotations, EndAnnotation)
+	delete(cm.Annotations, NotBegunAnnotation)
+	if !r.DryRun && !r.Begun() {
+		cm.Annotations[NotBegunAnnotation] = "true"
+	}
 	cm.Annotations[StartAnnotation] = r.Start.UTC().Format(time.RFC3339)
 	if r.Policy != "" {
 		cm.Annotations[PolicyAnnotation] = r.Policy

@@ -312,6 +312,16 @@ func (r *Record) Counts() map[Action]int {
 	return out
 }
 
+// Begun says whether the record is of a teardown that began: one that
+// meant a destructive write (its entries), ended, or was found begun
+// (Resumed). A record that notes only holds before the first write (a
+// broken policy, a failed read) is not: the blast radius does not count
+// it.
+func (r *Record) Begun() bool {
+	return !r.DryRun && (r.Resumed || r.End != nil || r.Summary != nil ||
+		slices.ContainsFunc(r.Entries, func(e Entry) bool { return e.Destructive() }))
+}
+
 // Finished says whether the teardown the record describes has ended.
 func (r *Record) Finished() bool { return r.End != nil }
 

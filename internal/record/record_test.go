@@ -172,6 +172,39 @@ func TestHolds(t *testing.T) {
 	g.Expect(r.OpenHold()).To(BeNil())
 }
 
+// A record that notes only holds before the first write is marked not
+// begun, so the blast radius does not count it; its first destructive
+// entry, its end or its being found begun clears the mark.
+func TestNotBegun(t *testing.T) {
+	g := NewWithT(t)
+	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	r := &Record{Name: "teardown-c1-1", Cluster: "c1", UID: "1", Start: metav1.NewTime(t0), Entries: []Entry{}}
+	r.SetHold("spec.removeStrategy: no such key", t0)
+	cm := &corev1.ConfigMap{}
+	g.Expect(Encode(r, cm)).To(Succeed())
+	g.Expect(cm.Annotations).To(HaveKeyWithValue(NotBegunAnnotation, "true"))
+
+	r.Add(entry(Labelled, "c1", "ns", Done))
+	g.Expect(Encode(r, cm)).To(Succeed())
+	g.Expect(cm.Annotations).To(HaveKey(NotBegunAnnotation), "a label alone begins nothing")
+
+	r.Add(entry(Deleted, "w1", "w1", Intended))
+	g.Expect(Encode(r, cm)).To(Succeed())
+	g.Expect(cm.Annotations).NotTo(HaveKey(NotBegunAnnotation))
+
+	for name, rec := range map[string]*Record{
+		"ended":   {Name: "e", End: &metav1.Time{Time: t0}},
+		"resumed": {Name: "r", Resumed: true},
+	} {
+		out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NotBegunAnnotation: "true"}}}
+		g.Expect(Encode(rec, out)).To(Succeed())
+		g.Expect(out.Annotations).NotTo(HaveKey(NotBegunAnnotation), name)
+	}
+	dry := &corev1.ConfigMap{}
+	g.Expect(Encode(&Record{Name: "d", DryRun: true}, dry)).To(Succeed())
+	g.Expect(dry.Annotations).NotTo(HaveKey(NotBegunAnnotation), "a dry run is told apart by its label")
+}
+
 func TestDecided(t *testing.T) {
 	g := NewWithT(t)
 	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)

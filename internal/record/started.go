@@ -22,9 +22,10 @@ type Started struct {
 }
 
 // StartedUnder lists, from the records' metadata alone, the teardowns of a
-// policy's clusters begun since since (dry runs, which write nothing, are
-// not teardowns begun). A record written before it carried the policy and
-// start annotations is not counted.
+// policy's clusters begun since since (dry runs, which write nothing, and
+// records of holds before the first write are not teardowns begun). A
+// record written before it carried the policy and start annotations is not
+// counted.
 func StartedUnder(ctx context.Context, c client.Reader, namespace, policy string, since time.Time) ([]Started, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
@@ -34,7 +35,7 @@ func StartedUnder(ctx context.Context, c client.Reader, namespace, policy string
 	}
 	var out []Started
 	for _, cm := range list.Items {
-		if cm.Annotations[PolicyAnnotation] != policy || cm.Labels[DryRunLabel] == "true" {
+		if cm.Annotations[PolicyAnnotation] != policy || cm.Labels[DryRunLabel] == "true" || cm.Annotations[NotBegunAnnotation] == "true" {
 			continue
 		}
 		start, err := time.Parse(time.RFC3339, cm.Annotations[StartAnnotation])

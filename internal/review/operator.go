@@ -62,7 +62,7 @@ func (h *Hub) takeRecords(ctx context.Context, c client.Reader, namespace string
 	for i := range list.Items {
 		cm := &list.Items[i]
 		m := metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID, Labels: cm.Labels, Annotations: map[string]string{}}
-		for _, k := range []string{record.StartAnnotation, record.PolicyAnnotation, record.EndAnnotation} {
+		for _, k := range record.MetaAnnotations {
 			if v, ok := cm.Annotations[k]; ok {
 				m.Annotations[k] = v
 			}
