@@ -306,7 +306,7 @@ var _ = Describe("Blast radius", func() {
 		clusterGone("bv-b")
 	})
 
-	It("bounds a hold before the first write that an earlier operator reported False, its record unmarked", func() {
+	It("bounds a hold before the first write that an earlier operator reported False, once the cluster is paused while the hold ends", func() {
 		fleetCluster("bu-a", map[string]string{"burst": "u", "tier": "prod"}, true)
 		fleetCluster("bu-b", map[string]string{"burst": "u"}, true)
 		workGen := fmt.Sprint(work("bu-b", "app", nil).GetGeneration())
@@ -339,13 +339,19 @@ var _ = Describe("Blast radius", func() {
 		Expect(k8s.Patch(ctx, cm, client.RawPatch("application/merge-patch+json",
 			[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, record.NotBegunAnnotation))))).To(Succeed())
 
-		By("the operator starting: the record is marked, and once the hold ends the budget, spent on bu-a, holds bu-b")
+		By("the operator starting: it marks the record; the cluster paused while the hold ends, then resumed")
 		startManager()
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
 			g.Expect(cm.Annotations).To(HaveKeyWithValue(record.NotBegunAnnotation, "true"))
 		}).Should(Succeed())
+		patchMeta("bu-b", "annotations", v1alpha1.PausedAnnotation, "true")
+		Consistently(func(g Gomega) { untouched(g, "bu-b", workGen) }, "1s").Should(Succeed())
 		patchMeta("bu-b", "labels", "tier", "prod")
+		Consistently(func(g Gomega) { untouched(g, "bu-b", workGen) }, "1s").Should(Succeed())
+		patchMeta("bu-b", "annotations", v1alpha1.PausedAnnotation, "")
+
+		By("the budget, spent on bu-a, holds bu-b")
 		heldByBudget("bu-b", v1alpha1.BlastRadiusExceededReason)
 		Consistently(func(g Gomega) { untouched(g, "bu-b", workGen) }, "2s").Should(Succeed())
 		release("bu-b", 1, time.Now())

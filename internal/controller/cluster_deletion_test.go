@@ -317,6 +317,34 @@ var _ = Describe("Cluster deletion", func() {
 		Expect(writes[len(writes)-1].Reason).To(Equal(v1alpha1.ForcedReason))
 	})
 
+	It("counts the BestEffort timeout from a resume its policy's hold kept from being reported", func() {
+		fleetCluster("rh-1", map[string]string{"rh": "1", "tier": "prod"}, true)
+		work("rh-1", "stuck", nil)
+		agent.setStuck("rh-1", "stuck", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("resumed-held", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'rh'].orValue('') == '1'",
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort, Timeout: &metav1.Duration{Duration: 6 * time.Second},
+				Rules: []v1alpha1.StrategyRule{{When: "cluster.metadata.labels['tier'] == 'prod'", Strategy: v1alpha1.RemoveStrategyBestEffort}}},
+		}))).To(Succeed())
+		governedBy("rh-1", "resumed-held")
+		deleteCluster("rh-1")
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, "rh-1").Reason).To(BeElementOf(v1alpha1.DeletingStageReason, v1alpha1.ResourcesRemainingReason))
+		}).Should(Succeed())
+
+		By("paused past the timeout; its strategy undecidable as it resumes")
+		patchMeta("rh-1", "annotations", v1alpha1.PausedAnnotation, "true")
+		patchMeta("rh-1", "labels", "tier", "")
+		Consistently(func() bool { return objectGone("ManifestWork", "rh-1", "stuck")() }, "7s").Should(BeFalse())
+		patchMeta("rh-1", "annotations", v1alpha1.PausedAnnotation, "")
+		Eventually(func(g Gomega) { g.Expect(contentDelete(g, "rh-1").Message).To(ContainSubstring("no such key: tier")) }).Should(Succeed())
+
+		By("the hold ending: the timeout counts from the resume, so nothing is forced at once")
+		patchMeta("rh-1", "labels", "tier", "prod")
+		Consistently(func() bool { return objectGone("ManifestWork", "rh-1", "stuck")() }, "3s").Should(BeFalse())
+		clusterGone("rh-1")
+	})
+
 	It("forces at once under BestEffort when the cluster is unavailable", func() {
 		fleetCluster("gone-1", nil, false)
 		work("gone-1", "app", nil)

@@ -52,9 +52,11 @@ func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructure
 	} else {
 		st.await(plan)
 	}
-	if next := plan.Next(); err == nil && plan.Suspended == "" && (next == nil || next.Kind != decision.StepResumed) {
-		// Nothing reports a resume here (a dry run, a hold, which force
-		// nothing, or no resume); writeCondition forgets it once written.
+	if next := plan.Next(); err == nil && plan.Suspended == "" && plan.Held == "" && !plan.DryRun &&
+		(next == nil || next.Kind != decision.StepResumed) {
+		// No resume to report. A hold or a dry run keeps it: the resume is
+		// reported once they end, and the timeout counts from then, not
+		// from before the pause. report forgets it once reported.
 		st.resumeReported()
 	}
 	return res, err

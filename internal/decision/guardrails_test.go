@@ -310,37 +310,3 @@ func TestPlanNeverHoldsATeardownItsRecordSaysBegun(t *testing.T) {
 		t.Fatalf("a teardown its record says began: begun %v, next step %+v, writes %v; want it to go on", pl.Begun, next, pl.Now())
 	}
 }
-
-// TestPlanBudgetsALegacyHoldBeforeTheFirstWrite: an operator before this
-// one reported a hold or a dry run before the first write False. Under a
-// budget, with no begun record, that teardown has not begun: the budget
-// decides it. With a begun record (a hold after writes), it goes on.
-func TestPlanBudgetsALegacyHoldBeforeTheFirstWrite(t *testing.T) {
-	env, err := cel.NewEnv(cel.Schemas{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero := intstr.FromInt32(0)
-	p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Generation: 1},
-		Spec: v1alpha1.CleanupPolicySpec{RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort},
-			BlastRadius: &v1alpha1.BlastRadius{MaxTeardowns: &zero}}})
-	if len(errs) > 0 {
-		t.Fatal(errs.ToAggregate())
-	}
-	for _, reason := range []string{v1alpha1.CleanupFailedReason, v1alpha1.DryRunReason} {
-		s := guardSnapshot(nil, &metav1.Condition{Type: v1alpha1.ContentDeleteSuccessCondition, Status: metav1.ConditionFalse,
-			Reason: reason, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 30, 0, 0, time.UTC))})
-		s.Fleet = &decision.Fleet{Governed: 1, Deleting: []*unstructured.Unstructured{s.Cluster}}
-		plan := func() *decision.Plan {
-			g := &decision.Governed{Cluster: s.Cluster, Policy: p, Activation: p.Bind(context.Background(), cel.NewBudget(cel.ReconcileCostBudget), s.Cluster.Object)}
-			return decision.PlanTeardown(g, s)
-		}
-		if pl := plan(); pl.Begun || pl.Next() == nil || pl.Next().Kind != decision.StepBlastRadius {
-			t.Errorf("%s False, no record: begun %v, next %+v; want the budget to hold it", reason, pl.Begun, pl.Next())
-		}
-		s.Fleet.Begun = []decision.Started{{Cluster: s.Cluster.GetName(), UID: s.Cluster.GetUID(), Start: s.Cluster.GetDeletionTimestamp().Time}}
-		if pl := plan(); !pl.Begun || pl.Next() == nil || pl.Next().Kind == decision.StepBlastRadius {
-			t.Errorf("%s False, a begun record: begun %v, next %+v; want it to go on", reason, pl.Begun, pl.Next())
-		}
-	}
-}

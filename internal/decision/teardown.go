@@ -50,7 +50,7 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	plan := &Plan{Cluster: s.Cluster.GetName(), Deleting: s.Cluster.GetDeletionTimestamp() != nil, Steps: []Step{}}
 	plan.Available = s.Available()
 	plan.Suspended, plan.Hooks = g.Suspended, Hooks(s.Cluster)
-	plan.Begun = begun(s)
+	plan.Begun = Begun(s.Cluster) || s.Fleet.Recorded(s.Cluster.GetUID())
 	switch {
 	case g.Held != nil:
 		plan.Held = g.Held.Error()
@@ -79,23 +79,6 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	t.labelOnlyWhileNeeded()
 	t.settle()
 	return plan
-}
-
-// begun says whether the teardown of the snapshot's cluster has begun: its
-// record says so, or its condition does. Under a budget (a fleet read), a
-// hold or a dry run reported False with no begun record is not begun: an
-// operator before this one reported holds before the first write so, and
-// a teardown begun always has its record, written before its first write.
-func begun(s *Snapshot) bool {
-	if s.Fleet.Recorded(s.Cluster.GetUID()) {
-		return true
-	}
-	c := ClusterCondition(s.Cluster, v1alpha1.ContentDeleteSuccessCondition)
-	if s.Fleet != nil && c != nil && c.Status == metav1.ConditionFalse &&
-		(c.Reason == v1alpha1.CleanupFailedReason || c.Reason == v1alpha1.DryRunReason) {
-		return false
-	}
-	return Begun(s.Cluster)
 }
 
 // built is a step planned, before it is given its state.
