@@ -238,7 +238,8 @@ func expectReported(policy, cluster string, c badCase, deleting bool) {
 		Eventually(func(g Gomega) {
 			cond := clusterCondition(cluster)
 			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			// Held before its first write: not begun, for the blast radius.
+			g.Expect(cond.Status).To(Equal(metav1.ConditionUnknown))
 			g.Expect(cond.Message).To(ContainSubstring("held, nothing is deleted"))
 			g.Expect(cond.Message).To(ContainSubstring(c.path))
 			// This case's errors, not the previous case's.

@@ -135,7 +135,8 @@ removeStrategy: {default: BestEffort, timeout: 5m}`))).To(Succeed())
 		Eventually(func(g Gomega) {
 			cond := clusterCondition(held)
 			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			// Held before its first write: not begun, for the blast radius.
+			g.Expect(cond.Status).To(Equal(metav1.ConditionUnknown))
 			g.Expect(cond.Message).To(ContainSubstring("held, nothing is deleted"))
 			g.Expect(cond.Message).To(ContainSubstring("CleanupPolicy " + broken))
 			g.Expect(cond.Message).To(ContainSubstring("spec.removeStrategy.timeout"))
