@@ -45,11 +45,12 @@ func (u *uninstaller) teardowns(ctx context.Context) ([]teardown, error) {
 			continue
 		}
 		t := teardown{name: mc.GetName(), step: "no step reported yet"}
-		if cond := findCondition(&mc, v1alpha1.ContentDeleteSuccessCondition); cond != nil {
-			t.step, t.message = cond["reason"], cond["message"]
-		}
-		if previewed(&mc) {
+		cond := findCondition(&mc, v1alpha1.ContentDeleteSuccessCondition)
+		if previewed(cond) {
 			continue
+		}
+		if cond != nil {
+			t.step, t.message = cond["reason"], cond["message"]
 		}
 		out = append(out, t)
 	}
@@ -70,19 +71,18 @@ func (u *uninstaller) dryRunDeletions(ctx context.Context) (map[types.UID]bool, 
 	}
 	out := map[types.UID]bool{}
 	for _, mc := range list.Items {
-		if mc.GetDeletionTimestamp() != nil && previewed(&mc) {
+		if mc.GetDeletionTimestamp() != nil && previewed(findCondition(&mc, v1alpha1.ContentDeleteSuccessCondition)) {
 			out[mc.GetUID()] = true
 		}
 	}
 	return out, nil
 }
 
-// previewed says whether a deleted cluster's policy is in dry run and its
-// teardown has not begun (DryRun, status Unknown): the operator changed
-// nothing for it. DryRun with status False is a teardown begun, then
-// turned to a dry run: half done.
-func previewed(mc *unstructured.Unstructured) bool {
-	cond := findCondition(mc, v1alpha1.ContentDeleteSuccessCondition)
+// previewed says whether a deleted cluster's ContentDeleteSuccess cond
+// says its policy is in dry run and its teardown has not begun (DryRun,
+// status Unknown): the operator changed nothing for it. DryRun with status
+// False is a teardown begun, then turned to a dry run: half done.
+func previewed(cond map[string]string) bool {
 	return cond != nil && cond["reason"] == v1alpha1.DryRunReason && cond["status"] == string(metav1.ConditionUnknown)
 }
 

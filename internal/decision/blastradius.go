@@ -44,6 +44,16 @@ func (f *Fleet) Recorded(uid types.UID) bool {
 	return f != nil && slices.ContainsFunc(f.Begun, func(s Started) bool { return s.UID == uid })
 }
 
+// recorded are the UIDs of the clusters whose records say their teardowns
+// began, for the budget's loops over every deleting cluster.
+func (f *Fleet) recorded() map[types.UID]bool {
+	out := make(map[types.UID]bool, len(f.Begun))
+	for _, r := range f.Begun {
+		out[r.UID] = true
+	}
+	return out
+}
+
 // Started is a teardown begun, as its record says: the cluster, and when it
 // was deleted.
 type Started struct {
@@ -205,10 +215,7 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 	}
 	// Each cluster's condition and deletion read once: a paced storm plans
 	// every waiting teardown against all the others.
-	recorded := make(map[types.UID]bool, len(f.Begun))
-	for _, r := range f.Begun {
-		recorded[r.UID] = true
-	}
+	recorded := f.recorded()
 	running, pending := 0, []Started{}
 	for _, c := range f.Deleting {
 		t := TurnOf(c)
@@ -292,9 +299,8 @@ func (b Budget) countedWithin(f *Fleet, now time.Time) (ranked []Started, quiet 
 	}
 	// begun teardowns hold their slots first: one not begun, deleted
 	// earlier or sorting earlier, must not take a slot a begun one used.
-	begun := map[types.UID]bool{}
+	begun := f.recorded()
 	for _, r := range f.Begun {
-		begun[r.UID] = true
 		if r.Start.After(now.Add(-b.Window)) {
 			note(r.Start)
 			window[r.UID] = r

@@ -60,11 +60,9 @@ var notStarted = []string{v1alpha1.WaitingForHooksReason, v1alpha1.ResumedReason
 // a pause, a policy broken for a while or a dry run.
 func Reported(mc *unstructured.Unstructured, plan *Plan, r *Report, now time.Time) *Report {
 	t := TurnOf(mc)
-	begun := t.Begun
-	if plan != nil {
-		begun = plan.Begun // its record read too, under a budget
-	}
-	if r.Done || begun || plan.Admitted() || r.Reason == v1alpha1.BlastRadiusExceededReason || r.Reason == v1alpha1.WaitingForTurnReason {
+	// A plan knows the record too (under a budget); without one, the
+	// condition says.
+	if r.Done || plan.Admitted() || plan == nil && t.Begun || r.Reason == v1alpha1.BlastRadiusExceededReason || r.Reason == v1alpha1.WaitingForTurnReason {
 		return r
 	}
 	out := *r
