@@ -259,41 +259,6 @@ test-e2e-ocm-1.0: build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## R
 	$(call e2e_propagator,-modfile=$(E2E_OLD_MODFILE) -tags=ocm_v1_0)
 	cd test/e2e && GOFLAGS="$(GOFLAGS) -modfile=$(E2E_OLD_MODFILE) -tags=ocm_v1_0" go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
 
-# OCM v1.3.1: the Go module proxy does not serve its module's source, so it is
-# built from a git directory holding the tag, OCM_SOURCE (a clone of
-# github.com/open-cluster-management-io/ocm, bare or not). The tag is extracted
-# with git archive into bin/ocm-v1.3.1 (without vendor/, which Go ignores in a
-# dependency), after checking it names the released commit, and
-# test/e2e/ocm-v1.3.1.mod replaces the module with that folder. The propagator
-# v0.18.0 does not build with the controller-runtime OCM v1.3.1 requires
-# (v0.23), so bin/e2e-propagator is built with go.mod's set, as for test-e2e.
-OCM_SOURCE ?= /work/.mirror/open-cluster-management-io+ocm/repo
-OCM_1_3_TAG := v1.3.1
-OCM_1_3_COMMIT := 805fa6103d8bc1761dbc9cb4e420def42703ec53
-OCM_1_3_DIR := $(LOCALBIN)/ocm-$(OCM_1_3_TAG)
-E2E_1_3_MODFILE ?= ocm-v1.3.1.mod
-
-.PHONY: print-ocm-source
-print-ocm-source: ## Print OCM_SOURCE (.ci/run skips the v1.3.1 run when it holds no tag v1.3.1).
-	@echo "$(OCM_SOURCE)"
-
-.PHONY: ocm-1.3-source
-ocm-1.3-source: ## Extract OCM v1.3.1 from the git directory OCM_SOURCE into bin/ocm-v1.3.1, its commit checked.
-	@commit=$$(git -C "$(OCM_SOURCE)" rev-parse --verify --quiet "$(OCM_1_3_TAG)^{commit}" 2>/dev/null) || { \
-	  echo "OCM_SOURCE=$(OCM_SOURCE) is not a git directory with the tag $(OCM_1_3_TAG)" >&2; exit 1; }; \
-	if [ "$$commit" != "$(OCM_1_3_COMMIT)" ]; then \
-	  echo "OCM_SOURCE=$(OCM_SOURCE): $(OCM_1_3_TAG) is $$commit, not the released $(OCM_1_3_COMMIT)" >&2; exit 1; fi; \
-	if [ "$$(cat "$(OCM_1_3_DIR)/.commit" 2>/dev/null)" = "$$commit" ]; then exit 0; fi; \
-	echo "extracting OCM $(OCM_1_3_TAG) ($$commit) into $(OCM_1_3_DIR)"; \
-	rm -rf "$(OCM_1_3_DIR)" "$(OCM_1_3_DIR).tmp" && mkdir -p "$(OCM_1_3_DIR).tmp" && \
-	git -C "$(OCM_SOURCE)" archive "$$commit" -- . ':(exclude)vendor' | tar -x -C "$(OCM_1_3_DIR).tmp" && \
-	echo "$$commit" > "$(OCM_1_3_DIR).tmp/.commit" && mv "$(OCM_1_3_DIR).tmp" "$(OCM_1_3_DIR)"
-
-.PHONY: test-e2e-ocm-1.3
-test-e2e-ocm-1.3: ocm-1.3-source build plugin envtest-bins crds $(KUBE_CONTROLLER_MANAGER) ## Run test/e2e against OCM v1.3.1 built from OCM_SOURCE (test/e2e/ocm-v1.3.1.mod) and the policy framework v0.18.0.
-	$(call e2e_propagator)
-	cd test/e2e && GOFLAGS="$(GOFLAGS) -modfile=$(E2E_1_3_MODFILE)" go test $(GO_TEST_FLAGS) $(E2E_TEST_FLAGS)
-
 ##@ Local control plane
 
 # RUN_LOCAL_FLAGS are run-local's flags, e.g. -log-format=json.
