@@ -18,7 +18,7 @@ import (
 // only: a home folder, a workspace or mount folder, a macOS temporary
 // folder, a Windows profile. Paths inside a container the project builds or
 // runs (/tmp/k8s-webhook-server/..., /var/run/secrets/...) are not matched.
-var machinePath = regexp.MustCompile(`(^|[^A-Za-z0-9_.~-])(/(home|Users|root|work|workspace|mnt|media)/[A-Za-z0-9_.+-]|/private/var/folders/|[A-Za-z]:\\+Users\\)`)
+var machinePath = regexp.MustCompile(`(^|[^A-Za-z0-9_.~-])(/(home|Users|root|work|workspace|mnt|media)/[A-Za-z0-9_.+-]|/private/var/folder[s]/|[A-Za-z]:\\+Users\\)`)
 
 // inContainer lists the files where a match names a folder of an image the
 // project builds, not of a machine.
@@ -76,12 +76,13 @@ func TestNoMachinePaths(t *testing.T) {
 // for and leaves paths inside containers alone.
 func TestMachinePathPattern(t *testing.T) {
 	for _, s := range []string{
-		"OCM_SOURCE ?= " + "/work/.mirror/ocm/repo",
-		"replace x => " + "/home/dev/src/x",
-		"cd " + "/Users/dev/go",
-		"GOPATH=" + "/root/go",
-		`C:` + `\Users\dev\src`,
-		"TMPDIR=" + "/private/var/folders/x1/T",
+		// Split so that this file does not name them itself.
+		"OCM_SOURCE ?= /" + "work/.mirror/ocm/repo",
+		"replace x => /" + "home/dev/src/x",
+		"cd /" + "Users/dev/go",
+		"GOPATH=/" + "root/go",
+		`C:\` + `Users\dev\src`,
+		"TMPDIR=/" + "private/var/folders/x1/T",
 	} {
 		if !machinePath.MatchString(s) {
 			t.Errorf("not matched: %q", s)
