@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -12,9 +13,12 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// AuthorityPolicy refuses to create a CleanupPolicy, or to change its spec,
-// unless the requesting user holds every right the policy has the operator
-// exercise: a policy exercises only rights its author holds.
+// AuthorityPolicy refuses to create a CleanupPolicy, to change its spec,
+// to delete it, or to remove its in-use finalizer, unless the requesting
+// user holds every right the policy has the operator exercise: a policy
+// exercises only rights its author holds, and whoever may not write what
+// a policy does may not drop it either (deleting a policy releases its
+// clusters: their protection, finalizer and pin go).
 const AuthorityPolicy = "cleanup-operator-policy-authority"
 
 // MaxCheckedRights is how many distinct rights the authority policy asks
@@ -25,8 +29,8 @@ const AuthorityPolicy = "cleanup-operator-policy-authority"
 const MaxCheckedRights = 24
 
 // maxNeeds bounds the list of rights a policy can need before duplicates
-// are dropped: three per stage, one per monitored resource, three more.
-const maxNeeds = 3*32 + 32 + 4
+// are dropped: three per stage, one per monitored resource, nine more.
+const maxNeeds = 3*32 + 32 + 9
 
 // The rights a policy needs, one entry [verb, group, resource, why] each:
 //   - each deletion stage (absent: the default stages, add-ons then works):
@@ -36,45 +40,67 @@ const maxNeeds = 3*32 + 32 + 4
 //     patch of each stage's resource too: forcing removes the work agent's
 //     finalizer with a patch, which lets an object go without the agent
 //     cleaning up what it put on the managed cluster;
+//   - with a Needless strategy anywhere, or orphaning rules, patch of
+//     manifestworks: the operator stamps spec.deleteOption on the works it
+//     orphans; orphaning rules read every work and its manifests, so list
+//     of manifestworks too;
 //   - each monitored resource: list, the only right the operator uses on it;
 //   - a deletion signal: create of manifestworks;
 //   - keepNamespace other than the literal "true": delete of namespaces;
 //   - prune rules, or a prune default other than None: patch of
-//     configurationpolicies;
-//   - always, patch of managedclusters: the operator labels, annotates and
-//     holds with its finalizer every cluster a policy governs, and adds or
-//     removes deletion protection by spec.deletionProtection, so even a
-//     policy without protection removes it from a cluster it takes over.
+//     configurationpolicies, and list of them, which the rules read;
+//   - always, patch and list of managedclusters: the operator labels,
+//     annotates and holds with its finalizer every cluster a policy
+//     governs, and adds or removes deletion protection by
+//     spec.deletionProtection, so even a policy without protection removes
+//     it from a cluster it takes over; the selector reads every cluster,
+//     and the policy's status counts those it matches.
+//
+// The policy read is the one written, or on DELETE the one deleted.
 var authorityVariables = []admissionregistrationv1.Variable{
+	{Name: "policy", Expression: "request.operation == 'DELETE' ? oldObject : object"},
+	{Name: "spec", Expression: "variables.policy.spec"},
 	{Name: "all", Expression: "authorizer.group('*').resource('*').check('*').allowed()"},
-	{Name: "stages", Expression: "has(object.spec.deletionStages) && size(object.spec.deletionStages) > 0 ? " +
-		"object.spec.deletionStages.map(s, [has(s.group) ? string(s.group) : '', string(s.resource), 'spec.deletionStages (stage ' + string(s.name) + ')']) : " +
+	{Name: "stages", Expression: "has(variables.spec.deletionStages) && size(variables.spec.deletionStages) > 0 ? " +
+		"variables.spec.deletionStages.map(s, [has(s.group) ? string(s.group) : '', string(s.resource), 'spec.deletionStages (stage ' + string(s.name) + ')']) : " +
 		"[['addon.open-cluster-management.io', 'managedclusteraddons', 'spec.deletionStages (absent: the default stages)'], " +
 		"['work.open-cluster-management.io', 'manifestworks', 'spec.deletionStages (absent: the default stages)']]"},
-	{Name: "forces", Expression: "object.spec.removeStrategy.default != 'Required' || " +
-		"(has(object.spec.removeStrategy.rules) && object.spec.removeStrategy.rules.exists(r, r.strategy != 'Required'))"},
-	{Name: "prunes", Expression: "has(object.spec.prune) && " +
-		"((has(object.spec.prune.rules) && size(object.spec.prune.rules) > 0) || " +
-		"(has(object.spec.prune.default) && object.spec.prune.default != 'None'))"},
+	{Name: "forces", Expression: "variables.spec.removeStrategy.default != 'Required' || " +
+		"(has(variables.spec.removeStrategy.rules) && variables.spec.removeStrategy.rules.exists(r, r.strategy != 'Required'))"},
+	{Name: "needless", Expression: "variables.spec.removeStrategy.default == 'Needless' || " +
+		"(has(variables.spec.removeStrategy.rules) && variables.spec.removeStrategy.rules.exists(r, r.strategy == 'Needless'))"},
+	{Name: "orphans", Expression: "has(variables.spec.orphaning) && size(variables.spec.orphaning) > 0"},
+	{Name: "prunes", Expression: "has(variables.spec.prune) && " +
+		"((has(variables.spec.prune.rules) && size(variables.spec.prune.rules) > 0) || " +
+		"(has(variables.spec.prune.default) && variables.spec.prune.default != 'None'))"},
 	{Name: "needs", Expression: strings.Join([]string{
 		"variables.stages.map(s, ['delete', s[0], s[1], s[2]])",
 		"variables.stages.map(s, ['list', s[0], s[1], s[2]])",
 		"(variables.forces ? variables.stages.map(s, ['patch', s[0], s[1], s[2] + ' with a BestEffort or Needless strategy in spec.removeStrategy, which removes finalizers']) : [])",
-		"(has(object.spec.monitoredResources) ? object.spec.monitoredResources.map(m, ['list', has(m.group) ? string(m.group) : '', string(m.resource), 'spec.monitoredResources']) : [])",
-		"(has(object.spec.deletionSignal) ? [['create', 'work.open-cluster-management.io', 'manifestworks', 'spec.deletionSignal']] : [])",
-		"(!has(object.spec.keepNamespace) || object.spec.keepNamespace != 'true' ? [['delete', '', 'namespaces', 'spec.keepNamespace (anything but \"true\" lets cluster namespaces be deleted)']] : [])",
-		"(variables.prunes ? [['patch', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune']] : [])",
-		"[['patch', 'cluster.open-cluster-management.io', 'managedclusters', 'spec (every governed cluster is labelled and annotated, and spec.deletionProtection adds or removes its protection)']]",
+		"(variables.orphans ? [['patch', 'work.open-cluster-management.io', 'manifestworks', 'spec.orphaning (the operator stamps spec.deleteOption on the works it orphans)'], " +
+			"['list', 'work.open-cluster-management.io', 'manifestworks', 'spec.orphaning (its rules read every work and its manifests)']] : [])",
+		"(variables.needless ? [['patch', 'work.open-cluster-management.io', 'manifestworks', 'spec.removeStrategy (Needless orphans every work: the operator stamps spec.deleteOption Orphan)']] : [])",
+		"(has(variables.spec.monitoredResources) ? variables.spec.monitoredResources.map(m, ['list', has(m.group) ? string(m.group) : '', string(m.resource), 'spec.monitoredResources']) : [])",
+		"(has(variables.spec.deletionSignal) ? [['create', 'work.open-cluster-management.io', 'manifestworks', 'spec.deletionSignal']] : [])",
+		"(!has(variables.spec.keepNamespace) || variables.spec.keepNamespace != 'true' ? [['delete', '', 'namespaces', 'spec.keepNamespace (anything but \"true\" lets cluster namespaces be deleted)']] : [])",
+		"(variables.prunes ? [['patch', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune'], " +
+			"['list', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune (its rules read the ConfigurationPolicies)']] : [])",
+		"[['patch', 'cluster.open-cluster-management.io', 'managedclusters', 'spec (every governed cluster is labelled and annotated, and spec.deletionProtection adds or removes its protection)'], " +
+			"['list', 'cluster.open-cluster-management.io', 'managedclusters', 'spec.clusterSelector (it reads every ManagedCluster, and the status counts those it matches)']]",
 	}, " + ")},
 	{Name: "rights", Expression: "variables.needs.map(n, n[0] + ' ' + n[1] + ' ' + n[2])"},
 	// The index of the first entry of each distinct right.
 	{Name: "firsts", Expression: indexList(maxNeeds) +
 		".filter(i, i < size(variables.rights) && variables.rights.indexOf(variables.rights[i]) == i)"},
+	// What a delete or a release adds to the refusals.
+	{Name: "act", Expression: "request.operation == 'DELETE' ? ', and deleting it is checked as changing it would be' : " +
+		"(request.operation == 'UPDATE' && object.spec == oldObject.spec ? ', and removing its finalizer " + v1alpha1.InUseFinalizer +
+		" is checked as changing it would be' : '')"},
 	// The refusal of each distinct right, read only by a failed check.
 	{Name: "refusals", Expression: "variables.firsts.map(i, variables.needs[i]).map(n, " +
-		"'CleanupPolicy ' + object.metadata.name + ': the requesting user may not ' + n[0] + ' ' + n[2] + (n[1] == '' ? '' : '.' + n[1]) + " +
+		"'CleanupPolicy ' + variables.policy.metadata.name + ': the requesting user may not ' + n[0] + ' ' + n[2] + (n[1] == '' ? '' : '.' + n[1]) + " +
 		"' in every namespace (verb ' + n[0] + ', group \"' + n[1] + '\", resource ' + n[2] + '), which ' + n[3] + " +
-		"' has the cleanup operator do: a policy exercises only rights its author holds')"},
+		"' has the cleanup operator do: a policy exercises only rights its author holds' + variables.act)"},
 }
 
 // indexList is a CEL list literal of 0 to n-1: CEL before Kubernetes 1.34
@@ -87,21 +113,31 @@ func indexList(n int) string {
 	return "[" + strings.Join(idx, ", ") + "]"
 }
 
-func authorityPolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
+// authorityPolicy is rendered for the user the operator authenticates as,
+// which removes the in-use finalizer of a policy whose teardowns ended.
+func authorityPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(AuthorityPolicy)
 	p.Spec.MatchConstraints = writes(v1alpha1.GroupVersion.Group, "*", "cleanuppolicies")
-	// Every create and every change of the spec: whether a change narrows
+	r := &p.Spec.MatchConstraints.ResourceRules[0]
+	r.Operations = append(r.Operations, admissionregistrationv1.Delete)
+	// Every create, delete and change of the spec: whether a change narrows
 	// what a policy does is not decidable here (a new `when`, selector or
-	// priority can reach more). Labels, annotations and finalizers change freely.
+	// priority can reach more). And the removal of the in-use finalizer by
+	// anyone but the operator: it lets a policy being deleted go before its
+	// teardowns end. Labels, annotations and other finalizers change freely.
+	inUse := func(obj string) string {
+		return "(has(" + obj + ".metadata.finalizers) && '" + v1alpha1.InUseFinalizer + "' in " + obj + ".metadata.finalizers)"
+	}
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{
-		Name:       "created-or-spec-changed",
-		Expression: "request.operation == 'CREATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
+		Name: "created-deleted-spec-changed-or-released",
+		Expression: "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec || " +
+			"(" + inUse("oldObject") + " && !" + inUse("object") + " && request.userInfo.username != " + strconv.Quote(operatorUser) + ")",
 	}}
 	p.Spec.Variables = slices.Clone(authorityVariables)
 	p.Spec.Validations = append([]admissionregistrationv1.Validation{{
 		Expression: fmt.Sprintf("variables.all || size(variables.firsts) <= %d", MaxCheckedRights),
 		Message:    "the CleanupPolicy needs more distinct rights checked than admission can check for a user who may not do everything",
-		MessageExpression: fmt.Sprintf("'CleanupPolicy ' + object.metadata.name + ' needs ' + string(size(variables.firsts)) + "+
+		MessageExpression: fmt.Sprintf("'CleanupPolicy ' + variables.policy.metadata.name + ' needs ' + string(size(variables.firsts)) + "+
 			"' distinct rights (verb, group, resource), and admission checks at most %d for a user who may not do everything: "+
 			"use fewer distinct resources in spec.deletionStages and spec.monitoredResources, or have a fleet administrator write it'", MaxCheckedRights),
 		Reason: ptr.To(metav1.StatusReasonForbidden),

@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -36,7 +37,13 @@ const (
 var teardownRights = []right{
 	{"delete", addOnGroup, "managedclusteraddons"}, {"list", addOnGroup, "managedclusteraddons"},
 	{"delete", workGroup, "manifestworks"}, {"list", workGroup, "manifestworks"},
-	{"patch", clusterGroup, "managedclusters"},
+	{"patch", clusterGroup, "managedclusters"}, {"list", clusterGroup, "managedclusters"},
+}
+
+// ensureAuthority creates the admission policies, the authority policy
+// among those rendered for the operator's user.
+func ensureAuthority(ctx context.Context, g *WithT) {
+	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, admissionpolicy.AllObjects(admissionpolicy.DefaultOperatorUser))).To(Succeed())
 }
 
 // TestAuthority: without the webhook, a user who may write CleanupPolicies
@@ -47,15 +54,24 @@ func TestAuthority(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
 	withoutWebhook(ctx, t)
-	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
+	ensureAuthority(ctx, g)
 
 	editor := userWith(ctx, t, "editor-only")
 	partial := userWith(ctx, t, "partial", teardownRights...)
 	noClusters := userWith(ctx, t, "no-cluster-patch", teardownRights[:4]...)
+	noClusterRead := userWith(ctx, t, "no-cluster-read", teardownRights[:5]...)
+	// Over a stage of add-ons only: every right but one the rule needs.
+	addOnsAnd := func(name string, more ...right) client.Client {
+		return userWith(ctx, t, name, append([]right{{"delete", addOnGroup, "managedclusteraddons"}, {"list", addOnGroup, "managedclusteraddons"},
+			{"patch", addOnGroup, "managedclusteraddons"}, {"patch", clusterGroup, "managedclusters"}, {"list", clusterGroup, "managedclusters"}}, more...)...)
+	}
+	worksUnread := addOnsAnd("works-patched-not-read", right{"patch", workGroup, "manifestworks"})
+	worksUnpatched := addOnsAnd("works-read-not-patched", right{"list", workGroup, "manifestworks"})
+	pruneUnread := userWith(ctx, t, "prune-unread", append(teardownRights, right{"patch", policyGroup, "configurationpolicies"})...)
 	admin := userWith(ctx, t, "fleet-admin", append(teardownRights,
 		right{"delete", "", "configmaps"}, right{"list", "", "configmaps"}, right{"patch", "", "configmaps"},
 		right{"patch", workGroup, "manifestworks"}, right{"create", workGroup, "manifestworks"},
-		right{"delete", "", "namespaces"}, right{"patch", policyGroup, "configurationpolicies"})...)
+		right{"delete", "", "namespaces"}, right{"patch", policyGroup, "configurationpolicies"}, right{"list", policyGroup, "configurationpolicies"})...)
 
 	kept := func(more map[string]any) map[string]any {
 		spec := map[string]any{"keepNamespace": "true"}
@@ -64,6 +80,7 @@ func TestAuthority(t *testing.T) {
 		}
 		return spec
 	}
+	addOnStage := []any{map[string]any{"name": "addons", "group": addOnGroup, "version": "v1alpha1", "resource": "managedclusteraddons"}}
 	configMap := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "signal", "namespace": "default"}}
 	refused := []struct {
 		name string
@@ -91,6 +108,18 @@ func TestAuthority(t *testing.T) {
 			`(verb patch, group "addon.open-cluster-management.io", resource managedclusteraddons), which spec.deletionStages (absent: the default stages) with a BestEffort or Needless strategy`},
 		{"a Needless rule", partial, kept(map[string]any{"removeStrategy": map[string]any{"default": "Required", "rules": []any{map[string]any{"when": "true", "strategy": "Needless"}}}}),
 			`(verb patch, group "addon.open-cluster-management.io", resource managedclusteraddons)`},
+		{"an orphaning rule", partial, kept(map[string]any{"orphaning": []any{map[string]any{"name": "crds", "when": "manifest.kind == 'CustomResourceDefinition'"}}}),
+			`(verb patch, group "work.open-cluster-management.io", resource manifestworks), which spec.orphaning (the operator stamps spec.deleteOption`},
+		{"an orphaning rule, works patched but not read", worksUnread, kept(map[string]any{"deletionStages": addOnStage,
+			"orphaning": []any{map[string]any{"name": "all", "when": "true"}}}),
+			`(verb list, group "work.open-cluster-management.io", resource manifestworks), which spec.orphaning (its rules read every work and its manifests)`},
+		{"a Needless strategy over a stage without works", worksUnpatched, kept(map[string]any{"deletionStages": addOnStage,
+			"removeStrategy": map[string]any{"default": "Needless"}}),
+			`(verb patch, group "work.open-cluster-management.io", resource manifestworks), which spec.removeStrategy (Needless orphans every work`},
+		{"a prune rule, ConfigurationPolicies patched but not read", pruneUnread, kept(map[string]any{"prune": map[string]any{"default": "DeleteAll"}}),
+			`(verb list, group "policy.open-cluster-management.io", resource configurationpolicies), which spec.prune (its rules read`},
+		{"a selector over clusters the author may not read", noClusterRead, kept(nil),
+			`(verb list, group "cluster.open-cluster-management.io", resource managedclusters), which spec.clusterSelector`},
 		{"a deletion signal", partial, kept(map[string]any{"deletionSignal": map[string]any{"manifests": []any{configMap}}}),
 			`(verb create, group "work.open-cluster-management.io", resource manifestworks), which spec.deletionSignal`},
 		{"a ClusterRoleBinding signal", admin, map[string]any{"deletionSignal": map[string]any{"manifests": []any{map[string]any{
@@ -135,6 +164,47 @@ func TestAuthority(t *testing.T) {
 	g.Expect(partial.Update(ctx, stored)).To(Succeed())
 }
 
+// TestAuthorityToDrop: deleting a CleanupPolicy, or removing its in-use
+// finalizer, is checked as changing it would be: a user who may delete
+// policies but lacks a right the policy exercises is refused, naming it,
+// and the policy and its finalizer stay; a user who holds the rights
+// deletes it. Its labels still change freely.
+func TestAuthorityToDrop(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testContext(t)
+	withoutWebhook(ctx, t)
+	ensureAuthority(ctx, g)
+
+	deleter := userWith(ctx, t, "policy-deleter")
+	owner := userWith(ctx, t, "policy-owner", append(teardownRights, right{"delete", "", "namespaces"})...)
+	protecting := cleanupPolicy("protecting", map[string]any{"deletionProtection": "true"})
+	protecting.SetFinalizers([]string{"cleanup.fleetops.dev/in-use"})
+	g.Expect(k8s.Create(ctx, protecting)).To(Succeed())
+	t.Cleanup(func() {
+		p := cleanupPolicy("protecting", nil)
+		_ = k8s.Patch(context.Background(), p, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		_ = k8s.Delete(context.Background(), p)
+	})
+
+	want := `CleanupPolicy protecting: the requesting user may not delete managedclusteraddons.addon.open-cluster-management.io in every namespace`
+	g.Eventually(func() error { return deleter.Delete(ctx, cleanupPolicy("protecting", nil)) }, enforcementTimeout).
+		Should(And(Satisfy(apierrors.IsForbidden), MatchError(ContainSubstring(want)), MatchError(ContainSubstring("deleting it is checked as changing it would be"))))
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "protecting"}, protecting)).To(Succeed())
+	g.Expect(protecting.GetDeletionTimestamp()).To(BeNil(), "the refused delete began nothing")
+
+	release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	g.Expect(deleter.Patch(ctx, cleanupPolicy("protecting", nil), release)).To(And(Satisfy(apierrors.IsForbidden),
+		MatchError(ContainSubstring(want)), MatchError(ContainSubstring("removing its finalizer cleanup.fleetops.dev/in-use is checked"))))
+	g.Expect(deleter.Patch(ctx, cleanupPolicy("protecting", nil),
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"fleet"}}}`)))).To(Succeed(), "labels change freely")
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "protecting"}, protecting)).To(Succeed())
+	g.Expect(protecting.GetFinalizers()).To(ConsistOf("cleanup.fleetops.dev/in-use"))
+
+	g.Expect(owner.Delete(ctx, cleanupPolicy("protecting", nil))).To(Succeed())
+	g.Expect(owner.Patch(ctx, cleanupPolicy("protecting", nil), release)).To(Succeed())
+	g.Eventually(func() error { return k8s.Get(ctx, client.ObjectKey{Name: "protecting"}, protecting) }).Should(Satisfy(apierrors.IsNotFound))
+}
+
 // TestAuthorityCap: a policy that needs more distinct rights than
 // admission checks is refused, saying so, for a user who may not do
 // everything; an administrator who may writes it.
@@ -142,7 +212,7 @@ func TestAuthorityCap(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
 	withoutWebhook(ctx, t)
-	g.Expect(admissionpolicy.Ensure(ctx, k8s)).To(Succeed())
+	ensureAuthority(ctx, g)
 	many := userWith(ctx, t, "many-stages", teardownRights...)
 	var stages []any
 	for i := range admissionpolicy.MaxCheckedRights / 2 {
@@ -150,7 +220,8 @@ func TestAuthorityCap(t *testing.T) {
 	}
 	spec := map[string]any{"keepNamespace": "true", "deletionStages": stages}
 	g.Eventually(func() error { return createOnce(ctx, many, cleanupPolicy("many", spec)) }, enforcementTimeout).
-		Should(MatchError(ContainSubstring(fmt.Sprintf("needs %d distinct rights", admissionpolicy.MaxCheckedRights+1))))
+		// Delete and list of each stage, patch and list of ManagedClusters.
+		Should(MatchError(ContainSubstring(fmt.Sprintf("needs %d distinct rights", 2*len(stages)+2))))
 	g.Expect(k8s.Create(ctx, cleanupPolicy("many", spec))).To(Succeed())
 	g.Expect(k8s.Delete(ctx, cleanupPolicy("many", nil))).To(Succeed())
 }

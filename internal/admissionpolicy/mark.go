@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // The policies that keep deletion protection from being walked around by
@@ -35,6 +34,8 @@ const DefaultOperatorUser = "system:serviceaccount:cleanup-operator-system:clean
 // for operatorUser, each followed by its binding.
 func ProtectionObjects(operatorUser string) []client.Object {
 	return []client.Object{
+		authorityPolicy(operatorUser),
+		binding(AuthorityPolicy),
 		protectionMarkPolicy(operatorUser),
 		binding(ProtectionMarkPolicy),
 		protectedNamespacePolicy(operatorUser),
@@ -117,19 +118,18 @@ func pinValidation() admissionregistrationv1.Validation {
 	}
 }
 
-// protectedNamespacePolicy refuses DELETE of a cluster namespace (one OCM
-// labelled) while a protected ManagedCluster of its name is neither being
-// deleted nor carries an accepted confirmation: deleting the namespace
-// would take every work and add-on of the cluster with it. The protected
-// clusters are its parameters (the binding selects them by their label),
-// so the API server checks each; the operator's own deletes pass.
+// protectedNamespacePolicy refuses DELETE of the namespace named after a
+// protected ManagedCluster while the cluster is neither being deleted nor
+// carries an accepted confirmation: deleting the namespace would take every
+// work and add-on of the cluster with it. It keys on the namespace's name
+// alone, never on a label a namespace admin could remove first. The
+// protected clusters are its parameters (the binding selects them by the
+// label only the operator writes), so the API server checks each; the
+// operator's own deletes pass.
 func protectedNamespacePolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(ProtectedNamespacePolicy)
 	p.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: "cluster.open-cluster-management.io/v1", Kind: "ManagedCluster"}
 	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
-		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-			Key: decision.OCMClusterNameLabel, Operator: metav1.LabelSelectorOpExists,
-		}}},
 		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{rule(admissionregistrationv1.Delete, "", "v1", "namespaces")},
 	}
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{notOperator(operatorUser)}

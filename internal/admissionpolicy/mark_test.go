@@ -44,7 +44,8 @@ func mergePatch(ctx context.Context, c client.Client, obj client.Object, patch s
 // ManagedClusters and namespaces, but is not the operator, cannot take the
 // protection mark off, cannot forge an accepted confirmation in one patch
 // (nor delete the cluster after trying), and cannot delete the protected
-// cluster's namespace; a confirmation by name alone is let through for
+// cluster's namespace, even after taking OCM's label off it; a
+// confirmation by name alone is let through for
 // the operator to stamp. Once the operator (here the test's admin, for
 // whom the policies are rendered) accepts a confirmation, the namespace
 // may go. The namespace of an unprotected cluster is not guarded.
@@ -62,7 +63,7 @@ func TestProtectionHoldsAgainstAPatch(t *testing.T) {
 	user := userClient(ctx, t, "cluster-patcher", []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"},
 			Verbs: []string{"get", "list", "patch", "update", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "patch", "delete"}},
 	})
 
 	const name = "guarded-a"
@@ -95,6 +96,11 @@ func TestProtectionHoldsAgainstAPatch(t *testing.T) {
 		return user.Delete(ctx, ns.DeepCopy(), client.DryRunAll)
 	}).WithTimeout(enforcementTimeout).Should(MatchError(ContainSubstring(refusedNamespace)))
 	g.Expect(user.Delete(ctx, ns.DeepCopy())).To(MatchError(ContainSubstring(refusedNamespace)))
+	// Nor once OCM's label is taken off it: the guard keys on the name.
+	g.Expect(mergePatch(ctx, user, ns.DeepCopy(), fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, decision.OCMClusterNameLabel))).To(Succeed())
+	g.Expect(user.Delete(ctx, ns.DeepCopy())).To(MatchError(ContainSubstring(refusedNamespace)))
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(ns), ns)).To(Succeed())
+	g.Expect(ns.DeletionTimestamp).To(BeNil(), "the unlabelled namespace is still there")
 
 	// A confirmation by name alone passes: the operator stamps it.
 	g.Expect(mergePatch(ctx, user, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,

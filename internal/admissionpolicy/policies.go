@@ -51,8 +51,6 @@ func ObjectsFor(l SignalLimits) []client.Object {
 		binding(DeletionProtectionPolicy),
 		deleteConfirmationPolicy(),
 		binding(DeleteConfirmationPolicy),
-		authorityPolicy(),
-		binding(AuthorityPolicy),
 		signalManifestsPolicy(l),
 		binding(SignalManifestsPolicy),
 		releasePolicy(),
