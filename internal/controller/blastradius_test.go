@@ -379,10 +379,13 @@ var _ = Describe("Blast radius", func() {
 	It("keeps a teardown its budget held held through hooks, a dry run and a pause, until the policy says to go on", func() {
 		window := &metav1.Duration{Duration: 4 * time.Second}
 		works := burstFleet("br-sticky", "k", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window}, "bk-a", "bk-b", "bk-c")
+		// Deleted together, so that bk-b and bk-c fall in the window bk-a's
+		// deletion opened however long bk-a takes to go: by deletion time,
+		// then name, bk-a's is the one teardown it lets begin.
 		deleteCluster("bk-a")
-		clusterGone("bk-a")
 		deleteCluster("bk-b")
 		deleteCluster("bk-c")
+		clusterGone("bk-a")
 		// bk-a's teardown began within the window: both are held, and
 		// stay held once the window passes.
 		for _, n := range []string{"bk-b", "bk-c"} {

@@ -222,7 +222,7 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *c
 	}
 	labels := append(byVerb[decision.VerbLabel], byVerb[decision.VerbUnlabel]...)
 	for _, act := range labels {
-		written, err := a.label(ctx, act)
+		written, err := a.label(ctx, st, act)
 		if err != nil {
 			return stepResult{}, err
 		}
@@ -313,7 +313,7 @@ func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, cluster
 	for _, act := range plan.Now() {
 		switch act.Verb {
 		case decision.VerbUnlabel:
-			written, err := a.label(ctx, act)
+			written, err := a.label(ctx, st, act)
 			if err != nil {
 				return stepOn, err
 			}

@@ -29,10 +29,19 @@ import (
 // work is deleted only at the resourceVersion the plan decided on.
 
 // label puts the cluster-deleting label on the cluster namespace, or takes
-// it off, and says whether it did (not when the namespace changed since
-// the plan read it).
-func (a *ClusterTeardown) label(ctx context.Context, act decision.Action) (written bool, err error) {
-	return a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
+// it off, and says whether it did: not when the namespace changed since
+// the plan read it, nor when this process already wrote it over the
+// namespace as read (a cache behind its own write, which would only be
+// refused).
+func (a *ClusterTeardown) label(ctx context.Context, st *teardownState, act decision.Action) (written bool, err error) {
+	if st.labelUnseen(act) {
+		return false, nil
+	}
+	written, err = a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
+	if written {
+		st.labelWritten(act)
+	}
+	return written, err
 }
 
 // deleteParallelism bounds the deletes one cluster has in flight at once.
