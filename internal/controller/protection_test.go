@@ -142,6 +142,28 @@ var _ = Describe("Deletion protection", func() {
 		clusterGone("prot-prod")
 	})
 
+	It("keeps the mark of a cluster a policy in dry run takes over, so its deletion is still refused; the policy out of dry run removes it", func() {
+		fleetCluster("prot-dry", map[string]string{"dry": "yes"}, true)
+		selector := "cluster.metadata.labels[?'dry'].orValue('') == 'yes'"
+		Expect(k8s.Create(ctx, cleanupPolicy("protect-dry", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: selector, DeletionProtection: "true",
+		}))).To(Succeed())
+		governedBy("prot-dry", "protect-dry")
+		Eventually(func(g Gomega) bool { return protected(g, "prot-dry") }).Should(BeTrue())
+
+		By("a higher-priority policy in dry run, without protection, takes the cluster over")
+		preview := cleanupPolicy("preview-dry", v1alpha1.CleanupPolicySpec{ClusterSelector: selector, Priority: 10, DryRun: true})
+		Expect(k8s.Create(ctx, preview)).To(Succeed())
+		governedBy("prot-dry", "preview-dry")
+		Consistently(func(g Gomega) bool { return protected(g, "prot-dry") }, "2s").Should(BeTrue())
+		Expect(k8s.Delete(ctx, managedCluster("prot-dry", nil))).To(MatchError(ContainSubstring("ManagedCluster prot-dry is protected from deletion")))
+		Expect(getClusterNow("prot-dry").GetDeletionTimestamp()).To(BeNil())
+
+		By("out of dry run, the policy's own spec decides: no protection")
+		setDryRun("preview-dry", false)
+		Eventually(func(g Gomega) bool { return protected(g, "prot-dry") }).Should(BeFalse())
+	})
+
 	It("accepts a fresh confirmation naming the cluster, then lets it be deleted and cleaned up; refuses a stale or wrong one", func() {
 		fleetCluster("prot-c", map[string]string{"env": "prod"}, true)
 		addon("prot-c", "search")

@@ -51,7 +51,9 @@ type Protection struct {
 //
 // The mark follows the governing policy's spec.deletionProtection: no
 // policy, or no expression, no mark; true, or an error, the mark (when in
-// doubt, protect). A held cluster keeps its mark as it is. A confirmation
+// doubt, protect). A held cluster keeps its mark as it is, and so does a
+// cluster governed by a policy in dry run, which may add it but removes
+// none. A confirmation
 // is accepted only on a marked cluster, only when its value is the
 // cluster's own name and its time is valid, not in the future and younger
 // than maxAge.
@@ -70,6 +72,10 @@ func DecideProtection(g *Governed, now time.Time, maxAge time.Duration) Protecti
 		} else {
 			p.Protected = ok
 		}
+	}
+	if g.Policy != nil && g.Policy.Spec.DryRun && IsProtected(mc) {
+		// A policy in dry run may add the mark, and removes none.
+		p.Protected = true
 	}
 	confirmed, hasConfirmation := mc.GetAnnotations()[v1alpha1.DeleteConfirmedAnnotation]
 	if !hasConfirmation {

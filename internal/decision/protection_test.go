@@ -21,13 +21,14 @@ func TestDecideProtection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	protecting := func(expr string) *cel.Policy {
+	compile := func(expr string, dryRun bool) *cel.Policy {
 		p, errs := cel.Compile(env, &v1alpha1.CleanupPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: "p", UID: types.UID("p"), Generation: 1},
 			Spec: v1alpha1.CleanupPolicySpec{
 				RemoveStrategy:     v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired},
 				Variables:          []v1alpha1.Variable{{Name: "env", Expression: "cluster.metadata.labels[?'env'].orValue('')"}},
 				DeletionProtection: expr,
+				DryRun:             dryRun,
 			},
 		})
 		if len(errs) > 0 {
@@ -35,9 +36,11 @@ func TestDecideProtection(t *testing.T) {
 		}
 		return p
 	}
+	protecting := func(expr string) *cel.Policy { return compile(expr, false) }
 	prod := protecting("variables.env == 'prod'")
 	failing := protecting("cluster.metadata.labels['tier'] == 'gold'")
 	none := protecting("")
+	previewProd, previewNone := compile("variables.env == 'prod'", true), compile("", true)
 
 	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
 	maxAge := time.Hour
@@ -69,6 +72,12 @@ func TestDecideProtection(t *testing.T) {
 		{name: "false takes a mark back", cluster: mc(marked, nil), policy: prod},
 		{name: "no expression protects nothing", cluster: mc(marked, nil), policy: none},
 		{name: "no policy protects nothing", cluster: mc(marked, nil)},
+		{name: "a dry run keeps a mark its expression would take back", cluster: mc(marked, nil), policy: previewProd, protected: true},
+		{name: "a dry run without an expression keeps a mark", cluster: mc(marked, nil), policy: previewNone, protected: true},
+		{name: "a dry run adds a mark", cluster: mc(prodLabels, nil), policy: previewProd, protected: true},
+		{name: "a dry run adds no mark it does not ask for", cluster: mc(map[string]string{"env": "dev"}, nil), policy: previewProd},
+		{name: "a dry run accepts a person's confirmation of a kept mark", cluster: mc(marked, confirmation("c1", at(-time.Minute))), policy: previewNone,
+			protected: true, accepted: at(-time.Minute)},
 		{name: "a run-time error protects", cluster: mc(nil, nil), policy: failing, protected: true, errored: true},
 		{name: "a held cluster keeps its mark", cluster: mc(marked, nil), held: true, protected: true},
 		{name: "a held cluster gets no mark", cluster: mc(prodLabels, nil), held: true},
