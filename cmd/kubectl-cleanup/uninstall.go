@@ -170,6 +170,7 @@ as it would without the operator:
     ` + admissionpolicy.DeleteConfirmationPolicy + `,
     ` + admissionpolicy.ProtectionMarkPolicy + `,
     ` + admissionpolicy.ProtectedNamespacePolicy + `,
+    ` + admissionpolicy.TeardownConditionPolicy + `,
     ` + admissionpolicy.AuthorityPolicy + `,
     ` + admissionpolicy.SignalManifestsPolicy + ` and
     ` + admissionpolicy.ReleasePolicy + `, and their bindings;

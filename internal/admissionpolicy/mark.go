@@ -24,6 +24,10 @@ const (
 	// protected ManagedCluster unless the cluster's deletion is confirmed
 	// (and accepted) or under way.
 	ProtectedNamespacePolicy = "cleanup-operator-protected-namespace"
+	// TeardownConditionPolicy lets only the operator write a ManagedCluster's
+	// ContentDeleteSuccess condition, which the blast radius reads to tell
+	// a teardown begun, held or ended.
+	TeardownConditionPolicy = "cleanup-operator-teardown-condition"
 )
 
 // DefaultOperatorUser is the user the operator authenticates as when
@@ -40,6 +44,8 @@ func ProtectionObjects(operatorUser string) []client.Object {
 		binding(ProtectionMarkPolicy),
 		protectedNamespacePolicy(operatorUser),
 		protectedNamespaceBinding(),
+		teardownConditionPolicy(operatorUser),
+		binding(TeardownConditionPolicy),
 	}
 }
 
@@ -165,4 +171,39 @@ func protectedNamespaceBinding() *admissionregistrationv1.ValidatingAdmissionPol
 // has none.
 func label(obj, key string) string {
 	return "has(" + obj + ".metadata.labels) && '" + key + "' in " + obj + ".metadata.labels ? " + obj + ".metadata.labels['" + key + "'] : ''"
+}
+
+// teardownConditionPolicy refuses anyone but the operator a status write
+// that sets, changes or removes a ManagedCluster's ContentDeleteSuccess
+// condition. The blast radius reads it as the operator's own report (a
+// teardown begun, held by the budget, ended), so whoever may write the
+// cluster's status (its agent, a status helper) could otherwise let a
+// teardown past the budget. Every other condition, OCM's included, is
+// written as before: OCM's controllers patch the status at the
+// resourceVersion they read, so they never write back an older copy of it.
+func teardownConditionPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p := policy(TeardownConditionPolicy)
+	p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+			rule(admissionregistrationv1.Update, "cluster.open-cluster-management.io", "v1", "managedclusters/status"),
+		},
+	}
+	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{notOperator(operatorUser)}
+	of := func(obj string) string {
+		return "has(" + obj + ".status) && has(" + obj + ".status.conditions) ? " + obj + ".status.conditions.filter(c, c.type == '" +
+			v1alpha1.ContentDeleteSuccessCondition + "') : []"
+	}
+	p.Spec.Variables = []admissionregistrationv1.Variable{
+		{Name: "condition", Expression: of("object")},
+		{Name: "oldCondition", Expression: of("oldObject")},
+	}
+	p.Spec.Validations = []admissionregistrationv1.Validation{{
+		Expression: "variables.condition == variables.oldCondition",
+		Message:    "only the cleanup operator writes the condition " + v1alpha1.ContentDeleteSuccessCondition + " of a ManagedCluster",
+		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator sets, changes or removes the condition " +
+			v1alpha1.ContentDeleteSuccessCondition + ": it reports the cluster\\'s teardown, and the blast radius of its CleanupPolicy reads it; " +
+			"write every other condition as before'",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}}
+	return p
 }

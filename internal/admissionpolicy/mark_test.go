@@ -2,6 +2,7 @@ package admissionpolicy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -140,4 +142,52 @@ func TestCanRestore(t *testing.T) {
 	g.Expect(why).To(ContainSubstring("the operator may not create validatingadmissionpolicies.admissionregistration.k8s.io"))
 	g.Expect(why).To(ContainSubstring("cleanup-operator-bootstrap-role"))
 	g.Expect(why).NotTo(ContainSubstring("watch validatingadmissionpolicies"))
+}
+
+// TestTeardownConditionIsTheOperators: a user who may write a
+// ManagedCluster's status (its agent, a status helper) writes any condition
+// but ContentDeleteSuccess: setting, changing or removing it is refused,
+// and the condition the operator (here the test's admin) wrote stays.
+func TestTeardownConditionIsTheOperators(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testContext(t)
+	operator, err := admissionpolicy.OperatorUser(ctx, k8s)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, admissionpolicy.AllObjects(operator))).To(Succeed())
+	t.Cleanup(func() {
+		for _, obj := range admissionpolicy.ProtectionObjects(operator) {
+			_ = k8s.Delete(context.Background(), obj)
+		}
+	})
+	agent := userClient(ctx, t, "status-writer", []rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters", "managedclusters/status"},
+			Verbs: []string{"get", "patch", "update"}},
+	})
+	mc := createCluster(ctx, t, managedCluster("reported", nil, nil))
+	condition := func(typ, status, reason string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": "m",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	}
+	setConditions := func(c client.Client, conds ...map[string]any) error {
+		raw, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+		g.Expect(err).NotTo(HaveOccurred())
+		return c.Status().Patch(ctx, mc.DeepCopy(), client.RawPatch(types.MergePatchType, raw))
+	}
+	refused := "ManagedCluster reported: only the cleanup operator sets, changes or removes the condition " + v1alpha1.ContentDeleteSuccessCondition
+
+	held := condition(v1alpha1.ContentDeleteSuccessCondition, "Unknown", v1alpha1.BlastRadiusExceededReason)
+	g.Eventually(func() error {
+		return setConditions(agent, condition(v1alpha1.ContentDeleteSuccessCondition, "False", v1alpha1.ResourcesRemainingReason))
+	}).WithTimeout(enforcementTimeout).Should(MatchError(ContainSubstring(refused)), "a forged begun teardown")
+	g.Expect(setConditions(k8s, held)).To(Succeed(), "the operator reports a hold")
+	available := condition("ManagedClusterConditionAvailable", "True", "ManagedClusterAvailable")
+	g.Expect(setConditions(agent, held, available)).To(Succeed(), "another condition, the operator's kept as it is")
+	g.Expect(setConditions(agent, available)).To(MatchError(ContainSubstring(refused)), "the hold removed")
+	g.Expect(setConditions(agent, condition(v1alpha1.ContentDeleteSuccessCondition, "False", v1alpha1.CleanupFailedReason), available)).
+		To(MatchError(ContainSubstring(refused)), "the hold turned into a teardown begun")
+
+	got := managedCluster("reported", nil, nil)
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(got), got)).To(Succeed())
+	conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	g.Expect(conds).To(ContainElement(HaveKeyWithValue("reason", v1alpha1.BlastRadiusExceededReason)))
 }
