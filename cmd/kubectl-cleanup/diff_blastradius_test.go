@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -39,7 +40,9 @@ spec:
 // and f3 are deleted: today f2 may begin and f3 holds. diff shows a policy
 // lowering the budget hold f2, one raising it let f3 go, the same offline
 // from a snapshot, and a window longer than the records are kept refused;
-// without the operator's settings it warns and takes the defaults.
+// without the operator's settings it warns and takes the defaults. A
+// policy applied with a budget, a window, a timeout and a priority diffs
+// unchanged against its own file, live and offline.
 func TestDiffBlastRadius(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -193,5 +196,38 @@ func TestDiffBlastRadius(t *testing.T) {
 		g.Expect(code).To(Equal(exitOK), errOut)
 		g.Expect(errOut).To(ContainSubstring("Warning: CleanupPolicy long: spec.blastRadius.window: Invalid value: \"3h0m0s\": " +
 			"longer than the operator keeps teardown records (--teardown-record-max-age 2h0m0s)"))
+	})
+
+	t.Run("the file applied, diffed again, is unchanged: numbers and durations as the API server holds them", func(t *testing.T) {
+		g := NewWithT(t)
+		path := filepath.Join(dir, "br.yaml")
+		g.Expect(os.WriteFile(path, []byte(`apiVersion: cleanup.fleetops.dev/v1alpha1
+kind: CleanupPolicy
+metadata: {name: br}
+spec:
+  priority: 3
+  removeStrategy: {default: Required, timeout: 45m}
+  blastRadius: {maxTeardowns: 2, window: 1h, maxConcurrent: 1}
+`), 0o600)).To(Succeed())
+		g.Expect(applyFile(ctx, c, path)).To(Succeed())
+		out, errOut, code := runPlugin(env.Kubeconfig, "diff", "-f", path)
+		g.Expect(code).To(Equal(exitOK), out+errOut)
+		g.Expect(out).To(ContainSubstring("CleanupPolicy br: unchanged\n"))
+		g.Expect(out).To(ContainSubstring("0 cluster(s) change"))
+		hub, errOut, code := runPlugin(env.Kubeconfig, "snapshot")
+		g.Expect(code).To(Equal(exitOK), errOut)
+		snapshot := filepath.Join(t.TempDir(), "hub.json")
+		g.Expect(os.WriteFile(snapshot, []byte(hub), 0o600)).To(Succeed())
+		offline, errOut, code := runPlugin(filepath.Join(t.TempDir(), "none"), "diff", "-f", path, "--snapshot", snapshot)
+		g.Expect(code).To(Equal(exitOK), offline+errOut)
+		g.Expect(offline).To(Equal(out))
+		// A count raised is a change.
+		raised := filepath.Join(dir, "br-raised.yaml")
+		doc, err := os.ReadFile(path)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(os.WriteFile(raised, bytes.Replace(doc, []byte("maxTeardowns: 2"), []byte("maxTeardowns: 3"), 1), 0o600)).To(Succeed())
+		out, errOut, code = runPlugin(env.Kubeconfig, "diff", "-f", raised)
+		g.Expect(code).To(Equal(exitDiffers), out+errOut)
+		g.Expect(out).To(ContainSubstring("CleanupPolicy br: changed\n"))
 	})
 }

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -235,7 +237,7 @@ func propose(live []unstructured.Unstructured, proposed []*unstructured.Unstruct
 		l := &live[i]
 		p, ok := byName[l.GetName()]
 		switch {
-		case ok && equality.Semantic.DeepEqual(l.Object["spec"], p.Object["spec"]):
+		case ok && sameSpec(l.Object["spec"], p.Object["spec"]):
 			out = append(out, l)
 			changes = append(changes, PolicyChange{Name: l.GetName(), Change: "unchanged"})
 		case ok:
@@ -272,3 +274,56 @@ func propose(live []unstructured.Unstructured, proposed []*unstructured.Unstruct
 	slices.SortFunc(changes, func(a, b PolicyChange) int { return strings.Compare(a.Name, b.Name) })
 	return out, changes
 }
+
+// sameSpec says whether two CleanupPolicy specs are the same as the API
+// server holds them, whatever their source: a file decodes its numbers as
+// float64, the API server's JSON as int64, a snapshot as float64 again.
+// Both are compared typed, as the operator reads them: a count is a
+// count, a duration a duration (1h is 60m), and a field the CRD defaults
+// that one leaves out counts as its default. A spec that does not decode
+// (one stored before the schema refused it) is compared as JSON, which
+// writes an integer alike whatever its Go type.
+func sameSpec(live, proposed any) bool {
+	l, lerr := typedSpec(live)
+	p, perr := typedSpec(proposed)
+	if lerr != nil || perr != nil {
+		lraw, lerr := json.Marshal(live)
+		praw, perr := json.Marshal(proposed)
+		return lerr == nil && perr == nil && bytes.Equal(lraw, praw)
+	}
+	return equality.Semantic.DeepEqual(withDefaults(l), withDefaults(p))
+}
+
+// typedSpec decodes a spec through JSON as the API server and the typed
+// client do: field names match case-sensitively, unknown ones are dropped.
+func typedSpec(spec any) (*v1alpha1.CleanupPolicySpec, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := &v1alpha1.CleanupPolicySpec{}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// withDefaults fills in the defaults of the CleanupPolicy CRD (its
+// `default:` values), so that a spec that leaves one out compares equal to
+// one the API server defaulted, even when the hub's CRD could not be read
+// to default the proposed policies with.
+func withDefaults(s *v1alpha1.CleanupPolicySpec) *v1alpha1.CleanupPolicySpec {
+	if s.RemoveStrategy.Timeout == nil {
+		s.RemoveStrategy.Timeout = &metav1.Duration{Duration: decision.DefaultTimeout}
+	}
+	if s.DeletionSignal != nil && s.DeletionSignal.WorkName == "" {
+		s.DeletionSignal.WorkName = defaultSignalWorkName
+	}
+	if s.Prune != nil && s.Prune.Default == "" {
+		s.Prune.Default = v1alpha1.PruneNone
+	}
+	return s
+}
+
+// defaultSignalWorkName is the CRD's default of spec.deletionSignal.workName.
+const defaultSignalWorkName = "cleanup-signal"
