@@ -29,8 +29,9 @@ const AuthorityPolicy = "cleanup-operator-policy-authority"
 const MaxCheckedRights = 24
 
 // maxNeeds bounds the list of rights a policy can need before duplicates
-// are dropped: three per stage, one per monitored resource, nine more.
-const maxNeeds = 3*32 + 32 + 9
+// are dropped: three per stage, one per monitored resource, nine more; on
+// UPDATE, as many again for the policy as stored.
+const maxNeeds = 2 * (3*32 + 32 + 9)
 
 // The rights a policy needs, one entry [verb, group, resource, why] each:
 //   - each deletion stage (absent: the default stages, add-ons then works):
@@ -56,38 +57,16 @@ const maxNeeds = 3*32 + 32 + 9
 //     it from a cluster it takes over; the selector reads every cluster,
 //     and the policy's status counts those it matches.
 //
-// The policy read is the one written, or on DELETE the one deleted.
+// The policy read is the one written, or on DELETE the one deleted; on
+// UPDATE the policy as stored is read too: a change needs the rights of
+// the policy it replaces as well as of the one it makes, so that no one
+// narrows a policy's stages, protection or orphaning away (and then drops
+// it) without the rights they had the operator exercise.
 var authorityVariables = []admissionregistrationv1.Variable{
 	{Name: "policy", Expression: "request.operation == 'DELETE' ? oldObject : object"},
-	{Name: "spec", Expression: "variables.policy.spec"},
 	{Name: "all", Expression: "authorizer.group('*').resource('*').check('*').allowed()"},
-	{Name: "stages", Expression: "has(variables.spec.deletionStages) && size(variables.spec.deletionStages) > 0 ? " +
-		"variables.spec.deletionStages.map(s, [has(s.group) ? string(s.group) : '', string(s.resource), 'spec.deletionStages (stage ' + string(s.name) + ')']) : " +
-		"[['addon.open-cluster-management.io', 'managedclusteraddons', 'spec.deletionStages (absent: the default stages)'], " +
-		"['work.open-cluster-management.io', 'manifestworks', 'spec.deletionStages (absent: the default stages)']]"},
-	{Name: "forces", Expression: "variables.spec.removeStrategy.default != 'Required' || " +
-		"(has(variables.spec.removeStrategy.rules) && variables.spec.removeStrategy.rules.exists(r, r.strategy != 'Required'))"},
-	{Name: "needless", Expression: "variables.spec.removeStrategy.default == 'Needless' || " +
-		"(has(variables.spec.removeStrategy.rules) && variables.spec.removeStrategy.rules.exists(r, r.strategy == 'Needless'))"},
-	{Name: "orphans", Expression: "has(variables.spec.orphaning) && size(variables.spec.orphaning) > 0"},
-	{Name: "prunes", Expression: "has(variables.spec.prune) && " +
-		"((has(variables.spec.prune.rules) && size(variables.spec.prune.rules) > 0) || " +
-		"(has(variables.spec.prune.default) && variables.spec.prune.default != 'None'))"},
-	{Name: "needs", Expression: strings.Join([]string{
-		"variables.stages.map(s, ['delete', s[0], s[1], s[2]])",
-		"variables.stages.map(s, ['list', s[0], s[1], s[2]])",
-		"(variables.forces ? variables.stages.map(s, ['patch', s[0], s[1], s[2] + ' with a BestEffort or Needless strategy in spec.removeStrategy, which removes finalizers']) : [])",
-		"(variables.orphans ? [['patch', 'work.open-cluster-management.io', 'manifestworks', 'spec.orphaning (the operator stamps spec.deleteOption on the works it orphans)'], " +
-			"['list', 'work.open-cluster-management.io', 'manifestworks', 'spec.orphaning (its rules read every work and its manifests)']] : [])",
-		"(variables.needless ? [['patch', 'work.open-cluster-management.io', 'manifestworks', 'spec.removeStrategy (Needless orphans every work: the operator stamps spec.deleteOption Orphan)']] : [])",
-		"(has(variables.spec.monitoredResources) ? variables.spec.monitoredResources.map(m, ['list', has(m.group) ? string(m.group) : '', string(m.resource), 'spec.monitoredResources']) : [])",
-		"(has(variables.spec.deletionSignal) ? [['create', 'work.open-cluster-management.io', 'manifestworks', 'spec.deletionSignal']] : [])",
-		"(!has(variables.spec.keepNamespace) || variables.spec.keepNamespace != 'true' ? [['delete', '', 'namespaces', 'spec.keepNamespace (anything but \"true\" lets cluster namespaces be deleted)']] : [])",
-		"(variables.prunes ? [['patch', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune'], " +
-			"['list', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune (its rules read the ConfigurationPolicies)']] : [])",
-		"[['patch', 'cluster.open-cluster-management.io', 'managedclusters', 'spec (every governed cluster is labelled and annotated, and spec.deletionProtection adds or removes its protection)'], " +
-			"['list', 'cluster.open-cluster-management.io', 'managedclusters', 'spec.clusterSelector (it reads every ManagedCluster, and the status counts those it matches)']]",
-	}, " + ")},
+	{Name: "needs", Expression: needsOf("variables.policy.spec", "") + " + (request.operation == 'UPDATE' ? " +
+		needsOf("oldObject.spec", ", as the policy stood before this change") + " : [])"},
 	{Name: "rights", Expression: "variables.needs.map(n, n[0] + ' ' + n[1] + ' ' + n[2])"},
 	// The index of the first entry of each distinct right.
 	{Name: "firsts", Expression: indexList(maxNeeds) +
@@ -95,12 +74,46 @@ var authorityVariables = []admissionregistrationv1.Variable{
 	// What a delete or a release adds to the refusals.
 	{Name: "act", Expression: "request.operation == 'DELETE' ? ', and deleting it is checked as changing it would be' : " +
 		"(request.operation == 'UPDATE' && object.spec == oldObject.spec ? ', and removing its finalizer " + v1alpha1.InUseFinalizer +
-		" is checked as changing it would be' : '')"},
+		" or changing its owners (whose deletion would delete it) is checked as changing it would be' : '')"},
 	// The refusal of each distinct right, read only by a failed check.
 	{Name: "refusals", Expression: "variables.firsts.map(i, variables.needs[i]).map(n, " +
 		"'CleanupPolicy ' + variables.policy.metadata.name + ': the requesting user may not ' + n[0] + ' ' + n[2] + (n[1] == '' ? '' : '.' + n[1]) + " +
 		"' in every namespace (verb ' + n[0] + ', group \"' + n[1] + '\", resource ' + n[2] + '), which ' + n[3] + " +
 		"' has the cleanup operator do: a policy exercises only rights its author holds' + variables.act)"},
+}
+
+// needsOf is a CEL expression for the rights the policy spec (a CEL
+// expression) needs, one entry [verb, group, resource, why] each, why
+// ending with suffix.
+func needsOf(spec, suffix string) string {
+	stages := "(has(" + spec + ".deletionStages) && size(" + spec + ".deletionStages) > 0 ? " +
+		spec + ".deletionStages.map(s, [has(s.group) ? string(s.group) : '', string(s.resource), 'spec.deletionStages (stage ' + string(s.name) + ')']) : " +
+		"[['addon.open-cluster-management.io', 'managedclusteraddons', 'spec.deletionStages (absent: the default stages)'], " +
+		"['work.open-cluster-management.io', 'manifestworks', 'spec.deletionStages (absent: the default stages)']])"
+	forces := "(" + spec + ".removeStrategy.default != 'Required' || " +
+		"(has(" + spec + ".removeStrategy.rules) && " + spec + ".removeStrategy.rules.exists(r, r.strategy != 'Required')))"
+	needless := "(" + spec + ".removeStrategy.default == 'Needless' || " +
+		"(has(" + spec + ".removeStrategy.rules) && " + spec + ".removeStrategy.rules.exists(r, r.strategy == 'Needless')))"
+	orphans := "(has(" + spec + ".orphaning) && size(" + spec + ".orphaning) > 0)"
+	prunes := "(has(" + spec + ".prune) && " +
+		"((has(" + spec + ".prune.rules) && size(" + spec + ".prune.rules) > 0) || " +
+		"(has(" + spec + ".prune.default) && " + spec + ".prune.default != 'None')))"
+	q := "'" + suffix + "'"
+	return "(" + strings.Join([]string{
+		stages + ".map(s, ['delete', s[0], s[1], s[2] + " + q + "])",
+		stages + ".map(s, ['list', s[0], s[1], s[2] + " + q + "])",
+		"(" + forces + " ? " + stages + ".map(s, ['patch', s[0], s[1], s[2] + ' with a BestEffort or Needless strategy in spec.removeStrategy, which removes finalizers' + " + q + "]) : [])",
+		"(" + orphans + " ? [['patch', 'work.open-cluster-management.io', 'manifestworks', 'spec.orphaning (the operator stamps spec.deleteOption on the works it orphans)' + " + q + "], " +
+			"['list', 'work.open-cluster-management.io', 'manifestworks', 'spec.orphaning (its rules read every work and its manifests)' + " + q + "]] : [])",
+		"(" + needless + " ? [['patch', 'work.open-cluster-management.io', 'manifestworks', 'spec.removeStrategy (Needless orphans every work: the operator stamps spec.deleteOption Orphan)' + " + q + "]] : [])",
+		"(has(" + spec + ".monitoredResources) ? " + spec + ".monitoredResources.map(m, ['list', has(m.group) ? string(m.group) : '', string(m.resource), 'spec.monitoredResources' + " + q + "]) : [])",
+		"(has(" + spec + ".deletionSignal) ? [['create', 'work.open-cluster-management.io', 'manifestworks', 'spec.deletionSignal' + " + q + "]] : [])",
+		"(!has(" + spec + ".keepNamespace) || " + spec + ".keepNamespace != 'true' ? [['delete', '', 'namespaces', 'spec.keepNamespace (anything but \"true\" lets cluster namespaces be deleted)' + " + q + "]] : [])",
+		"(" + prunes + " ? [['patch', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune' + " + q + "], " +
+			"['list', 'policy.open-cluster-management.io', 'configurationpolicies', 'spec.prune (its rules read the ConfigurationPolicies)' + " + q + "]] : [])",
+		"[['patch', 'cluster.open-cluster-management.io', 'managedclusters', 'spec (every governed cluster is labelled and annotated, and spec.deletionProtection adds or removes its protection)' + " + q + "], " +
+			"['list', 'cluster.open-cluster-management.io', 'managedclusters', 'spec.clusterSelector (it reads every ManagedCluster, and the status counts those it matches)' + " + q + "]]",
+	}, " + ") + ")"
 }
 
 // indexList is a CEL list literal of 0 to n-1: CEL before Kubernetes 1.34
@@ -122,15 +135,21 @@ func authorityPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdm
 	r.Operations = append(r.Operations, admissionregistrationv1.Delete)
 	// Every create, delete and change of the spec: whether a change narrows
 	// what a policy does is not decidable here (a new `when`, selector or
-	// priority can reach more). And the removal of the in-use finalizer by
+	// priority can reach more). The removal of the in-use finalizer by
 	// anyone but the operator: it lets a policy being deleted go before its
-	// teardowns end. Labels, annotations and other finalizers change freely.
+	// teardowns end. And a change of its owners: the garbage collector
+	// deletes a policy whose owner is gone, with rights of its own. Labels,
+	// annotations and other finalizers change freely.
 	inUse := func(obj string) string {
 		return "(has(" + obj + ".metadata.finalizers) && '" + v1alpha1.InUseFinalizer + "' in " + obj + ".metadata.finalizers)"
 	}
+	owners := func(obj string) string {
+		return "(has(" + obj + ".metadata.ownerReferences) ? " + obj + ".metadata.ownerReferences : [])"
+	}
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{
-		Name: "created-deleted-spec-changed-or-released",
+		Name: "created-deleted-spec-or-owners-changed-or-released",
 		Expression: "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec || " +
+			owners("object") + " != " + owners("oldObject") + " || " +
 			"(" + inUse("oldObject") + " && !" + inUse("object") + " && request.userInfo.username != " + strconv.Quote(operatorUser) + ")",
 	}}
 	p.Spec.Variables = slices.Clone(authorityVariables)

@@ -164,11 +164,12 @@ func TestAuthority(t *testing.T) {
 	g.Expect(partial.Update(ctx, stored)).To(Succeed())
 }
 
-// TestAuthorityToDrop: deleting a CleanupPolicy, or removing its in-use
-// finalizer, is checked as changing it would be: a user who may delete
-// policies but lacks a right the policy exercises is refused, naming it,
-// and the policy and its finalizer stay; a user who holds the rights
-// deletes it. Its labels still change freely.
+// TestAuthorityToDrop: deleting a CleanupPolicy, removing its in-use
+// finalizer or giving it an owner is checked as changing it would be, and a
+// change needs the rights of the policy as it stood too: a user who may
+// delete policies but lacks a right the policy exercises is refused, naming
+// it, narrowed or not, and the policy and its finalizer stay; a user who
+// holds the rights deletes it. Its labels still change freely.
 func TestAuthorityToDrop(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
@@ -194,11 +195,35 @@ func TestAuthorityToDrop(t *testing.T) {
 
 	release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
 	g.Expect(deleter.Patch(ctx, cleanupPolicy("protecting", nil), release)).To(And(Satisfy(apierrors.IsForbidden),
-		MatchError(ContainSubstring(want)), MatchError(ContainSubstring("removing its finalizer cleanup.fleetops.dev/in-use is checked"))))
+		MatchError(ContainSubstring(want)), MatchError(ContainSubstring("removing its finalizer cleanup.fleetops.dev/in-use or changing its owners"))))
 	g.Expect(deleter.Patch(ctx, cleanupPolicy("protecting", nil),
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"fleet"}}}`)))).To(Succeed(), "labels change freely")
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "protecting"}, protecting)).To(Succeed())
 	g.Expect(protecting.GetFinalizers()).To(ConsistOf("cleanup.fleetops.dev/in-use"))
+
+	// Nor by narrowing it first: a change needs the rights of the policy as
+	// it stood, so the cheapest spec, then a delete, is refused at the
+	// change, in one request or two; and neither may it be given an owner
+	// whose deletion would have the garbage collector delete it.
+	cheap := map[string]any{"keepNamespace": "true", "deletionStages": []any{map[string]any{"name": "noop",
+		"group": "cleanup.fleetops.dev", "version": "v1alpha1", "resource": "cleanuppolicies", "when": "false"}}}
+	narrower := userWith(ctx, t, "policy-narrower", right{"patch", clusterGroup, "managedclusters"}, right{"list", clusterGroup, "managedclusters"},
+		right{"delete", "cleanup.fleetops.dev", "cleanuppolicies"}, right{"list", "cleanup.fleetops.dev", "cleanuppolicies"})
+	stored := cleanupPolicy("protecting", nil)
+	g.Expect(narrower.Get(ctx, client.ObjectKey{Name: "protecting"}, stored)).To(Succeed())
+	narrowed := stored.DeepCopy()
+	narrowed.Object["spec"] = cleanupPolicy("", cheap).Object["spec"]
+	wasProtecting := ", as the policy stood before this change"
+	g.Expect(narrower.Update(ctx, narrowed)).To(And(Satisfy(apierrors.IsForbidden), MatchError(ContainSubstring(want)), MatchError(ContainSubstring(wasProtecting))))
+	narrowed.SetFinalizers(nil)
+	g.Expect(narrower.Update(ctx, narrowed)).To(MatchError(ContainSubstring(wasProtecting)), "narrowed and released in one request")
+	owned := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"ownerReferences":[{"apiVersion":"cleanup.fleetops.dev/v1alpha1",`+
+		`"kind":"CleanupPolicy","name":"ghost","uid":"0b6c3c2e-0000-4000-8000-000000000000"}]}}`))
+	g.Expect(deleter.Patch(ctx, cleanupPolicy("protecting", nil), owned)).To(And(Satisfy(apierrors.IsForbidden),
+		MatchError(ContainSubstring(want)), MatchError(ContainSubstring("changing its owners"))))
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "protecting"}, protecting)).To(Succeed())
+	g.Expect(protecting.GetOwnerReferences()).To(BeEmpty())
+	g.Expect(protecting.Object["spec"]).To(HaveKeyWithValue("deletionProtection", "true"), "the stored policy is as it was")
 
 	g.Expect(owner.Delete(ctx, cleanupPolicy("protecting", nil))).To(Succeed())
 	g.Expect(owner.Patch(ctx, cleanupPolicy("protecting", nil), release)).To(Succeed())

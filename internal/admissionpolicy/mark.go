@@ -125,9 +125,10 @@ func pinValidation() admissionregistrationv1.Validation {
 }
 
 // protectedNamespacePolicy refuses DELETE of the namespace named after a
-// protected ManagedCluster while the cluster is neither being deleted nor
-// carries an accepted confirmation: deleting the namespace would take every
-// work and add-on of the cluster with it. It keys on the namespace's name
+// protected ManagedCluster unless the cluster carries an accepted
+// confirmation: deleting the namespace would take every work and add-on of
+// the cluster with it, past the teardown's holds (hooks, pause, blast
+// radius) and orphaning, even while the cluster is being deleted. It keys on the namespace's name
 // alone, never on a label a namespace admin could remove first. The
 // protected clusters are its parameters (the binding selects them by the
 // label only the operator writes), so the API server checks each; the
@@ -145,7 +146,7 @@ func protectedNamespacePolicy(operatorUser string) *admissionregistrationv1.Vali
 		{Name: "accepted", Expression: annotation("params", v1alpha1.DeleteConfirmationAcceptedAnnotation)},
 	}
 	p.Spec.Validations = []admissionregistrationv1.Validation{{
-		Expression: "params.metadata.name != oldObject.metadata.name || has(params.metadata.deletionTimestamp) || " +
+		Expression: "params.metadata.name != oldObject.metadata.name || " +
 			"(variables.confirmed == params.metadata.name && variables.confirmedAt != '' && variables.accepted == variables.confirmedAt)",
 		Message: "the namespace belongs to a ManagedCluster protected from deletion: confirm the cluster's deletion first",
 		MessageExpression: "'namespace ' + oldObject.metadata.name + ' belongs to ManagedCluster ' + params.metadata.name + " +

@@ -104,6 +104,19 @@ func TestProtectionHoldsAgainstAPatch(t *testing.T) {
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(ns), ns)).To(Succeed())
 	g.Expect(ns.DeletionTimestamp).To(BeNil(), "the unlabelled namespace is still there")
 
+	// Nor while the cluster is being deleted without an accepted
+	// confirmation: its teardown's holds and orphaning come first.
+	held := createCluster(ctx, t, managedCluster("guarded-held", nil, nil))
+	heldNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "guarded-held"}}
+	g.Expect(k8s.Create(ctx, heldNS)).To(Succeed())
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), heldNS) })
+	g.Expect(mergePatch(ctx, k8s, held.DeepCopy(), `{"metadata":{"finalizers":["example.com/hold"]}}`)).To(Succeed())
+	t.Cleanup(func() { _ = mergePatch(context.Background(), k8s, held.DeepCopy(), `{"metadata":{"finalizers":null}}`) })
+	g.Expect(k8s.Delete(ctx, held.DeepCopy())).To(Succeed())
+	g.Expect(mergePatch(ctx, k8s, held.DeepCopy(), fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, v1alpha1.DeletionProtectedLabel))).To(Succeed())
+	g.Eventually(func() error { return user.Delete(ctx, heldNS.DeepCopy(), client.DryRunAll) }).WithTimeout(enforcementTimeout).
+		Should(MatchError(ContainSubstring("namespace guarded-held belongs to ManagedCluster guarded-held")))
+
 	// A confirmation by name alone passes: the operator stamps it.
 	g.Expect(mergePatch(ctx, user, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
 		v1alpha1.DeleteConfirmedAnnotation, name))).To(Succeed())
