@@ -91,8 +91,9 @@ type CleanupPolicyStatus struct {
 	// +optional
 	EvaluationErrors int32 `json:"evaluationErrors,omitempty"`
 
-	// overlaps lists the other policies that select some of the same clusters
-	// at the same priority; the name decides which governs them.
+	// overlaps lists the other policies that tie with this one on some of
+	// the same clusters (the same priority, each with a clusterSelector or
+	// neither); the name decides which governs them.
 	// +optional
 	// +listType=map
 	// +listMapKey=policy
@@ -110,7 +111,8 @@ type PolicyOverlap struct {
 	// +required
 	Clusters int32 `json:"clusters"`
 
-	// governedBy is the policy that governs those clusters: the lower name.
+	// governedBy is the policy that governs those clusters: of two that
+	// tie, the lower name.
 	// +required
 	GovernedBy string `json:"governedBy"`
 

@@ -44,8 +44,9 @@ type CleanupPolicySpec struct {
 	// +kubebuilder:validation:MaxLength=4096
 	ClusterSelector string `json:"clusterSelector,omitempty"`
 
-	// priority orders policies that select the same cluster: the highest wins,
-	// and ties break by name, lowest first. Defaults to 0.
+	// priority orders policies that select the same cluster: the highest wins;
+	// of equal priority, a policy with a clusterSelector wins over a
+	// catch-all, and ties break by name, lowest first. Defaults to 0.
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
 

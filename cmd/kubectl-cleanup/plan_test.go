@@ -118,6 +118,7 @@ func TestPlanPredictsTheCleanup(t *testing.T) {
 	text, err := kubectlCleanup(t, env.Kubeconfig, "plan", "c1")
 	g.Expect(err).NotTo(HaveOccurred(), text)
 	g.Expect(text).To(ContainSubstring("governed by CleanupPolicy plan-test"))
+	g.Expect(text).To(ContainSubstring("Why: matched by plan-test; the only one."))
 	g.Expect(inOrder(text,
 		"signal: delete ManifestWork cleanup-signal",
 		"gate: wait until no configmaps remain (1 exist now: configmaps/hold)",

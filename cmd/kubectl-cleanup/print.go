@@ -92,6 +92,9 @@ func printSteps(w io.Writer, p *decision.Plan) {
 
 func printHeader(w io.Writer, p *decision.Plan) {
 	fmt.Fprintf(w, "ManagedCluster %s is governed by CleanupPolicy %s (generation %d).\n", p.Cluster, p.Policy, p.PolicyGeneration)
+	if p.Governs != "" {
+		fmt.Fprintf(w, "Why: %s.\n", p.Governs)
+	}
 	availability := "available"
 	if !p.Available {
 		availability = "not available"

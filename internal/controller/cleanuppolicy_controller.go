@@ -294,6 +294,10 @@ func (r *CleanupPolicyReconciler) reportInvalid(ctx context.Context, orig, p *v1
 // readySummary is the message of a Ready policy.
 func (r *CleanupPolicyReconciler) readySummary(p *v1alpha1.CleanupPolicy) string {
 	msg := fmt.Sprintf("matches %d cluster(s) and governs %d", p.Status.MatchedClusters, p.Status.GovernedClusters)
+	for _, o := range p.Status.Overlaps {
+		msg += fmt.Sprintf("; ties with CleanupPolicy %s (the same priority) on %d cluster(s), which %s governs by its lower name: give one a higher priority",
+			o.Policy, o.Clusters, o.GovernedBy)
+	}
 	msg += r.Optional.offMessage()
 	if n := p.Status.NotOwned; n > 0 {
 		msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",

@@ -244,15 +244,16 @@ var _ = Describe("CleanupPolicy", func() {
 		}).Should(Succeed())
 	})
 
-	It("reports overlaps between policies of the same priority, and which one governs", func() {
+	It("lets a selector govern before a catch-all of its priority whatever their names, and reports a tie between two selectors on both", func() {
 		for _, name := range []string{"ov-a", "ov-b"} {
 			Expect(k8s.Create(ctx, managedCluster(name, map[string]string{"env": "prod"}))).To(Succeed())
 		}
 		Expect(k8s.Create(ctx, managedCluster("ov-c", map[string]string{"env": "dev"}))).To(Succeed())
-		Expect(k8s.Create(ctx, cleanupPolicy("beta", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
-		Expect(k8s.Create(ctx, cleanupPolicy("alpha", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'prod'",
-		}))).To(Succeed())
+		// The catch-all's name sorts first.
+		Expect(k8s.Create(ctx, cleanupPolicy("aaa-default", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		prod := "cluster.metadata.labels[?'env'].orValue('') == 'prod'"
+		Expect(k8s.Create(ctx, cleanupPolicy("gamma", v1alpha1.CleanupPolicySpec{ClusterSelector: prod}))).To(Succeed())
+		Expect(k8s.Create(ctx, cleanupPolicy("alpha", v1alpha1.CleanupPolicySpec{ClusterSelector: prod}))).To(Succeed())
 		Expect(k8s.Create(ctx, cleanupPolicy("urgent", v1alpha1.CleanupPolicySpec{
 			Priority: 10, ClusterSelector: "cluster.metadata.name == 'ov-a'",
 		}))).To(Succeed())
@@ -262,22 +263,31 @@ var _ = Describe("CleanupPolicy", func() {
 			g.Expect(alpha.Status.MatchedClusters).To(BeEquivalentTo(2))
 			g.Expect(alpha.Status.GovernedClusters).To(BeEquivalentTo(1), "ov-a is governed by the higher priority")
 			g.Expect(alpha.Status.Overlaps).To(ConsistOf(v1alpha1.PolicyOverlap{
-				Policy: "beta", Clusters: 2, GovernedBy: "alpha", Examples: []string{"ov-a", "ov-b"},
+				Policy: "gamma", Clusters: 2, GovernedBy: "alpha", Examples: []string{"ov-a", "ov-b"},
 			}))
-			beta := status("beta")(g)
-			g.Expect(beta.Status.MatchedClusters).To(BeEquivalentTo(3))
-			g.Expect(beta.Status.GovernedClusters).To(BeEquivalentTo(1), "only ov-c is left to beta")
-			g.Expect(beta.Status.Overlaps).To(HaveLen(1))
-			g.Expect(beta.Status.Overlaps[0].GovernedBy).To(Equal("alpha"))
+			g.Expect(condition(alpha, v1alpha1.ReadyCondition).Message).To(ContainSubstring(
+				"ties with CleanupPolicy gamma (the same priority) on 2 cluster(s), which alpha governs by its lower name: give one a higher priority"))
+			gamma := status("gamma")(g)
+			g.Expect(gamma.Status.GovernedClusters).To(BeZero())
+			g.Expect(gamma.Status.Overlaps).To(HaveLen(1))
+			g.Expect(gamma.Status.Overlaps[0].GovernedBy).To(Equal("alpha"))
+			g.Expect(condition(gamma, v1alpha1.ReadyCondition).Message).To(ContainSubstring("ties with CleanupPolicy alpha"))
+			catchAll := status("aaa-default")(g)
+			g.Expect(catchAll.Status.MatchedClusters).To(BeEquivalentTo(3))
+			g.Expect(catchAll.Status.GovernedClusters).To(BeEquivalentTo(1), "only ov-c is left to the catch-all")
+			g.Expect(catchAll.Status.Overlaps).To(BeEmpty(), "a selector outranks a catch-all of its priority: no tie")
 			urgent := status("urgent")(g)
 			g.Expect(urgent.Status.GovernedClusters).To(BeEquivalentTo(1))
 			g.Expect(urgent.Status.Overlaps).To(BeEmpty(), "a higher priority is not an overlap")
 		}).Should(Succeed())
+		Eventually(func() []string { return events("gamma") }).Should(ContainElement(HavePrefix("Overlap: ")))
 
-		By("clearing the overlap when the other policy goes away")
-		Expect(k8s.Delete(ctx, cleanupPolicy("beta", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
+		By("clearing the tie when the other policy goes away")
+		Expect(k8s.Delete(ctx, cleanupPolicy("gamma", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(status("alpha")(g).Status.Overlaps).To(BeEmpty())
+			alpha := status("alpha")(g)
+			g.Expect(alpha.Status.Overlaps).To(BeEmpty())
+			g.Expect(condition(alpha, v1alpha1.ReadyCondition).Message).NotTo(ContainSubstring("ties with"))
 		}).Should(Succeed())
 	})
 

@@ -88,10 +88,10 @@ func (s *share) govern(c *unstructured.Unstructured) {
 }
 
 // overlap counts a cluster that compiled shares with the other matched
-// policies of its priority.
+// policies it ties with: those that only their names rank against it.
 func (s *share) overlap(compiled *cel.Policy, matched []*cel.Policy, cluster string) {
 	for _, other := range matched {
-		if other.UID == compiled.UID || other.Spec.Priority != compiled.Spec.Priority {
+		if other.UID == compiled.UID || !decision.Tied(other, compiled) {
 			continue
 		}
 		o := s.overlaps[other.Name]

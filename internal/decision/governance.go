@@ -3,7 +3,9 @@ package decision
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,16 +36,28 @@ type Selection struct {
 	Errors map[*cel.Policy]error
 }
 
-// Ranked sorts policies by precedence: highest priority first, then lowest name.
+// Ranked sorts policies by precedence: highest priority first; of equal
+// priority, one that names clusters (a clusterSelector) before a catch-all,
+// so that a catch-all never takes the clusters a selector names because of
+// its name; then lowest name.
 func Ranked(policies []*cel.Policy) []*cel.Policy {
 	out := slices.Clone(policies)
-	slices.SortFunc(out, func(a, b *cel.Policy) int {
-		if c := cmp.Compare(b.Spec.Priority, a.Spec.Priority); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(out, Precedence)
 	return out
+}
+
+// Precedence compares two policies as Ranked orders them: negative when a
+// governs before b.
+func Precedence(a, b *cel.Policy) int {
+	return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority),
+		cmp.Compare(boolRank(a.ClusterSelector != nil), boolRank(b.ClusterSelector != nil)),
+		cmp.Compare(a.Name, b.Name))
+}
+
+// Tied says whether a and b rank by their names alone: the same priority,
+// and each with a selector or neither.
+func Tied(a, b *cel.Policy) bool {
+	return a.Spec.Priority == b.Spec.Priority && (a.ClusterSelector != nil) == (b.ClusterSelector != nil)
 }
 
 // Governance evaluates selectors and remembers each result until the policy
@@ -134,6 +148,30 @@ func (g *Governance) Select(ctx context.Context, budget *cel.Budget, ranked []*c
 		}
 	}
 	return r
+}
+
+// Why says why the governor governs: the policies that matched, and what
+// ranks the governor before the next of them. Empty when none governs.
+func (s Selection) Why() string {
+	if s.Governor == nil {
+		return ""
+	}
+	names := make([]string, len(s.Matched))
+	for i, p := range s.Matched {
+		names[i] = p.Name
+	}
+	why := "matched by " + strings.Join(names, ", ") + "; "
+	if len(s.Matched) < 2 {
+		return why + "the only one"
+	}
+	gov, next := s.Governor, s.Matched[1]
+	switch {
+	case gov.Spec.Priority > next.Spec.Priority:
+		return why + fmt.Sprintf("%s has the highest priority (%d; %s has %d)", gov.Name, gov.Spec.Priority, next.Name, next.Spec.Priority)
+	case !Tied(gov, next):
+		return why + fmt.Sprintf("%s names clusters with its selector, %s of the same priority is a catch-all", gov.Name, next.Name)
+	}
+	return why + fmt.Sprintf("%s and %s tie on priority %d, and %s has the lower name: give one a higher priority", gov.Name, next.Name, gov.Spec.Priority, gov.Name)
 }
 
 // Forget drops the remembered results that keep does not keep, such as those

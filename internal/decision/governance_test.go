@@ -50,6 +50,36 @@ func TestSelect(t *testing.T) {
 	if names := []string{ranked[0].Name, ranked[1].Name, ranked[2].Name}; names[0] != "aprod" || names[1] != "prod" || names[2] != "all" {
 		t.Fatalf("ranked %v: want priority first, then name", names)
 	}
+	// Of equal priority, a policy naming clusters ranks before a catch-all
+	// whatever their names: "default" sorts before "try-cleanup".
+	catchAll, named := compile(t, env, "default", 0, ""), compile(t, env, "try-cleanup", 0, "cluster.metadata.labels[?'try'].orValue('') == 'true'")
+	if ranked := decision.Ranked([]*cel.Policy{catchAll, named}); ranked[0] != named {
+		t.Fatalf("ranked %s before %s: want the selector before the catch-all of its priority", ranked[0].Name, ranked[1].Name)
+	}
+	for _, tc := range []struct {
+		ranked []*cel.Policy
+		labels map[string]string
+		want   string
+	}{
+		{[]*cel.Policy{catchAll, named}, map[string]string{"try": "true"},
+			"matched by try-cleanup, default; try-cleanup names clusters with its selector, default of the same priority is a catch-all"},
+		{[]*cel.Policy{catchAll, named}, nil, "matched by default; the only one"},
+		{[]*cel.Policy{all, prod, prodToo}, map[string]string{"env": "prod"},
+			"matched by aprod, prod, all; aprod and prod tie on priority 10, and aprod has the lower name: give one a higher priority"},
+		{[]*cel.Policy{all, prod}, map[string]string{"env": "prod"}, "matched by prod, all; prod has the highest priority (10; all has 0)"},
+	} {
+		sel := decision.NewGovernance().Select(context.Background(), cel.NewBudget(1_000_000), decision.Ranked(tc.ranked), cluster("why", "1", tc.labels))
+		if got := sel.Why(); got != tc.want {
+			t.Errorf("Why: got %q, want %q", got, tc.want)
+		}
+	}
+	if decision.Tied(catchAll, named) || !decision.Tied(prod, prodToo) || decision.Tied(all, prod) {
+		t.Fatal("Tied: two policies tie only on the same priority, each with a selector or neither")
+	}
+	if sel := decision.NewGovernance().Select(context.Background(), cel.NewBudget(1_000_000), decision.Ranked([]*cel.Policy{catchAll, named}),
+		cluster("tried", "1", map[string]string{"try": "true"})); sel.Governor != named {
+		t.Fatalf("governed by %v: want try-cleanup, the selector, over the catch-all default", sel.Governor.Name)
+	}
 
 	cases := []struct {
 		name     string

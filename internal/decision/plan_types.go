@@ -14,7 +14,11 @@ import (
 type Plan struct {
 	Cluster string `json:"cluster"`
 	// Policy governs the cluster; empty when none does.
-	Policy           string    `json:"policy,omitempty"`
+	Policy string `json:"policy,omitempty"`
+	// Governs says why Policy governs: the policies that matched and what
+	// ranks it first; for a deleting cluster, that its teardown stays with
+	// the policy that began it.
+	Governs          string    `json:"governs,omitempty"`
 	PolicyGeneration int64     `json:"policyGeneration,omitempty"`
 	PolicyUID        types.UID `json:"-"`
 	// Held, when set, says why nothing would be done.

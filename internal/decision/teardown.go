@@ -60,6 +60,12 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	}
 	p := g.Policy
 	plan.Policy, plan.PolicyGeneration, plan.PolicyUID = p.Name, p.Generation, p.UID
+	switch {
+	case g.Selection != nil:
+		plan.Governs = g.Selection.Why()
+	case Pinned(s.Cluster):
+		plan.Governs = "the cluster is being deleted: its teardown stays with the policy that began it"
+	}
 	plan.DryRun, plan.Timeout = p.Spec.DryRun, Timeout(p).String()
 	strategy, err := Strategy(p, g.Activation)
 	if err != nil {
