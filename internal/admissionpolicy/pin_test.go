@@ -125,7 +125,7 @@ func TestReleaseTwoStepRefused(t *testing.T) {
 	ctx := testContext(t)
 	otherAdmin := userClient(ctx, t, "pin-other-admin", []rbacv1.PolicyRule{clusterRights,
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"},
-			ResourceNames: []string{"other"}, Verbs: []string{"update"}}})
+			ResourceNames: []string{"other"}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
 	operator := userClient(ctx, t, pinOperator, []rbacv1.PolicyRule{clusterRights})
 	mc := createCluster(ctx, t, managedCluster("pin-release", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"}))
 	ensurePinGuard(ctx, t, otherAdmin, operator, mc)
@@ -136,7 +136,7 @@ func TestReleaseTwoStepRefused(t *testing.T) {
 	g.Expect(mc.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "fleet"))
 	g.Expect(mergePatch(ctx, otherAdmin, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"1/2026-01-01T00:00:00Z"}}}`,
 		v1alpha1.BlastRadiusReleasedAnnotation))).To(MatchError(ContainSubstring(
-		"ManagedCluster pin-release: the requesting user may not update CleanupPolicy fleet")))
+		"ManagedCluster pin-release: the requesting user may not release CleanupPolicy fleet")))
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc)).To(Succeed())
 	g.Expect(mc.GetAnnotations()).NotTo(HaveKey(v1alpha1.BlastRadiusReleasedAnnotation))
 }

@@ -10,14 +10,17 @@ import (
 
 // ReleasePolicy refuses to set or change the blast-radius release of a
 // ManagedCluster (v1alpha1.BlastRadiusReleasedAnnotation) unless the
-// requesting user may update the CleanupPolicy that governs the cluster:
-// releasing a held teardown is a policy administrator's act, as raising
-// the policy's spec.blastRadius would be. Removing the annotation is not
+// requesting user may release the CleanupPolicy that governs the cluster
+// (ReleaseVerb): a release lets the operator exercise the policy's rights on
+// one more cluster, a fleet administrator's act granted on purpose, which
+// the right to edit policies does not carry. Removing the annotation is not
 // checked: it releases nothing.
 const ReleasePolicy = "cleanup-operator-blast-radius-release"
 
-// ReleaseVerb is the right a release needs on the governing CleanupPolicy.
-const ReleaseVerb = "update"
+// ReleaseVerb is the right a release needs on the governing CleanupPolicy:
+// a verb of its own, which no role grants by accident (the editor role
+// does not), only a rule that names it or every verb.
+const ReleaseVerb = "release"
 
 // releaseRight is a CEL expression: whether the requesting user may update
 // the CleanupPolicy named by the expression p (every CleanupPolicy when it
@@ -31,7 +34,7 @@ func releaseRefusal(p string) string {
 	return "'ManagedCluster ' + object.metadata.name + ': the requesting user may not " + ReleaseVerb + " CleanupPolicy ' + " +
 		"(" + p + " == '' ? '(any)' : " + p + ") + ' (verb " + ReleaseVerb + ", group \"" + v1alpha1.GroupVersion.Group +
 		"\", resource cleanuppolicies), which setting the annotation " + v1alpha1.BlastRadiusReleasedAnnotation +
-		" requires: releasing a teardown the blast radius holds is for whoever may change the policy\\'s spec.blastRadius'"
+		" requires: releasing a teardown the blast radius holds lets the operator go past the policy\\'s spec.blastRadius, and is granted on purpose'"
 }
 
 // releasePolicy checks a request that sets the release annotation, or
@@ -52,12 +55,12 @@ func releasePolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 	}
 	p.Spec.Validations = []admissionregistrationv1.Validation{{
 		Expression:        "oldObject == null || " + releaseRight("variables.oldPolicy"),
-		Message:           "only a user who may update the governing CleanupPolicy may release a teardown its blast radius holds",
+		Message:           "only a user who may release the governing CleanupPolicy may release a teardown its blast radius holds",
 		MessageExpression: releaseRefusal("variables.oldPolicy"),
 		Reason:            ptr.To(metav1.StatusReasonForbidden),
 	}, {
 		Expression:        "(oldObject != null && variables.policy == variables.oldPolicy) || " + releaseRight("variables.policy"),
-		Message:           "only a user who may update the governing CleanupPolicy may release a teardown its blast radius holds",
+		Message:           "only a user who may release the governing CleanupPolicy may release a teardown its blast radius holds",
 		MessageExpression: releaseRefusal("variables.policy"),
 		Reason:            ptr.To(metav1.StatusReasonForbidden),
 	}}

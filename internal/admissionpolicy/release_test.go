@@ -13,7 +13,7 @@ import (
 )
 
 // TestReleaseNeedsPolicyAdmin: setting or changing the blast-radius release
-// of a ManagedCluster needs the right to update the CleanupPolicy that
+// of a ManagedCluster needs the right to release the CleanupPolicy that
 // governs it. A user who may patch ManagedClusters only is refused, and so
 // is the administrator of another policy, also when the same patch moves
 // the cluster to that policy; the governing policy's administrator
@@ -35,13 +35,13 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 		Verbs: []string{"get", "patch", "update"}}
 	adminOf := func(policy string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"},
-			ResourceNames: []string{policy}, Verbs: []string{"update"}}
+			ResourceNames: []string{policy}, Verbs: []string{admissionpolicy.ReleaseVerb}}
 	}
 	patcher := userClient(ctx, t, "release-patcher", []rbacv1.PolicyRule{clusters})
 	otherAdmin := userClient(ctx, t, "release-other-admin", []rbacv1.PolicyRule{clusters, adminOf("other")})
 	fleetAdmin := userClient(ctx, t, "release-fleet-admin", []rbacv1.PolicyRule{clusters, adminOf("fleet")})
 	anyAdmin := userClient(ctx, t, "release-any-admin", []rbacv1.PolicyRule{clusters,
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"}, Verbs: []string{"update"}}})
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
 
 	mc := createCluster(ctx, t, managedCluster("release-a", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"}))
 	// The protection-mark policy is no longer enforced: the pin moves.
@@ -53,7 +53,7 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 		return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.BlastRadiusReleasedAnnotation, value)
 	}
 	refusal := func(policy string) string {
-		return fmt.Sprintf(`ManagedCluster release-a: the requesting user may not update CleanupPolicy %s (verb update, group "cleanup.fleetops.dev", `+
+		return fmt.Sprintf(`ManagedCluster release-a: the requesting user may not release CleanupPolicy %s (verb release, group "cleanup.fleetops.dev", `+
 			`resource cleanuppolicies), which setting the annotation %s requires`, policy, v1alpha1.BlastRadiusReleasedAnnotation)
 	}
 	g.Eventually(func() error {
@@ -79,7 +79,7 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 	// A cluster no policy governs: the right on every policy.
 	free := createCluster(ctx, t, managedCluster("release-free", nil, nil))
 	g.Expect(mergePatch(ctx, fleetAdmin, free.DeepCopy(), release("1/2026-01-01T00:00:00Z"))).To(MatchError(ContainSubstring(
-		"ManagedCluster release-free: the requesting user may not update CleanupPolicy (any)")))
+		"ManagedCluster release-free: the requesting user may not release CleanupPolicy (any)")))
 	g.Expect(mergePatch(ctx, anyAdmin, free.DeepCopy(), release("1/2026-01-01T00:00:00Z"))).To(Succeed())
 
 	// Created with a release: checked against the policy it names.
@@ -87,5 +87,5 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 		v1alpha1.BlastRadiusReleasedAnnotation: "1/2026-01-01T00:00:00Z"})
 	creator := userClient(ctx, t, "release-creator", []rbacv1.PolicyRule{{APIGroups: []string{"cluster.open-cluster-management.io"},
 		Resources: []string{"managedclusters"}, Verbs: []string{"create"}}})
-	g.Expect(creator.Create(ctx, created.DeepCopy())).To(MatchError(ContainSubstring("ManagedCluster release-created: the requesting user may not update CleanupPolicy fleet")))
+	g.Expect(creator.Create(ctx, created.DeepCopy())).To(MatchError(ContainSubstring("ManagedCluster release-created: the requesting user may not release CleanupPolicy fleet")))
 }
