@@ -44,13 +44,14 @@ func printPlan(w io.Writer, p *decision.Plan) {
 }
 
 // printSteps numbers the plan's steps from 1, as a reader counts them,
-// and marks each one the teardown has done.
+// and marks each one the teardown has done. A cluster not being deleted
+// has no teardown: a step it would find nothing to do for is not done.
 func printSteps(w io.Writer, p *decision.Plan) {
 	n := 0
 	step := func(st decision.Step, format string, args ...any) {
 		n++
 		mark := ""
-		if st.State == decision.StateDone {
+		if p.Deleting && st.State == decision.StateDone {
 			mark = " (done)"
 		}
 		fmt.Fprintf(w, "%2d. %s%s\n", n, fmt.Sprintf(format, args...), mark)
@@ -232,8 +233,11 @@ func printNamespace(st decision.Step, step stepPrinter) {
 		step(st, "namespace %s: delete", st.Name)
 	case st.Actions[0].Verb == decision.VerbHold:
 		step(st, "namespace %s: hold: %s", st.Name, st.Actions[0].For)
+	case st.Actions[0].Verb == decision.VerbUnlabel:
+		why := strings.TrimSuffix(st.Actions[0].For, "; "+v1alpha1.ClusterDeletingLabel)
+		step(st, "namespace %s: keep (%s), and take the label %s off", st.Name, why, v1alpha1.ClusterDeletingLabel)
 	default:
-		step(st, "namespace %s: keep (keepNamespace is true)", st.Name)
+		step(st, "namespace %s: keep (%s)", st.Name, st.Actions[0].For)
 	}
 }
 

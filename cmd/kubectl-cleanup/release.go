@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,8 +110,15 @@ func release(ctx context.Context, c client.Client, policy string, names []string
 			return nil, notFoundf("ManagedCluster %s not found", n)
 		}
 	}
-	if len(held) == 0 {
-		return res, &refusal{msg: fmt.Sprintf("nothing released: CleanupPolicy %s's blast radius holds no teardown of the clusters named", policy)}
+	switch {
+	case len(held) > 0:
+	case len(names) == 0:
+		return res, &refusal{msg: fmt.Sprintf("nothing released: CleanupPolicy %s's blast radius holds no teardown", policy)}
+	case len(names) == 1:
+		return res, &refusal{msg: fmt.Sprintf("nothing released: CleanupPolicy %s's blast radius holds no teardown of the cluster named: %s", policy, names[0])}
+	default:
+		return res, &refusal{msg: fmt.Sprintf("nothing released: CleanupPolicy %s's blast radius holds no teardown of the clusters named: %s",
+			policy, strings.Join(names, ", "))}
 	}
 	res.Value = strconv.Itoa(len(held)) + "/" + now.UTC().Format(time.RFC3339)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{

@@ -54,6 +54,10 @@ func (s *Step) wouldDo(cluster string) []string {
 		if s.Report != nil {
 			return []string{"would wait: " + s.Report.Message}
 		}
+		if len(s.Actions) == 0 {
+			// Nothing monitored is there: the gate has nothing to wait for.
+			return nil
+		}
 		return []string{fmt.Sprintf("would wait for %d monitored object(s) to be removed by their controllers: %s", len(s.Actions), Bounded(s.Objects(), ", "))}
 	case StepStage:
 		if len(holds) > 0 {

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,9 +149,11 @@ func (t *teardown) labelOnlyWhileNeeded() {
 			if signal == nil || b.stop || len(b.step.Actions) != 1 || !slices.Contains([]Verb{VerbKeep, VerbUnlabel}, b.step.Actions[0].Verb) {
 				return
 			}
-			// Neither labelled now nor by the signal step: kept as it is.
+			// Neither labelled now nor by the signal step: kept as it is,
+			// for the reason the namespace step kept it.
 			signal.step.Actions, signal.done = nil, true
-			b.step.Actions[0].Verb, b.step.Actions[0].For, b.done = VerbKeep, "keepNamespace is true", true
+			a := &b.step.Actions[0]
+			a.Verb, a.For, b.done = VerbKeep, strings.TrimSuffix(a.For, "; "+v1alpha1.ClusterDeletingLabel), true
 			return
 		default:
 			if !b.done {
