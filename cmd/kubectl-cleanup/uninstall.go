@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
 )
 
 // Signal-work modes of --signal-works.
@@ -65,6 +67,8 @@ type uninstaller struct {
 	// markGoneBy, once uninstall deleted the protection-mark policy, is
 	// when the API server must have stopped enforcing it.
 	markGoneBy time.Time
+	// wouldRefuse, in a dry run, says what a run would refuse for now.
+	wouldRefuse []string
 }
 
 func (u *uninstaller) printf(format string, args ...any) {
@@ -124,9 +128,12 @@ func (u *uninstaller) run(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if u.dryRun {
+	switch {
+	case u.dryRun && len(u.wouldRefuse) > 0:
+		return &refusal{msg: fmt.Sprintf("dry run done: a run now would refuse (%s) and change none of these", strings.Join(u.wouldRefuse, "; "))}
+	case u.dryRun:
 		u.printf("Dry run done: run again without --dry-run to make these changes.\n")
-	} else {
+	default:
 		u.printf("Done: the hub no longer holds the operator's finalizers, labels, annotations or admission policies.\n")
 	}
 	return nil
@@ -189,14 +196,20 @@ templates may read them), the teardown records and the settings ConfigMap in
 the operator's namespace (kubectl cleanup history and diff read them) and the
 CleanupPolicies.
 
-Uninstall the operator first (make undeploy, or delete its OLM Subscription
-and CSV): a running operator would put its finalizers back, and uninstall
-refuses while its Deployment has replicas or its leader-election Lease is
-renewed. It also refuses while a teardown is in progress (a deleted
-ManagedCluster with the operator's finalizer): removing the finalizer would
-leave that cleanup half done. --wait waits for both instead: run it before
-you uninstall the operator, and uninstall the operator once it says the
-teardowns have ended.`
+Uninstall the operator first: helm uninstall RELEASE -n NAMESPACE for the
+Helm chart, make undeploy for config/default (it also deletes the CRD, and
+with it every CleanupPolicy, and the operator's namespace, with its teardown
+records), or delete its OLM Subscription and CSV; stop run-local or a
+manager started by hand. A running operator would put its finalizers back, and
+uninstall refuses while its Deployment has replicas, its leader-election
+Lease is renewed, or any operator process, however started, renewed its
+heartbeat (a ConfigMap labelled ` + heartbeat.Label + `=true
+in its namespace) within three of its intervals. It also refuses while a
+teardown is in progress (a deleted ManagedCluster with the operator's
+finalizer): removing the finalizer would leave that cleanup half done.
+--wait waits for both instead: run it before you uninstall the operator, and
+uninstall the operator once it says the teardowns have ended. --dry-run
+exits 1 when a run now would refuse.`
 
 func newUninstallCommand(o *options) *cobra.Command {
 	u := &uninstaller{timeout: 30 * time.Minute, signalWorks: signalWorksOrphan}
@@ -225,7 +238,7 @@ func newUninstallCommand(o *options) *cobra.Command {
 	cmd.Flags().BoolVar(&u.wait, "wait", false, "Wait for the teardowns in progress to end and for the operator to stop, instead of refusing.")
 	cmd.Flags().DurationVar(&u.timeout, "timeout", u.timeout, "How long to wait, for teardowns, the operator and the work agent together.")
 	cmd.Flags().BoolVar(&u.ignoreOperator, "ignore-running-operator", false,
-		"Go on although the operator seems to run (for a stale Lease or Deployment you know is not the operator's).")
+		"Go on although the operator seems to run (for a stale Lease, heartbeat or Deployment you know is not the operator's).")
 	cmd.Flags().StringVar(&u.signalWorks, "signal-works", u.signalWorks,
 		"What to do with the deletion-signal ManifestWorks: orphan (set deleteOption Orphan, delete once the work agent applied it) or keep.")
 	return cmd

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
 )
 
 // teardown is a ManagedCluster being deleted whose cleanup the operator
@@ -127,6 +128,7 @@ func (u *uninstaller) checkTeardowns(ctx context.Context, deadline time.Time) er
 		}
 		if u.dryRun {
 			u.printf("Would refuse now: %d teardown(s) in progress: %s (with --wait: wait for them).\n", len(tds), strings.Join(names, ", "))
+			u.wouldRefuse = append(u.wouldRefuse, fmt.Sprintf("%d teardown(s) in progress", len(tds)))
 			return nil
 		}
 		if !u.wait || deadline.IsZero() {
@@ -140,7 +142,7 @@ func (u *uninstaller) checkTeardowns(ctx context.Context, deadline time.Time) er
 		}
 		if last == "" {
 			if signs, warnings := u.operatorSigns(ctx); len(signs) == 0 && len(warnings) == 0 {
-				u.printf("Note: the operator does not seem to run (no Deployment with replicas, no renewed Lease); " +
+				u.printf("Note: the operator does not seem to run (no Deployment with replicas, no renewed Lease, no live heartbeat); " +
 					"teardowns move only while it runs.\n")
 			}
 		}
@@ -179,8 +181,9 @@ func (u *uninstaller) sleep(ctx context.Context, deadline time.Time) error {
 }
 
 // operatorSigns says what shows that the operator runs: a Deployment of
-// its manager with replicas, or its leader-election Lease renewed
-// recently. What cannot be read is a warning, not a sign.
+// its manager with replicas, its leader-election Lease renewed recently,
+// or the heartbeat of an operator process renewed recently, however the
+// process was started. What cannot be read is a warning, not a sign.
 func (u *uninstaller) operatorSigns(ctx context.Context) (signs, warnings []string) {
 	// The manager's Deployment, from config/manager or the OLM bundle.
 	var deployments appsv1.DeploymentList
@@ -212,8 +215,22 @@ func (u *uninstaller) operatorSigns(ctx context.Context) (signs, warnings []stri
 				*l.Spec.HolderIdentity, age.Truncate(time.Second)))
 		}
 	}
+	beats, err := heartbeat.List(ctx, u.c, "")
+	if err != nil {
+		warnings = append(warnings, fmt.Sprintf("cannot list ConfigMaps (%v)", err))
+	}
+	now := u.now()
+	for _, b := range beats {
+		if b.Live(now) {
+			signs = append(signs, fmt.Sprintf("operator process %s keeps its heartbeat ConfigMap %s/%s, renewed %s ago", b.Holder,
+				b.Namespace, b.Name, max(b.Age(now), 0).Truncate(time.Second)))
+		}
+	}
 	return signs, warnings
 }
+
+// howToStop says how to stop the operator, for each way it may run.
+const howToStop = "helm uninstall, make undeploy, delete its OLM Subscription and CSV, or stop the process that runs it"
 
 // checkOperator refuses while the operator seems to run: it would put its
 // finalizers and labels back. With --wait it waits until the operator has
@@ -238,14 +255,14 @@ func (u *uninstaller) checkOperator(ctx context.Context, deadline time.Time) (st
 			return false, nil
 		case u.dryRun:
 			u.printf("Would refuse now: the operator still seems to run (%s).\n", what)
+			u.wouldRefuse = append(u.wouldRefuse, "the operator still seems to run")
 			return false, nil
 		case !u.wait:
 			return false, &refusal{msg: fmt.Sprintf("refusing: the operator still seems to run (%s); it would put its finalizers, "+
-				"labels and admission policies back. Uninstall it first (make undeploy, or delete its OLM Subscription and CSV), "+
-				"then run this again; --wait waits for it to go", what)}
+				"labels and admission policies back. Stop it first (%s), then run this again; --wait waits for it to go", what, howToStop)}
 		}
 		if what != last {
-			u.printf("Waiting for the operator to stop: %s. Uninstall it now (make undeploy, or delete its OLM Subscription and CSV).\n", what)
+			u.printf("Waiting for the operator to stop: %s. Stop it now (%s).\n", what, howToStop)
 			last = what
 		}
 		waited = true

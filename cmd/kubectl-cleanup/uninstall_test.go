@@ -97,11 +97,11 @@ func TestUninstall(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("refusing: 1 teardown(s) in progress: c1."))
 	g.Expect(out).To(ContainSubstring("--wait"))
 
-	// A dry run says what is in the way and what it would change, and
-	// changes nothing.
+	// A dry run says what is in the way and what it would change, changes
+	// nothing, and exits as refused: a run now would refuse.
 	before := operatorMarks(ctx, c)
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--dry-run")
-	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(exitCode(err, true)).To(Equal(exitRefused), out)
 	g.Expect(inOrder(out,
 		"Dry run: nothing is changed.",
 		"Would refuse now: 1 teardown(s) in progress: c1",
@@ -117,8 +117,9 @@ func TestUninstall(t *testing.T) {
 		"ManifestWork c2/cleanup-signal: would set deleteOption Orphan",
 		"ManifestWork c2/cleanup-signal: would delete once the work agent has applied its Orphan",
 		"Left in place on purpose:",
-		"Dry run done",
+		"dry run done: a run now would refuse (1 teardown(s) in progress; the operator still seems to run)",
 	)).To(Succeed(), out)
+	g.Expect(out).NotTo(ContainSubstring("Dry run done: run again without --dry-run"))
 	g.Expect(operatorMarks(ctx, c)).To(Equal(before))
 
 	// --wait waits for the teardown, then for the operator to stop.

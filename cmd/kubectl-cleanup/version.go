@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
@@ -40,11 +43,25 @@ var managerLabels = client.MatchingLabels{"app.kubernetes.io/name": "cleanup-ope
 // versionLabel is the label an install may set on the Deployment.
 const versionLabel = "app.kubernetes.io/version"
 
-// operatorVersion is the version of the operator a Deployment runs.
+// operatorVersion is the version of the operator that runs: a
+// Deployment's, or, for an operator that is not one (run-local, a manager
+// started by hand), the process's that keeps a heartbeat.
 type operatorVersion struct {
 	Version    string `json:"version"`
-	Deployment string `json:"deployment"`
-	Image      string `json:"image"`
+	Deployment string `json:"deployment,omitempty"`
+	Image      string `json:"image,omitempty"`
+	// Process is the heartbeat's holder (host and process id), and
+	// Heartbeat its ConfigMap, namespace/name.
+	Process   string `json:"process,omitempty"`
+	Heartbeat string `json:"heartbeat,omitempty"`
+}
+
+// where says which operator it is, for messages.
+func (v *operatorVersion) where() string {
+	if v.Deployment != "" {
+		return "Deployment " + v.Deployment
+	}
+	return fmt.Sprintf("process %s, heartbeat %s", v.Process, v.Heartbeat)
 }
 
 // versions is what version prints.
@@ -82,7 +99,9 @@ func versionOf(d *appsv1.Deployment) operatorVersion {
 
 // findOperator reads the version of the operator: in the namespace -n
 // names, else in every namespace, else (where the user may not list
-// Deployments in every namespace) in the default operator namespace.
+// Deployments or ConfigMaps in every namespace) in the default operator
+// namespace. A Deployment with replicas comes first, then a process whose
+// heartbeat is live, then a Deployment scaled to zero.
 func (o *options) findOperator(ctx context.Context, c client.Reader) (*operatorVersion, error) {
 	list := &appsv1.DeploymentList{}
 	ns := o.namespace()
@@ -98,16 +117,47 @@ func (o *options) findOperator(ctx context.Context, c client.Reader) (*operatorV
 	slices.SortStableFunc(list.Items, func(a, b appsv1.Deployment) int {
 		return boolOrder(replicasOf(&b) > 0) - boolOrder(replicasOf(&a) > 0)
 	})
-	if len(list.Items) == 0 {
-		where := "in any namespace"
-		if ns != "" {
-			where = "in namespace " + ns
-		}
-		return nil, notFoundf("no Deployment of the operator (labels app.kubernetes.io/name=cleanup-operator, "+
-			"control-plane=controller-manager) %s", where)
+	if len(list.Items) > 0 && replicasOf(&list.Items[0]) > 0 {
+		v := versionOf(&list.Items[0])
+		return &v, nil
 	}
-	v := versionOf(&list.Items[0])
-	return &v, nil
+	beats, err := o.liveBeats(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if len(beats) > 0 {
+		b := beats[0]
+		return &operatorVersion{Version: b.Version, Process: b.Holder, Heartbeat: b.Namespace + "/" + b.Name}, nil
+	}
+	if len(list.Items) > 0 {
+		v := versionOf(&list.Items[0])
+		return &v, nil
+	}
+	where := "in any namespace"
+	if ns != "" {
+		where = "in namespace " + ns
+	}
+	return nil, notFoundf("no Deployment of the operator (labels app.kubernetes.io/name=cleanup-operator, "+
+		"control-plane=controller-manager) and no operator process with a live heartbeat (ConfigMap labelled %s=true) %s",
+		heartbeat.Label, where)
+}
+
+// liveBeats are the heartbeats renewed recently, in the namespace -n
+// names, else in every namespace, else in the default operator namespace;
+// the latest renewed first.
+func (o *options) liveBeats(ctx context.Context, c client.Reader) ([]heartbeat.Beat, error) {
+	ns := o.namespace()
+	beats, err := heartbeat.List(ctx, c, ns)
+	if ns == "" && apierrors.IsForbidden(err) {
+		beats, err = heartbeat.List(ctx, c, record.Namespace(""))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the operator's heartbeats: %w", err)
+	}
+	now := time.Now()
+	beats = slices.DeleteFunc(beats, func(b heartbeat.Beat) bool { return !b.Live(now) })
+	slices.SortStableFunc(beats, func(a, b heartbeat.Beat) int { return b.Renewed.Compare(a.Renewed.Time) })
+	return beats, nil
 }
 
 func replicasOf(d *appsv1.Deployment) int32 {
@@ -150,9 +200,9 @@ func (o *options) warnVersion(c client.Reader) {
 	if err != nil || !known(op.Version) || sameVersion(op.Version, plugin) {
 		return
 	}
-	fmt.Fprintf(o.streams.ErrOut, "Warning: the operator runs version %s (Deployment %s), the plugin is %s: "+
+	fmt.Fprintf(o.streams.ErrOut, "Warning: the operator runs version %s (%s), the plugin is %s: "+
 		"the plugin's previews may differ from what the operator does. Install the plugin of the operator's version.\n",
-		op.Version, op.Deployment, plugin)
+		op.Version, op.where(), plugin)
 }
 
 func newVersionCommand(o *options) *cobra.Command {
@@ -167,7 +217,12 @@ own copy of the operator's code: when the versions differ, its previews may
 differ from what the operator does, and the other commands say so.
 
 The operator's Deployment is looked for in the namespace -n names, else in
-every namespace. --client prints the plugin's version only, without
+every namespace. An operator that is not a Deployment (run-local, a manager
+started by hand) is found by its heartbeat: every operator process keeps a
+ConfigMap labelled ` + heartbeat.Label + `=true in its namespace,
+renewed every ` + heartbeat.DefaultInterval.String() + `, with its host, process id and
+the version Go stamped in its binary (none for a development build: the
+version is then unknown). --client prints the plugin's version only, without
 connecting. The exit status is 3 when no operator is found.`,
 		Example: `  kubectl cleanup version
   kubectl cleanup version --client
@@ -203,6 +258,8 @@ func printVersions(w io.Writer, v *versions, clientOnly bool) {
 	case clientOnly:
 	case v.Operator == nil:
 		fmt.Fprintf(w, "Operator: not found\n")
+	case v.Operator.Deployment == "":
+		fmt.Fprintf(w, "Operator: %s (%s; not a Deployment)\n", cmp.Or(v.Operator.Version, "unknown"), v.Operator.where())
 	case v.Operator.Version == "":
 		fmt.Fprintf(w, "Operator: unknown (Deployment %s, image %s)\n", v.Operator.Deployment, v.Operator.Image)
 	default:

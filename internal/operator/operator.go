@@ -28,6 +28,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/flowcontrol"
+	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/settings"
@@ -194,11 +195,16 @@ func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.D
 
 // addHousekeeping adds what runs beside the reconcilers, on no object's
 // event: the check that the records' namespace exists, the sweep of
-// records past their age (they go even when no teardown ends), and the
-// publication of the settings the plugin's previews decide with. own reads
-// and writes the operator's own ConfigMaps in namespace.
+// records past their age (they go even when no teardown ends), the
+// publication of the settings the plugin's previews decide with, and this
+// process's heartbeat, by which the plugin sees that an operator runs
+// however it was started. own reads and writes the operator's own
+// ConfigMaps in namespace.
 func addHousekeeping(mgr manager.Manager, opts Options, own client.Client, namespace string) error {
 	if err := mgr.Add(&record.NamespaceCheck{Reader: mgr.GetAPIReader(), Namespace: namespace}); err != nil {
+		return err
+	}
+	if err := mgr.Add(&heartbeat.Publisher{Client: own, Namespace: namespace, Version: heartbeat.BuildVersion()}); err != nil {
 		return err
 	}
 	if err := mgr.Add(&record.Sweeper{Client: own, Namespace: namespace, Retention: opts.Records.Retention,
