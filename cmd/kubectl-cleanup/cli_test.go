@@ -187,6 +187,24 @@ func TestExitCodesAndFlags(t *testing.T) {
 	r = plugin("version")
 	g.Expect(r.code).To(Equal(exitNotFound), r.err)
 	g.Expect(r.out).To(ContainSubstring("Operator: not found"))
+
+	// An operator that is not a Deployment, by its heartbeat: version finds
+	// it, and the other commands warn of its version; stale, it is not found.
+	beat := heartbeatConfigMap(g, "ops", "laptop-4242", "v0.2.0", time.Now())
+	g.Expect(c.Create(ctx, beat)).To(Succeed())
+	r = plugin("version")
+	g.Expect(r.code).To(Equal(exitOK), r.err)
+	g.Expect(r.out).To(Equal("Plugin:   " + testVersion + "\n" +
+		"Operator: v0.2.0 (process laptop-4242, heartbeat ops/cleanup-operator-heartbeat-laptop-4242; not a Deployment)\n"))
+	r = plugin("status")
+	g.Expect(r.code).To(Equal(exitOK), r.err)
+	g.Expect(r.err).To(ContainSubstring("Warning: the operator runs version v0.2.0 (process laptop-4242, " +
+		"heartbeat ops/cleanup-operator-heartbeat-laptop-4242), the plugin is v0.1.0"))
+	g.Expect(c.Delete(ctx, beat)).To(Succeed())
+	g.Expect(c.Create(ctx, heartbeatConfigMap(g, "ops", "laptop-4242", "v0.2.0", time.Now().Add(-time.Hour)))).To(Succeed())
+	r = plugin("version")
+	g.Expect(r.code).To(Equal(exitNotFound), r.err)
+
 	d := operatorDeployment()
 	d.Namespace = "ops"
 	d.Spec.Template.Spec.Containers[0].Image = "registry.example/cleanup-operator:v0.2.0"

@@ -160,6 +160,12 @@ func newStatusCommand(o *options) *cobra.Command {
 	return o.operatorNamespaceFlag(noNamespace(&cobra.Command{
 		Use:   "status",
 		Short: "List the clusters in cleanup, their step and what remains",
+		Long: `status lists the ManagedClusters being deleted that carry the operator's
+finalizer, with the step their cleanup is at and what remains, and the
+clusters protected from deletion. When some are in cleanup and no operator
+runs (no Deployment of it with replicas, no operator process with a live
+heartbeat: see version), it warns on standard error: cleanups move only while
+an operator runs.`,
 		Example: `  kubectl cleanup status
   kubectl cleanup status -o json`,
 		Args: cobra.NoArgs,
@@ -175,6 +181,9 @@ func newStatusCommand(o *options) *cobra.Command {
 			protected, err := p.protected(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if len(status) > 0 {
+				o.warnNotRunning(cmd.Context(), p.client)
 			}
 			return o.print(status, func(w io.Writer) { printStatus(w, status); printProtected(w, protected) })
 		},

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
@@ -89,6 +90,14 @@ func TestPluginSeesAnOperatorThatIsNotADeployment(t *testing.T) {
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall", "--dry-run")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("Dry run done: run again without --dry-run to make these changes."))
+	// A cluster in cleanup with no operator: status says it will not move.
+	g.Expect(createCluster(ctx, c, "stuck", v1alpha1.ClusterCleanupFinalizer)).To(Succeed())
+	g.Expect(c.Delete(ctx, unstructuredObject(managedClusterGVK, "", "stuck"))).To(Succeed())
+	out, err = kubectlCleanup(t, env.Kubeconfig, "status")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("stuck"))
+	g.Expect(out).To(ContainSubstring("Warning: no operator runs (no Deployment of it with replicas, " +
+		"no operator process with a live heartbeat): these cleanups move only while one runs."))
 
 	// A manager started by hand, as the administrator, with another namespace.
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ops"}})).To(Succeed())
@@ -104,7 +113,27 @@ func TestPluginSeesAnOperatorThatIsNotADeployment(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	out, err = kubectlCleanup(t, env.Kubeconfig, "version", "-n", record.DefaultNamespace)
 	g.Expect(exitCode(err, true)).To(Equal(exitNotFound), out)
-	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall")
-	g.Expect(exitCode(err, true)).To(Equal(exitRefused), out)
-	g.Expect(out).To(ContainSubstring("heartbeat ConfigMap ops/"))
+	out, err = kubectlCleanup(t, env.Kubeconfig, "status")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).NotTo(ContainSubstring("no operator runs"))
+	// Once it let the cluster no policy governs go, uninstall refuses for it.
+	g.Eventually(func(g Gomega) {
+		out, err := kubectlCleanup(t, env.Kubeconfig, "uninstall")
+		g.Expect(exitCode(err, true)).To(Equal(exitRefused), out)
+		g.Expect(out).To(ContainSubstring("the operator still seems to run (operator process " + beat.Holder +
+			" keeps its heartbeat ConfigMap ops/"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	out, err = kubectlCleanup(t, env.Kubeconfig, "status")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).NotTo(ContainSubstring("no operator runs"))
+}
+
+// heartbeatConfigMap is the heartbeat of an operator process, as it
+// writes it, renewed at renewed.
+func heartbeatConfigMap(g Gomega, namespace, holder, version string, renewed time.Time) *corev1.ConfigMap {
+	raw, err := json.Marshal(heartbeat.Beat{Holder: holder, Version: version, Started: metav1.NewTime(renewed.Add(-time.Minute)),
+		Renewed: metav1.NewTime(renewed), Interval: metav1.Duration{Duration: heartbeat.DefaultInterval}})
+	g.Expect(err).NotTo(HaveOccurred())
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: heartbeat.Name(holder),
+		Labels: map[string]string{heartbeat.Label: "true"}}, Data: map[string]string{heartbeat.DataKey: string(raw)}}
 }

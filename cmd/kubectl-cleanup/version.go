@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -54,6 +55,8 @@ type operatorVersion struct {
 	// Heartbeat its ConfigMap, namespace/name.
 	Process   string `json:"process,omitempty"`
 	Heartbeat string `json:"heartbeat,omitempty"`
+	// live says it runs: a Deployment with replicas, or a live heartbeat.
+	live bool
 }
 
 // where says which operator it is, for messages.
@@ -119,6 +122,7 @@ func (o *options) findOperator(ctx context.Context, c client.Reader) (*operatorV
 	})
 	if len(list.Items) > 0 && replicasOf(&list.Items[0]) > 0 {
 		v := versionOf(&list.Items[0])
+		v.live = true
 		return &v, nil
 	}
 	beats, err := o.liveBeats(ctx, c)
@@ -127,7 +131,7 @@ func (o *options) findOperator(ctx context.Context, c client.Reader) (*operatorV
 	}
 	if len(beats) > 0 {
 		b := beats[0]
-		return &operatorVersion{Version: b.Version, Process: b.Holder, Heartbeat: b.Namespace + "/" + b.Name}, nil
+		return &operatorVersion{Version: b.Version, Process: b.Holder, Heartbeat: b.Namespace + "/" + b.Name, live: true}, nil
 	}
 	if len(list.Items) > 0 {
 		v := versionOf(&list.Items[0])
@@ -203,6 +207,21 @@ func (o *options) warnVersion(c client.Reader) {
 	fmt.Fprintf(o.streams.ErrOut, "Warning: the operator runs version %s (%s), the plugin is %s: "+
 		"the plugin's previews may differ from what the operator does. Install the plugin of the operator's version.\n",
 		op.Version, op.where(), plugin)
+}
+
+// warnNotRunning warns, on standard error, when clusters are in cleanup
+// and no operator runs: their cleanups move only while one does. What
+// cannot be read is not a warning.
+func (o *options) warnNotRunning(ctx context.Context, c client.Reader) {
+	op, err := o.findOperator(ctx, c)
+	var notFound *notFoundError
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil || op.live:
+		return
+	}
+	fmt.Fprintf(o.streams.ErrOut, "Warning: no operator runs (no Deployment of it with replicas, no operator process with a live "+
+		"heartbeat): these cleanups move only while one runs.\n")
 }
 
 func newVersionCommand(o *options) *cobra.Command {
