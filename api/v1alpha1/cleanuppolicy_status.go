@@ -32,6 +32,13 @@ type CleanupPolicyStatus struct {
 	// +optional
 	ClustersDeleting int32 `json:"clustersDeleting,omitempty"`
 
+	// clustersHeld counts the governed teardowns held on something only a
+	// person can clear: a Required timeout passed, or a hold on an error
+	// (CleanupFailed), or the blast radius (BlastRadiusExceeded). While any
+	// is, the policy is Stalled, naming the reasons and clusters.
+	// +optional
+	ClustersHeld int32 `json:"clustersHeld,omitempty"`
+
 	// ocmResourceCleanupClusters counts the governed clusters that also carry
 	// OCM's own cleanup finalizer (cluster.open-cluster-management.io/resource-cleanup):
 	// OCM's ResourceCleanup feature deletes their add-ons and works at once,

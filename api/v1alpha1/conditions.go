@@ -67,6 +67,11 @@ const (
 	// deletion-signal manifests break the operator's limits (kinds, sizes):
 	// no signal work is applied for it. The message names each manifest.
 	SignalRefusedReason = "SignalRefused"
+	// TeardownsHeldReason surfaces, on Ready False with Stalled True, while
+	// a governed teardown is held on something only a person can clear (a
+	// Required timeout passed or a hold on an error, the blast radius); it
+	// clears by itself once none is.
+	TeardownsHeldReason = "TeardownsHeld"
 	// OCMResourceCleanupEnabledReason surfaces, on Ready False with Stalled
 	// True, when clusters the policy governs carry OCM's
 	// cluster.open-cluster-management.io/resource-cleanup finalizer: OCM's

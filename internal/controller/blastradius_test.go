@@ -434,6 +434,34 @@ var _ = Describe("Blast radius", func() {
 		clusterGone("bk-c")
 	})
 
+	It("says on the policy, Stalled, while a teardown it governs is held until a person acts, and Ready again once released", func() {
+		burstFleet("br-person", "p", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1)}, "bq-a", "bq-b")
+		deleteCluster("bq-a")
+		deleteCluster("bq-b")
+		clusterGone("bq-a")
+		heldByBudget("bq-b", v1alpha1.BlastRadiusExceededReason)
+		Eventually(func(g Gomega) {
+			p := status("br-person")(g)
+			g.Expect(p.Status.ClustersHeld).To(BeEquivalentTo(1))
+			ready, stalled := condition(p, v1alpha1.ReadyCondition), condition(p, v1alpha1.StalledCondition)
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready.Reason).To(Equal(v1alpha1.TeardownsHeldReason))
+			g.Expect(ready.Message).To(HavePrefix("1 governed teardown(s) are held until a person acts (kubectl cleanup status): BlastRadiusExceeded on bq-b; "))
+			g.Expect(stalled).NotTo(BeNil())
+			g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+		}).Should(Succeed())
+		Eventually(func() []string { return events("br-person") }).Should(ContainElement(HavePrefix(v1alpha1.TeardownsHeldReason + ": 1 governed teardown(s)")))
+
+		release("bq-b", 1, time.Now())
+		clusterGone("bq-b")
+		Eventually(func(g Gomega) {
+			p := status("br-person")(g)
+			g.Expect(p.Status.ClustersHeld).To(BeZero())
+			g.Expect(condition(p, v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(condition(p, v1alpha1.StalledCondition)).To(BeNil())
+		}).Should(Succeed())
+	})
+
 	It("re-checks a share held by it when the policy comes to govern more clusters", func() {
 		half := intstr.FromString("50%")
 		burstFleet("br-share", "e", &v1alpha1.BlastRadius{MaxTeardowns: &half}, "bs-a", "bs-b")

@@ -196,7 +196,8 @@ func (r *CleanupPolicyReconciler) setFleetCondition(ctx context.Context, p *v1al
 		if readyMessage(prev) != msg {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.SignalRefusedReason, "Evaluate", "%s", msg)
 		}
-		setReadyCondition(p, metav1.ConditionFalse, v1alpha1.SignalRefusedReason, msg)
+		// Only a change of the policy or of the operator's flags clears it.
+		setStalledCondition(p, v1alpha1.SignalRefusedReason, msg)
 	case len(share.evalErrors) > 0:
 		msg := fmt.Sprintf("the selector failed on %d cluster(s), which are held: %s",
 			len(share.evalErrors), strings.Join(share.evalErrors[:min(len(share.evalErrors), maxReported)], "; "))
@@ -210,11 +211,19 @@ func (r *CleanupPolicyReconciler) setFleetCondition(ctx context.Context, p *v1al
 		if err != nil {
 			return err
 		}
-		if reason == "" {
-			setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, summary)
+		if reason != "" {
+			setStalledCondition(p, reason, msg)
 			break
 		}
-		setStalledCondition(p, reason, msg)
+		if held := share.heldMessage(); held != "" {
+			msg := held + "; " + summary
+			if readyMessage(prev) != msg {
+				r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.TeardownsHeldReason, "Evaluate", "%s", held)
+			}
+			setStalledCondition(p, v1alpha1.TeardownsHeldReason, msg)
+			break
+		}
+		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, summary)
 	}
 	return nil
 }

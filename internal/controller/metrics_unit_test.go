@@ -109,7 +109,7 @@ func TestPolicySeriesFollowThePolicy(t *testing.T) {
 		{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.InvalidCELExpressionReason},
 		{Type: v1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.InvalidCELExpressionReason},
 	}
-	p.Status.Contested, p.Status.Conflicts, p.Status.WriteFailed, p.Status.GovernedClusters = 2, 3, 5, 4
+	p.Status.Contested, p.Status.Conflicts, p.Status.WriteFailed, p.Status.GovernedClusters, p.Status.ClustersHeld = 2, 3, 5, 4, 1
 	m.observePolicy(p)
 	g.Expect(gathered(t, m.PolicyCondition)).To(Equal(map[string]float64{
 		"cleanup_policy_condition{policy=prod,reason=InvalidCELExpression,type=Ready}":   0,
@@ -122,8 +122,9 @@ func TestPolicySeriesFollowThePolicy(t *testing.T) {
 	g.Expect(objects).To(HaveKeyWithValue("cleanup_policy_objects{field=writeFailed,policy=prod}", 5.0))
 	g.Expect(objects).To(HaveKeyWithValue("cleanup_policy_objects{field=conflicts,policy=prod}", 3.0))
 	clusters := gathered(t, m.PolicyClusters)
-	g.Expect(clusters).To(HaveLen(4))
+	g.Expect(clusters).To(HaveLen(5))
 	g.Expect(clusters).To(HaveKeyWithValue("cleanup_policy_clusters{field=governedClusters,policy=prod}", 4.0))
+	g.Expect(clusters).To(HaveKeyWithValue("cleanup_policy_clusters{field=clustersHeld,policy=prod}", 1.0))
 
 	// Fixed: the series of the old reasons go.
 	p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason}}

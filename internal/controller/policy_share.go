@@ -29,6 +29,10 @@ type share struct {
 	matched, governed    int32
 	deleting, ocmCleanup int32
 	ocmExamples          []string
+	// held are the governed teardowns held on something only a person can
+	// clear, by their condition's reason; heldCount counts them all.
+	held      map[string][]string
+	heldCount int32
 	evalErrors           []string
 	overlaps             map[string]*v1alpha1.PolicyOverlap
 	exhausted            bool
@@ -78,6 +82,14 @@ func (s *share) govern(c *unstructured.Unstructured) {
 	s.governedNames.Insert(c.GetName())
 	if c.GetDeletionTimestamp() != nil {
 		s.deleting++
+		// The condition is the operator's own: admission reserves it.
+		if cond := decision.ClusterCondition(c, v1alpha1.ContentDeleteSuccessCondition); cond != nil && slices.Contains(heldReasons, cond.Reason) {
+			s.heldCount++
+			if s.held == nil {
+				s.held = map[string][]string{}
+			}
+			s.held[cond.Reason] = append(s.held[cond.Reason], c.GetName())
+		}
 	}
 	if slices.Contains(c.GetFinalizers(), v1alpha1.OCMResourceCleanupFinalizer) {
 		s.ocmCleanup++
@@ -85,6 +97,35 @@ func (s *share) govern(c *unstructured.Unstructured) {
 			s.ocmExamples = append(s.ocmExamples, c.GetName())
 		}
 	}
+}
+
+// heldReasons are the reasons of a teardown that only a person moves on:
+// CleanupFailed (a Required timeout passed, or a hold on an error: a
+// forbidden stage, a rule that fails) and BlastRadiusExceeded (a release,
+// or a budget raised).
+var heldReasons = []string{v1alpha1.CleanupFailedReason, v1alpha1.BlastRadiusExceededReason}
+
+// heldMessage says which governed teardowns need a person, up to three
+// clusters a reason; "" when none does.
+func (s *share) heldMessage() string {
+	if s.heldCount == 0 {
+		return ""
+	}
+	var parts []string
+	for _, reason := range heldReasons {
+		names := s.held[reason]
+		if len(names) == 0 {
+			continue
+		}
+		slices.Sort(names)
+		part := fmt.Sprintf("%s on %s", reason, strings.Join(names[:min(len(names), maxReported)], ", "))
+		if len(names) > maxReported {
+			part += fmt.Sprintf(" and %d more", len(names)-maxReported)
+		}
+		parts = append(parts, part)
+	}
+	return fmt.Sprintf("%d governed teardown(s) are held until a person acts (kubectl cleanup status): %s",
+		s.heldCount, strings.Join(parts, "; "))
 }
 
 // overlap counts a cluster that compiled shares with the other matched
@@ -123,6 +164,7 @@ func (r *CleanupPolicyReconciler) reportShare(p *v1alpha1.CleanupPolicy, prev *v
 	p.Status.GovernedClusters = s.governed
 	p.Status.EvaluationErrors = int32(len(s.evalErrors))
 	p.Status.ClustersDeleting = s.deleting
+	p.Status.ClustersHeld = s.heldCount
 	p.Status.OCMResourceCleanupClusters = s.ocmCleanup
 	if s.ocmCleanup > 0 && s.ocmCleanup != prev.OCMResourceCleanupClusters {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "OCMResourceCleanupEnabled", "Evaluate",
