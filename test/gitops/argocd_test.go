@@ -170,11 +170,10 @@ func TestPolicyHealthCasesCatchMistakes(t *testing.T) {
 		{"Ready=False taken as healthy", `if ready.status ~= "True" then`, `if ready.status == "Unknown" then`},
 		{"the Ready condition's generation ignored", `ready.observedGeneration ~= generation then`, `false then`},
 		{"no status taken as healthy", "if status == nil then\n  hs.status = \"Progressing\"", "if status == nil then\n  hs.status = \"Healthy\""},
-		{"deletion ignored", `if metadata.deletionTimestamp ~= nil then`, `if false then`},
 		{"dry run not said", `if spec.dryRun == true then`, `if false then`},
 		{"suspend ignored", `if spec.suspend == true then`, `if false then`},
-		{"a suspended deletion not said", `if type(metadata.deletionTimestamp) == "string" then`, `if false then`},
 		{"conflicts not said", `if count(status.conflicts) > 0 then`, `if false then`},
+		{"the string library used", `"Waiting for the Ready condition of generation " .. generation`, `string.format("Waiting for the Ready condition of generation %d", generation)`},
 		{"Degraded for Reconciling", "hs.status = \"Progressing\"\n  hs.message = describe(reconciling)", "hs.status = \"Degraded\"\n  hs.message = describe(reconciling)"},
 	}
 	for _, m := range mutants {

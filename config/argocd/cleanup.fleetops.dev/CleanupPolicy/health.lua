@@ -21,6 +21,15 @@
 -- as it cannot tell it from a resource with no status to report.
 -- Stalled is read before Reconciling: a policy that cannot make progress
 -- needs a person, and says which field is wrong.
+--
+-- A policy being deleted never reaches this script: Argo CD answers
+-- Progressing, "Pending deletion", for any object being deleted before it
+-- runs a health check.
+--
+-- Argo CD runs a custom health check with Lua's base, package and table
+-- libraries only (and a subset of os): there is no string library, so
+-- numbers are joined into messages with .. and never formatted with
+-- string.format.
 local hs = {}
 
 local function describe(c)
@@ -47,14 +56,6 @@ local spec = obj.spec or {}
 if spec.suspend == true then
   hs.status = "Suspended"
   hs.message = "spec.suspend is true: the operator writes nothing for what the policy governs until it is resumed"
-  if type(metadata.deletionTimestamp) == "string" then
-    hs.message = hs.message .. "; the policy is being deleted and waits for the resume"
-  end
-  return hs
-end
-if metadata.deletionTimestamp ~= nil then
-  hs.status = "Progressing"
-  hs.message = "The policy is being deleted"
   return hs
 end
 
@@ -70,10 +71,10 @@ local observed = status.observedGeneration
 if generation ~= nil and observed ~= generation then
   hs.status = "Progressing"
   if observed == nil then
-    hs.message = string.format("Waiting for the operator to observe generation %d", generation)
+    hs.message = "Waiting for the operator to observe generation " .. generation
   else
-    hs.message = string.format("Waiting for the operator to observe generation %d (the status describes generation %d)",
-      generation, observed)
+    hs.message = "Waiting for the operator to observe generation " .. generation ..
+      " (the status describes generation " .. observed .. ")"
   end
   return hs
 end
@@ -107,7 +108,7 @@ if ready == nil then
 end
 if generation ~= nil and ready.observedGeneration ~= nil and ready.observedGeneration ~= generation then
   hs.status = "Progressing"
-  hs.message = string.format("Waiting for the Ready condition of generation %d", generation)
+  hs.message = "Waiting for the Ready condition of generation " .. generation
   return hs
 end
 if ready.status ~= "True" then
@@ -122,20 +123,19 @@ end
 hs.status = "Healthy"
 local notes = {}
 if spec.dryRun == true then
-  table.insert(notes, string.format("dry run: %d object(s) would change", count(status.dryRunPending)))
+  table.insert(notes, "dry run: " .. count(status.dryRunPending) .. " object(s) would change")
 end
 if count(status.conflicts) > 0 then
-  table.insert(notes, string.format("%d object(s) in conflict with another field manager", count(status.conflicts)))
+  table.insert(notes, count(status.conflicts) .. " object(s) in conflict with another field manager")
 end
 if count(status.contested) > 0 then
-  table.insert(notes, string.format("%d object(s) contested by another controller", count(status.contested)))
+  table.insert(notes, count(status.contested) .. " object(s) contested by another controller")
 end
 if count(status.writeFailed) > 0 then
-  table.insert(notes, string.format("%d object(s) whose write the API server refused", count(status.writeFailed)))
+  table.insert(notes, count(status.writeFailed) .. " object(s) whose write the API server refused")
 end
 if count(status.templatesNotReadingDecisions) > 0 then
-  table.insert(notes, string.format("%d Policy template(s) do not read cleanup-decisions",
-    count(status.templatesNotReadingDecisions)))
+  table.insert(notes, count(status.templatesNotReadingDecisions) .. " Policy template(s) do not read cleanup-decisions")
 end
 local message = ready.message or ""
 if message == "" then
