@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -282,8 +283,13 @@ func propose(live []unstructured.Unstructured, proposed []*unstructured.Unstruct
 // count, a duration a duration (1h is 60m), and a field the CRD defaults
 // that one leaves out counts as its default. A spec that does not decode
 // (one stored before the schema refused it) is compared as JSON, which
-// writes an integer alike whatever its Go type.
+// writes an integer alike whatever its Go type. The data of a Secret among
+// the signal manifests is not compared: the hub is read without it (a
+// snapshot never holds a Secret's data), so neither side's counts.
 func sameSpec(live, proposed any) bool {
+	live, proposed = runtime.DeepCopyJSONValue(live), runtime.DeepCopyJSONValue(proposed)
+	redactSecrets(live)
+	redactSecrets(proposed)
 	l, lerr := typedSpec(live)
 	p, perr := typedSpec(proposed)
 	if lerr != nil || perr != nil {

@@ -93,7 +93,8 @@ func numericHub(crd *apiextensionsv1.CustomResourceDefinition, live map[string]a
 			{Group: "policy.open-cluster-management.io", Version: "v1", Kind: "Policy", Resource: "policies", Namespaced: true},
 			{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Resource: "customresourcedefinitions"},
 		},
-		Objects: []map[string]any{live,
+		// As the hub is read: without the data of any Secret in it.
+		Objects: []map[string]any{sanitize(&unstructured.Unstructured{Object: live}).Object,
 			{"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
 				"metadata": map[string]any{"name": "c1", "uid": "c1-uid", "resourceVersion": "1"}, "spec": map[string]any{"hubAcceptsClient": true}},
 			{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "c1", "uid": "ns-c1-uid"}},
@@ -159,6 +160,11 @@ func TestDiffComparesSpecsAsServed(t *testing.T) {
 		{name: "the defaults of the signal and of prune", applied: required + "  deletionSignal: {manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: s, namespace: default}}]}\n  prune: {}",
 			proposed: required + "  deletionSignal: {manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: s, namespace: default}}]}\n  prune: {}"},
 		{name: "a field the API server drops", applied: required, proposed: required + "  Priority: 5"},
+		{name: "a Secret among the signal manifests, whose data the hub is read without",
+			applied:  required + "  deletionSignal: {manifests: [{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default}, stringData: {token: a}}]}",
+			proposed: required + "  deletionSignal: {manifests: [{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default}, stringData: {token: a}}]}"},
+		{name: "a Secret signal manifest renamed", applied: required + "  deletionSignal: {manifests: [{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default}, stringData: {token: a}}]}",
+			proposed: required + "  deletionSignal: {manifests: [{apiVersion: v1, kind: Secret, metadata: {name: t, namespace: default}, stringData: {token: a}}]}", changed: true},
 		{name: "every number at once", applied: "  priority: 7\n  removeStrategy: {default: Required, timeout: 2h}\n  blastRadius: {maxTeardowns: 2, window: 1h, maxConcurrent: 1}",
 			proposed: "  priority: 7\n  removeStrategy: {default: Required, timeout: 2h}\n  blastRadius: {maxTeardowns: 2, window: 1h, maxConcurrent: 1}"},
 	} {
