@@ -44,9 +44,9 @@ on. It writes the annotation ` + v1alpha1.BlastRadiusReleasedAnnotation + `
 on each held cluster of the policy, or on those --clusters names. The operator
 accepts a release written after the cluster's deletion, not one from before
 it: a release never reaches a deletion that comes after it. Only a user who
-may release the CleanupPolicy (verb ` + admissionpolicy.ReleaseVerb + ` on cleanuppolicies, which
-the editor role does not grant) may release its teardowns: the admission
-policy ` + admissionpolicy.ReleasePolicy + ` refuses anyone else.
+may ` + admissionpolicy.ReleaseVerb + ` cleanuppolicies/` + admissionpolicy.ReleaseSubresource + ` of the CleanupPolicy (granted on purpose:
+no right on the policies themselves carries it) may release its teardowns:
+the admission policy ` + admissionpolicy.ReleasePolicy + ` refuses anyone else.
 
 It exits 1 when no teardown of the policy is held (or none of those named),
 and 3 when a named cluster does not exist.`,

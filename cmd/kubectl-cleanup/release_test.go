@@ -22,7 +22,7 @@ import (
 // the plan shows the hold; release names what it releases, only the
 // clusters asked for, and the operator lets exactly those go. Admission
 // refuses the release to a user who may patch ManagedClusters but not
-// release the policy (verb release), and lets the policy's administrator release.
+// update cleanuppolicies/release of the policy, and lets the policy's administrator release.
 func TestRelease(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,14 +81,14 @@ func TestRelease(t *testing.T) {
 	g.Eventually(func() error {
 		return asPatcher.Patch(ctx, unstructuredObject(managedClusterGVK, "", "eu-2"), client.RawPatch(types.MergePatchType,
 			[]byte(`{"metadata":{"annotations":{"`+v1alpha1.BlastRadiusReleasedAnnotation+`":"1/2000-01-01T00:00:00Z"}}}`)), client.DryRunAll)
-	}).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("may not release CleanupPolicy fleet")))
+	}).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("may not update cleanuppolicies/release of CleanupPolicy fleet")))
 	out, err = kubectlCleanup(t, patcher, "release", "--policy", "fleet", "--clusters", "eu-1")
 	g.Expect(err).To(HaveOccurred(), out)
-	g.Expect(out).To(ContainSubstring(`ManagedCluster eu-1: the requesting user may not release CleanupPolicy fleet (verb release, group "cleanup.fleetops.dev", resource cleanuppolicies)`))
+	g.Expect(out).To(ContainSubstring(`ManagedCluster eu-1: the requesting user may not update cleanuppolicies/release of CleanupPolicy fleet (verb update, group "cleanup.fleetops.dev", resource cleanuppolicies/release)`))
 	g.Expect(get(ctx, g, c, managedClusterGVK, client.ObjectKey{Name: "eu-1"}).GetAnnotations()).NotTo(HaveKey(v1alpha1.BlastRadiusReleasedAnnotation))
 
 	admin := userKubeconfig(ctx, t, g, c, env, "fleet-admin", "fleet-admin", []rbacv1.PolicyRule{clusters,
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"}, ResourceNames: []string{"fleet"}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies/" + admissionpolicy.ReleaseSubresource}, ResourceNames: []string{"fleet"}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
 	out, err = kubectlCleanup(t, admin, "release", "--policy", "fleet", "--clusters", "eu-1,eu-3")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(MatchRegexp(`ManagedCluster eu-1: teardown released \(cleanup.fleetops.dev/blast-radius-released=1/\S+\)\.`))

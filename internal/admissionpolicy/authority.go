@@ -116,6 +116,11 @@ func needsOf(spec, suffix string) string {
 	}, " + ") + ")"
 }
 
+// owners is a CEL expression for the owner references of obj, [] when none.
+func owners(obj string) string {
+	return "(has(" + obj + ".metadata.ownerReferences) ? " + obj + ".metadata.ownerReferences : [])"
+}
+
 // indexList is a CEL list literal of 0 to n-1: CEL before Kubernetes 1.34
 // has no lists.range.
 func indexList(n int) string {
@@ -143,9 +148,6 @@ func authorityPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdm
 	inUse := func(obj string) string {
 		return "(has(" + obj + ".metadata.finalizers) && '" + v1alpha1.InUseFinalizer + "' in " + obj + ".metadata.finalizers)"
 	}
-	owners := func(obj string) string {
-		return "(has(" + obj + ".metadata.ownerReferences) ? " + obj + ".metadata.ownerReferences : [])"
-	}
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{
 		Name: "created-deleted-spec-or-owners-changed-or-released",
 		Expression: "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec || " +
@@ -154,11 +156,22 @@ func authorityPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdm
 	}}
 	p.Spec.Variables = slices.Clone(authorityVariables)
 	p.Spec.Validations = append([]admissionregistrationv1.Validation{{
+		// An owner would have the garbage collector delete the policy with
+		// rights of its own, whoever deletes the owner: only a user who may
+		// do everything gives a policy one.
+		Expression: "variables.all || request.operation == 'DELETE' || " + owners("object") + " == " +
+			"(request.operation == 'UPDATE' ? " + owners("oldObject") + " : [])",
+		Message: "only a user who may do everything gives a CleanupPolicy owner references",
+		MessageExpression: "'CleanupPolicy ' + variables.policy.metadata.name + ': only a user who may do everything sets or changes its " +
+			"metadata.ownerReferences: the garbage collector would delete the policy, and release the clusters it governs, when an owner goes'",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}, {
 		Expression: fmt.Sprintf("variables.all || size(variables.firsts) <= %d", MaxCheckedRights),
 		Message:    "the CleanupPolicy needs more distinct rights checked than admission can check for a user who may not do everything",
 		MessageExpression: fmt.Sprintf("'CleanupPolicy ' + variables.policy.metadata.name + ' needs ' + string(size(variables.firsts)) + "+
-			"' distinct rights (verb, group, resource), and admission checks at most %d for a user who may not do everything: "+
-			"use fewer distinct resources in spec.deletionStages and spec.monitoredResources, or have a fleet administrator write it'", MaxCheckedRights),
+			"' distinct rights (verb, group, resource)' + (request.operation == 'UPDATE' ? ' (a change needs the rights of the policy as it stood and as it becomes)' : '') + "+
+			"', and admission checks at most %d for a user who may not do everything: "+
+			"use fewer distinct resources in spec.deletionStages and spec.monitoredResources, make a change in smaller steps, or have a fleet administrator write it'", MaxCheckedRights),
 		Reason: ptr.To(metav1.StatusReasonForbidden),
 	}}, rightChecks()...)
 	return p

@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -219,8 +220,14 @@ func TestAuthorityToDrop(t *testing.T) {
 	g.Expect(narrower.Update(ctx, narrowed)).To(MatchError(ContainSubstring(wasProtecting)), "narrowed and released in one request")
 	owned := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"ownerReferences":[{"apiVersion":"cleanup.fleetops.dev/v1alpha1",`+
 		`"kind":"CleanupPolicy","name":"ghost","uid":"0b6c3c2e-0000-4000-8000-000000000000"}]}}`))
-	g.Expect(deleter.Patch(ctx, cleanupPolicy("protecting", nil), owned)).To(And(Satisfy(apierrors.IsForbidden),
-		MatchError(ContainSubstring(want)), MatchError(ContainSubstring("changing its owners"))))
+	ownerRefused := "CleanupPolicy protecting: only a user who may do everything sets or changes its metadata.ownerReferences"
+	g.Expect(deleter.Patch(ctx, cleanupPolicy("protecting", nil), owned)).To(And(Satisfy(apierrors.IsForbidden), MatchError(ContainSubstring(ownerRefused))))
+	g.Expect(owner.Patch(ctx, cleanupPolicy("protecting", nil), owned)).To(MatchError(ContainSubstring(ownerRefused)), "even with every right the policy exercises")
+	// Nor created with one, to be deleted with its owner once widened.
+	withOwner := cleanupPolicy("owned", cheap)
+	withOwner.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "cleanup.fleetops.dev/v1alpha1", Kind: "CleanupPolicy", Name: "ghost",
+		UID: "0b6c3c2e-0000-4000-8000-000000000000"}})
+	g.Expect(owner.Create(ctx, withOwner)).To(MatchError(ContainSubstring("CleanupPolicy owned: only a user who may do everything sets or changes its metadata.ownerReferences")))
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "protecting"}, protecting)).To(Succeed())
 	g.Expect(protecting.GetOwnerReferences()).To(BeEmpty())
 	g.Expect(protecting.Object["spec"]).To(HaveKeyWithValue("deletionProtection", "true"), "the stored policy is as it was")

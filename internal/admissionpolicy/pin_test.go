@@ -124,11 +124,12 @@ func TestReleaseTwoStepRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
 	otherAdmin := userClient(ctx, t, "pin-other-admin", []rbacv1.PolicyRule{clusterRights,
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies/" + admissionpolicy.ReleaseSubresource},
 			ResourceNames: []string{"other"}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
 	operator := userClient(ctx, t, pinOperator, []rbacv1.PolicyRule{clusterRights})
 	mc := createCluster(ctx, t, managedCluster("pin-release", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"}))
 	ensurePinGuard(ctx, t, otherAdmin, operator, mc)
+	mc = beingDeleted(ctx, t, mc)
 
 	g.Expect(mergePatch(ctx, otherAdmin, mc.DeepCopy(), pinPatch("other"))).To(
 		MatchError(ContainSubstring(pinned("pin-release", "fleet", "other"))))
@@ -136,7 +137,7 @@ func TestReleaseTwoStepRefused(t *testing.T) {
 	g.Expect(mc.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "fleet"))
 	g.Expect(mergePatch(ctx, otherAdmin, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"1/2026-01-01T00:00:00Z"}}}`,
 		v1alpha1.BlastRadiusReleasedAnnotation))).To(MatchError(ContainSubstring(
-		"ManagedCluster pin-release: the requesting user may not release CleanupPolicy fleet")))
+		"ManagedCluster pin-release: the requesting user may not update cleanuppolicies/release of CleanupPolicy fleet")))
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc)).To(Succeed())
 	g.Expect(mc.GetAnnotations()).NotTo(HaveKey(v1alpha1.BlastRadiusReleasedAnnotation))
 }

@@ -1,11 +1,13 @@
 package admissionpolicy_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -34,16 +36,16 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 	clusters := rbacv1.PolicyRule{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"},
 		Verbs: []string{"get", "patch", "update"}}
 	adminOf := func(policy string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"},
+		return rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies/" + admissionpolicy.ReleaseSubresource},
 			ResourceNames: []string{policy}, Verbs: []string{admissionpolicy.ReleaseVerb}}
 	}
 	patcher := userClient(ctx, t, "release-patcher", []rbacv1.PolicyRule{clusters})
 	otherAdmin := userClient(ctx, t, "release-other-admin", []rbacv1.PolicyRule{clusters, adminOf("other")})
 	fleetAdmin := userClient(ctx, t, "release-fleet-admin", []rbacv1.PolicyRule{clusters, adminOf("fleet")})
 	anyAdmin := userClient(ctx, t, "release-any-admin", []rbacv1.PolicyRule{clusters,
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies/" + admissionpolicy.ReleaseSubresource}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
 
-	mc := createCluster(ctx, t, managedCluster("release-a", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"}))
+	mc := beingDeleted(ctx, t, createCluster(ctx, t, managedCluster("release-a", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"})))
 	// The protection-mark policy is no longer enforced: the pin moves.
 	g.Eventually(func() error {
 		return mergePatch(ctx, otherAdmin, mc.DeepCopy(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"other"}}}`,
@@ -53,8 +55,8 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 		return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.BlastRadiusReleasedAnnotation, value)
 	}
 	refusal := func(policy string) string {
-		return fmt.Sprintf(`ManagedCluster release-a: the requesting user may not release CleanupPolicy %s (verb release, group "cleanup.fleetops.dev", `+
-			`resource cleanuppolicies), which setting the annotation %s requires`, policy, v1alpha1.BlastRadiusReleasedAnnotation)
+		return fmt.Sprintf(`ManagedCluster release-a: the requesting user may not update cleanuppolicies/release of CleanupPolicy %s (verb update, group "cleanup.fleetops.dev", `+
+			`resource cleanuppolicies/release), which setting the annotation %s requires`, policy, v1alpha1.BlastRadiusReleasedAnnotation)
 	}
 	g.Eventually(func() error {
 		return mergePatch(ctx, patcher, mc.DeepCopy(), release("1/2026-01-01T00:00:00Z"), client.DryRunAll)
@@ -77,15 +79,40 @@ func TestReleaseNeedsPolicyAdmin(t *testing.T) {
 		v1alpha1.BlastRadiusReleasedAnnotation))).To(Succeed())
 
 	// A cluster no policy governs: the right on every policy.
-	free := createCluster(ctx, t, managedCluster("release-free", nil, nil))
+	free := beingDeleted(ctx, t, createCluster(ctx, t, managedCluster("release-free", nil, nil)))
 	g.Expect(mergePatch(ctx, fleetAdmin, free.DeepCopy(), release("1/2026-01-01T00:00:00Z"))).To(MatchError(ContainSubstring(
-		"ManagedCluster release-free: the requesting user may not release CleanupPolicy (any)")))
+		"ManagedCluster release-free: the requesting user may not update cleanuppolicies/release of CleanupPolicy (any)")))
 	g.Expect(mergePatch(ctx, anyAdmin, free.DeepCopy(), release("1/2026-01-01T00:00:00Z"))).To(Succeed())
 
-	// Created with a release: checked against the policy it names.
+	// A release is of a deletion under way: never written ahead of one, on
+	// a live cluster whose pin may still move, nor at its creation, even by
+	// a user who may release every policy.
+	live := createCluster(ctx, t, managedCluster("release-live", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"}))
+	ahead := "ManagedCluster release-live: the annotation " + v1alpha1.BlastRadiusReleasedAnnotation + " releases a teardown the blast radius holds, and is written on a cluster being deleted only"
+	g.Expect(mergePatch(ctx, anyAdmin, live.DeepCopy(), release("1/2099-01-01T00:00:00Z"))).To(MatchError(ContainSubstring(ahead)))
 	created := managedCluster("release-created", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet",
 		v1alpha1.BlastRadiusReleasedAnnotation: "1/2026-01-01T00:00:00Z"})
 	creator := userClient(ctx, t, "release-creator", []rbacv1.PolicyRule{{APIGroups: []string{"cluster.open-cluster-management.io"},
-		Resources: []string{"managedclusters"}, Verbs: []string{"create"}}})
-	g.Expect(creator.Create(ctx, created.DeepCopy())).To(MatchError(ContainSubstring("ManagedCluster release-created: the requesting user may not release CleanupPolicy fleet")))
+		Resources: []string{"managedclusters"}, Verbs: []string{"create"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies/" + admissionpolicy.ReleaseSubresource}, Verbs: []string{admissionpolicy.ReleaseVerb}}})
+	g.Expect(creator.Create(ctx, created.DeepCopy())).To(MatchError(ContainSubstring("ManagedCluster release-created: the annotation " +
+		v1alpha1.BlastRadiusReleasedAnnotation + " releases a teardown the blast radius holds, and is written on a cluster being deleted only")))
+
+	// Every verb on CleanupPolicies, as OLM's generated admin role grants,
+	// is not the right to release.
+	everyVerb := userClient(ctx, t, "release-every-verb", []rbacv1.PolicyRule{clusters,
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cleanuppolicies"}, Verbs: []string{"*"}}})
+	g.Expect(mergePatch(ctx, everyVerb, mc.DeepCopy(), release("3/2026-01-01T00:00:02Z"))).To(MatchError(ContainSubstring(refusal("fleet"))))
+}
+
+// beingDeleted deletes the cluster, which a finalizer keeps until the test
+// ends, and returns it as it is then.
+func beingDeleted(ctx context.Context, t *testing.T, mc *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(mergePatch(ctx, k8s, mc.DeepCopy(), `{"metadata":{"finalizers":["example.com/hold"]}}`)).To(Succeed())
+	t.Cleanup(func() { _ = mergePatch(context.Background(), k8s, mc.DeepCopy(), `{"metadata":{"finalizers":null}}`) })
+	g.Expect(k8s.Delete(ctx, mc.DeepCopy())).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc)).To(Succeed())
+	return mc
 }
