@@ -173,17 +173,21 @@ run: manifests generate fmt vet ## Run the manager against the cluster in KUBECO
 .PHONY: envtest-bins
 envtest-bins: $(KUBE_APISERVER) $(ETCD) $(KUBECTL) $(KUBE_CONTROLLER_MANAGER) ## Build kube-apiserver, etcd, kubectl and kube-controller-manager into bin/.
 
-$(KUBE_APISERVER): hack/tools/kube/go.mod
-	cd hack/tools/kube && go build -o $@ ./cmd/kube-apiserver
-
-$(KUBE_CONTROLLER_MANAGER): hack/tools/kube/go.mod
-	cd hack/tools/kube && go build -o $@ ./cmd/kube-controller-manager
-
-$(KUBECTL): hack/tools/kube/go.mod
-	cd hack/tools/kube && go build -o $@ ./cmd/kubectl
+# Each build says what it builds, how many of its packages it has compiled and
+# the time it took: the first build of kube-apiserver compiles about two
+# thousand packages. The Kubernetes binaries carry the version of
+# k8s.io/kubernetes in hack/tools/kube/go.mod (hack/tools/kube/build.sh).
+$(KUBE_APISERVER): hack/tools/kube/go.mod hack/tools/kube/build.sh
+	hack/tools/kube/build.sh kube-apiserver "1 of 4" $@
 
 $(ETCD): hack/tools/etcd/go.mod
-	cd hack/tools/etcd && go build -o $@ .
+	cd hack/tools/etcd && ../../gobuild.sh "etcd (2 of 4) from $$(go list -m -f '{{.Path}} {{.Version}}' go.etcd.io/etcd/server/v3)" $@ .
+
+$(KUBECTL): hack/tools/kube/go.mod hack/tools/kube/build.sh
+	hack/tools/kube/build.sh kubectl "3 of 4" $@
+
+$(KUBE_CONTROLLER_MANAGER): hack/tools/kube/go.mod hack/tools/kube/build.sh
+	hack/tools/kube/build.sh kube-controller-manager "4 of 4" $@
 
 .PHONY: crds
 crds: ## Copy the OCM and policy CRDs from their Go modules into bin/crds.
