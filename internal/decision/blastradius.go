@@ -21,8 +21,8 @@ import (
 // from the API server's state (never from what a process remembers), so
 // that every replica and every restart decides alike.
 type Fleet struct {
-	// Governed is how many ManagedClusters the policy governs: the base of
-	// a percentage maxTeardowns.
+	// Governed is how many ManagedClusters the policy governs that OCM
+	// accepted: the base of a percentage maxTeardowns.
 	Governed int
 	// Deleting are the ManagedClusters being deleted under the operator's
 	// finalizer whose governing-policy annotation names the policy, the

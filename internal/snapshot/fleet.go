@@ -18,7 +18,10 @@ import (
 // sets a blast radius, the policy's clusters: how many it governs and those
 // being deleted under the operator's finalizer. A cluster belongs to the
 // policy by its governing-policy annotation, which the operator writes with
-// its finalizer: the same set for every replica and every restart.
+// its finalizer: the same set for every replica and every restart. Only the
+// clusters OCM accepted (spec.hubAcceptsClient, which OCM lets only those
+// who may accept clusters set) count toward the base of a percentage, so
+// that creating clusters does not raise a budget.
 func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Policy) error {
 	if s.Cluster.GetDeletionTimestamp() == nil || p.Spec.BlastRadius == nil && !bounds(r.BlastRadius) {
 		return nil
@@ -35,7 +38,9 @@ func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Pol
 		if !slices.Contains(mc.GetFinalizers(), v1alpha1.ClusterCleanupFinalizer) || decision.Pin(mc) != p.Name {
 			continue
 		}
-		f.Governed++
+		if accepted, _, _ := unstructured.NestedBool(mc.Object, "spec", "hubAcceptsClient"); accepted {
+			f.Governed++
+		}
 		if mc.GetDeletionTimestamp() != nil {
 			f.Deleting = append(f.Deleting, mc)
 		}
