@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -455,6 +457,48 @@ var _ = Describe("kstatus and the Argo CD health check on policies the operator 
 			g.Expect(a.argo.Status).To(Equal("Healthy"))
 			g.Expect(conditionOf(g, a, v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.SucceededReason))
 		}).Should(Succeed())
+	})
+
+	It("says Failed and Degraded while a governed teardown waits for a person, naming it, and Current and Healthy once it is released, without an edit", func() {
+		zero := intstr.FromInt32(0)
+		Expect(createPolicy("budget", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'held'",
+			Priority:        20,
+			KeepNamespace:   "true",
+			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: &zero},
+		})).To(Succeed())
+		managedCluster("held-1", map[string]string{"burst": "held"})
+		cluster := &unstructured.Unstructured{}
+		cluster.SetAPIVersion("cluster.open-cluster-management.io/v1")
+		cluster.SetKind("ManagedCluster")
+		cluster.SetName("held-1")
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+			g.Expect(cluster.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+			g.Expect(cluster.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "budget"))
+		}).Should(Succeed())
+		Expect(k8s.Delete(ctx, cluster.DeepCopy())).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			a := assess(g, "budget")
+			stalled := conditionOf(g, a, v1alpha1.StalledCondition)
+			g.Expect(stalled.Reason).To(Equal(v1alpha1.TeardownsHeldReason))
+			g.Expect(stalled.Message).To(HavePrefix("1 governed teardown(s) are held until a person acts (kubectl cleanup status): BlastRadiusExceeded on held-1; "))
+			g.Expect(a.kstatus.Status).To(Equal(status.FailedStatus))
+			g.Expect(a.kstatus.Message).To(Equal(stalled.Message))
+			g.Expect(a.argo).To(Equal(health{Status: "Degraded", Message: stalled.Reason + ": " + stalled.Message}))
+		}).Should(Succeed())
+
+		release := fmt.Sprintf(`{"metadata":{"annotations":{%q:"1/%s"}}}`, v1alpha1.BlastRadiusReleasedAnnotation, time.Now().UTC().Format(time.RFC3339))
+		Eventually(func() error {
+			return k8s.Patch(ctx, cluster.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(release)))
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			a := assess(g, "budget")
+			g.Expect(a.kstatus.Status).To(Equal(status.CurrentStatus))
+			g.Expect(a.argo.Status).To(Equal("Healthy"))
+			g.Expect(conditionOf(g, a, v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.SucceededReason))
+		}).WithTimeout(time.Minute).Should(Succeed())
 	})
 
 	It("gives the same answer as kstatus on every policy the operator has written a status for", func() {
