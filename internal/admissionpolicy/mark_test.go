@@ -54,14 +54,7 @@ func mergePatch(ctx context.Context, c client.Client, obj client.Object, patch s
 func TestProtectionHoldsAgainstAPatch(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
-	operator, err := admissionpolicy.OperatorUser(ctx, k8s)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, admissionpolicy.AllObjects(operator))).To(Succeed())
-	t.Cleanup(func() {
-		for _, obj := range admissionpolicy.ProtectionObjects(operator) {
-			_ = k8s.Delete(context.Background(), obj)
-		}
-	})
+	asOperator(ctx, t)
 	user := userClient(ctx, t, "cluster-patcher", []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"},
 			Verbs: []string{"get", "list", "patch", "update", "delete"}},
@@ -157,13 +150,11 @@ func TestCanRestore(t *testing.T) {
 	g.Expect(why).NotTo(ContainSubstring("watch validatingadmissionpolicies"))
 }
 
-// TestTeardownConditionIsTheOperators: a user who may write a
-// ManagedCluster's status (its agent, a status helper) writes any condition
-// but ContentDeleteSuccess: setting, changing or removing it is refused,
-// and the condition the operator (here the test's admin) wrote stays.
-func TestTeardownConditionIsTheOperators(t *testing.T) {
+// asOperator creates every admission object, rendered for the test's admin
+// as the operator, and deletes those that name it when the test ends.
+func asOperator(ctx context.Context, t *testing.T) {
+	t.Helper()
 	g := NewWithT(t)
-	ctx := testContext(t)
 	operator, err := admissionpolicy.OperatorUser(ctx, k8s)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(admissionpolicy.EnsureObjects(ctx, k8s, admissionpolicy.AllObjects(operator))).To(Succeed())
@@ -172,6 +163,16 @@ func TestTeardownConditionIsTheOperators(t *testing.T) {
 			_ = k8s.Delete(context.Background(), obj)
 		}
 	})
+}
+
+// TestTeardownConditionIsTheOperators: a user who may write a
+// ManagedCluster's status (its agent, a status helper) writes any condition
+// but ContentDeleteSuccess: setting, changing or removing it is refused,
+// and the condition the operator (here the test's admin) wrote stays.
+func TestTeardownConditionIsTheOperators(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testContext(t)
+	asOperator(ctx, t)
 	agent := userClient(ctx, t, "status-writer", []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters", "managedclusters/status"},
 			Verbs: []string{"get", "patch", "update"}},
