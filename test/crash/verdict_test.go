@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // deletion is one DELETE by the operator, of any outcome.
@@ -70,10 +72,14 @@ func keyOf(e *auditEvent) objectKey {
 }
 
 // operatorDeletions are the operator's DELETEs, in the order they were
-// logged.
+// logged, but for each process's own heartbeat, which it deletes as it
+// stops: the operator's object, of no cluster.
 func operatorDeletions(events []auditEvent, users []string, v verdict) []deletion {
 	var out []deletion
 	for _, e := range events {
+		if e.resource() == "configmaps" && e.namespace() == record.DefaultNamespace && strings.HasPrefix(e.name(), heartbeat.NamePrefix) {
+			continue
+		}
 		if e.Verb == "deletecollection" && slices.Contains(users, e.User.Username) {
 			out = append(out, collectionDeletions(e, v)...)
 			continue
