@@ -192,14 +192,17 @@ var _ = Describe("Blast radius", func() {
 		clusterGone("bl-a")
 		clusterGone("bl-b")
 
-		By("a release written before a deletion, and one racing a new deletion")
-		release("bl-e", 1, time.Now().Add(-time.Minute))
+		By("a release written before a deletion is refused; one racing a new deletion, or dated before it, releases nothing")
+		early := fmt.Sprintf(`{"metadata":{"annotations":{%q:"1/%s"}}}`, v1alpha1.BlastRadiusReleasedAnnotation, time.Now().UTC().Format(time.RFC3339))
+		Expect(k8s.Patch(ctx, getClusterNow("bl-e"), client.RawPatch("application/merge-patch+json", []byte(early)))).To(
+			MatchError(ContainSubstring("is written on a cluster being deleted only")))
 		release("bl-c", 1, time.Now())
 		deleteCluster("bl-d")
 		deleteCluster("bl-e")
 		clusterGone("bl-c")
 		heldByBudget("bl-d", v1alpha1.BlastRadiusExceededReason)
 		heldByBudget("bl-e", v1alpha1.BlastRadiusExceededReason)
+		release("bl-e", 1, time.Now().Add(-time.Hour))
 		Consistently(func(g Gomega) {
 			untouched(g, "bl-d", works["bl-d"])
 			untouched(g, "bl-e", works["bl-e"])
