@@ -78,19 +78,8 @@ func (u *uninstaller) printf(format string, args ...any) {
 // run checks that nothing is in the way, then removes the operator's
 // finalizers, labels, annotations, admission policies and signal works.
 func (u *uninstaller) run(ctx context.Context) error {
-	switch u.signalWorks {
-	case signalWorksOrphan, signalWorksKeep:
-	default:
-		return usagef("--signal-works: %q is not one of %s, %s", u.signalWorks, signalWorksOrphan, signalWorksKeep)
-	}
-	if u.timeout <= 0 {
-		return usagef("--timeout: %s is not a positive duration", u.timeout)
-	}
-	if u.now == nil {
-		u.now = time.Now
-	}
-	if u.interval <= 0 {
-		u.interval = 2 * time.Second
+	if err := u.defaults(); err != nil {
+		return err
 	}
 	deadline := u.now().Add(u.timeout)
 	if u.dryRun {
@@ -135,6 +124,25 @@ func (u *uninstaller) run(ctx context.Context) error {
 		u.printf("Dry run done: run again without --dry-run to make these changes.\n")
 	default:
 		u.printf("Done: the hub no longer holds the operator's finalizers, labels, annotations or admission policies.\n")
+	}
+	return nil
+}
+
+// defaults checks the flags and fills in what a test may leave unset.
+func (u *uninstaller) defaults() error {
+	switch u.signalWorks {
+	case signalWorksOrphan, signalWorksKeep:
+	default:
+		return usagef("--signal-works: %q is not one of %s, %s", u.signalWorks, signalWorksOrphan, signalWorksKeep)
+	}
+	if u.timeout <= 0 {
+		return usagef("--timeout: %s is not a positive duration", u.timeout)
+	}
+	if u.now == nil {
+		u.now = time.Now
+	}
+	if u.interval <= 0 {
+		u.interval = 2 * time.Second
 	}
 	return nil
 }

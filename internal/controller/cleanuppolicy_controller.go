@@ -215,12 +215,7 @@ func (r *CleanupPolicyReconciler) setFleetCondition(ctx context.Context, p *v1al
 			setStalledCondition(p, reason, msg)
 			break
 		}
-		if held := share.heldMessage(); held != "" {
-			msg := held + "; " + summary
-			if readyMessage(prev) != msg {
-				r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.TeardownsHeldReason, "Evaluate", "%s", held)
-			}
-			setStalledCondition(p, v1alpha1.TeardownsHeldReason, msg)
+		if r.reportHeld(p, prev, share, summary) {
 			break
 		}
 		setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, summary)
@@ -298,21 +293,6 @@ func (r *CleanupPolicyReconciler) reportInvalid(ctx context.Context, orig, p *v1
 	}
 	logf.FromContext(ctx).Info("policy invalid: it governs nothing new and the clusters it governs are held",
 		"policy", p.Name, "generation", p.Generation, "reason", reason, "fields", fields, "error", errs.ToAggregate().Error())
-}
-
-// readySummary is the message of a Ready policy.
-func (r *CleanupPolicyReconciler) readySummary(p *v1alpha1.CleanupPolicy) string {
-	msg := fmt.Sprintf("matches %d cluster(s) and governs %d", p.Status.MatchedClusters, p.Status.GovernedClusters)
-	for _, o := range p.Status.Overlaps {
-		msg += fmt.Sprintf("; ties with CleanupPolicy %s (the same priority) on %d cluster(s), which %s governs by its lower name: give one a higher priority",
-			o.Policy, o.Clusters, o.GovernedBy)
-	}
-	msg += r.Optional.offMessage()
-	if n := p.Status.NotOwned; n > 0 {
-		msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",
-			n, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy, strings.Join(r.Tally.examples(notOwnedMark, p.Name, maxReported), ", "))
-	}
-	return msg
 }
 
 // forgetClusters drops the remembered results of clusters that are gone.

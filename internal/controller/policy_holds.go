@@ -42,6 +42,37 @@ func (r *CleanupPolicyReconciler) hubHold(ctx context.Context, s *share, summary
 	return "", "", nil
 }
 
+// reportHeld makes the policy Stalled while a teardown it governs waits for
+// a person, with an Event when what it names changes, and says whether it
+// did.
+func (r *CleanupPolicyReconciler) reportHeld(p *v1alpha1.CleanupPolicy, prev *v1alpha1.CleanupPolicyStatus, s *share, summary string) bool {
+	held := s.heldMessage()
+	if held == "" {
+		return false
+	}
+	msg := held + "; " + summary
+	if readyMessage(prev) != msg {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.TeardownsHeldReason, "Evaluate", "%s", held)
+	}
+	setStalledCondition(p, v1alpha1.TeardownsHeldReason, msg)
+	return true
+}
+
+// readySummary is the message of a Ready policy.
+func (r *CleanupPolicyReconciler) readySummary(p *v1alpha1.CleanupPolicy) string {
+	msg := fmt.Sprintf("matches %d cluster(s) and governs %d", p.Status.MatchedClusters, p.Status.GovernedClusters)
+	for _, o := range p.Status.Overlaps {
+		msg += fmt.Sprintf("; ties with CleanupPolicy %s (the same priority) on %d cluster(s), which %s governs by its lower name: give one a higher priority",
+			o.Policy, o.Clusters, o.GovernedBy)
+	}
+	msg += r.Optional.offMessage()
+	if n := p.Status.NotOwned; n > 0 {
+		msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",
+			n, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy, strings.Join(r.Tally.examples(notOwnedMark, p.Name, maxReported), ", "))
+	}
+	return msg
+}
+
 // operatorNamespace passes the events of the operator's namespace only:
 // its creation or deletion changes every policy's Ready.
 func (r *CleanupPolicyReconciler) operatorNamespace() predicate.Predicate {

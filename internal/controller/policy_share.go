@@ -31,12 +31,12 @@ type share struct {
 	ocmExamples          []string
 	// held are the governed teardowns held on something only a person can
 	// clear, by their condition's reason; heldCount counts them all.
-	held      map[string][]string
-	heldCount int32
-	evalErrors           []string
-	overlaps             map[string]*v1alpha1.PolicyOverlap
-	exhausted            bool
-	governedNames        sets.Set[string]
+	held          map[string][]string
+	heldCount     int32
+	evalErrors    []string
+	overlaps      map[string]*v1alpha1.PolicyOverlap
+	exhausted     bool
+	governedNames sets.Set[string]
 }
 
 // shareOf resolves the governor of every cluster, as the cluster's own

@@ -29,9 +29,8 @@ type teardownState struct {
 	stampCount map[types.UID]int
 	deleted    sets.Set[types.UID]
 	forced     sets.Set[types.UID]
-	// labelledOver is the namespace as it was read (UID, resourceVersion
-	// and verb) when this process last labelled or unlabelled it: a cache
-	// that still shows it so has not seen that write.
+	// labelledOver is the namespace as read when this process last
+	// labelled or unlabelled it (labelKey), which a stale cache still shows.
 	labelledOver string
 	// suspended: seen paused or under a suspended policy since its resume
 	// was last reported.
@@ -120,27 +119,6 @@ func (st *teardownState) forcedAll(uids sets.Set[types.UID]) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.forced = st.forced.Union(uids)
-}
-
-// labelKey names a label or unlabel of a namespace as the plan read it.
-func labelKey(act decision.Action) string {
-	return string(act.UID) + "/" + act.ResourceVersion + "/" + string(act.Verb)
-}
-
-// labelWritten remembers a label or unlabel this process wrote.
-func (st *teardownState) labelWritten(act decision.Action) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.labelledOver = labelKey(act)
-}
-
-// labelUnseen says whether the plan's label or unlabel is one this process
-// already wrote over the namespace as the plan read it: the cache has not
-// caught up with it, and its event brings the cluster back.
-func (st *teardownState) labelUnseen(act decision.Action) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return act.ResourceVersion != "" && st.labelledOver == labelKey(act)
 }
 
 // sawSuspended marks the teardown seen paused or suspended.

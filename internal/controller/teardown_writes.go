@@ -44,6 +44,27 @@ func (a *ClusterTeardown) label(ctx context.Context, st *teardownState, act deci
 	return written, err
 }
 
+// labelKey names a label or unlabel of a namespace as the plan read it.
+func labelKey(act decision.Action) string {
+	return string(act.UID) + "/" + act.ResourceVersion + "/" + string(act.Verb)
+}
+
+// labelWritten remembers a label or unlabel this process wrote.
+func (st *teardownState) labelWritten(act decision.Action) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.labelledOver = labelKey(act)
+}
+
+// labelUnseen says whether the plan's label or unlabel is one this process
+// already wrote over the namespace as the plan read it: the cache has not
+// caught up with it, and its event brings the cluster back.
+func (st *teardownState) labelUnseen(act decision.Action) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return act.ResourceVersion != "" && st.labelledOver == labelKey(act)
+}
+
 // deleteParallelism bounds the deletes one cluster has in flight at once.
 const deleteParallelism = 16
 

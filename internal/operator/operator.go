@@ -195,11 +195,9 @@ func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.D
 
 // addHousekeeping adds what runs beside the reconcilers, on no object's
 // event: the check that the records' namespace exists, the sweep of
-// records past their age (they go even when no teardown ends), the
-// publication of the settings the plugin's previews decide with, and this
-// process's heartbeat, by which the plugin sees that an operator runs
-// however it was started. own reads and writes the operator's own
-// ConfigMaps in namespace.
+// records past their age, the settings the plugin's previews decide with,
+// and this process's heartbeat, by which the plugin sees an operator
+// however it was started. own reads and writes the operator's ConfigMaps.
 func addHousekeeping(mgr manager.Manager, opts Options, own client.Client, namespace string) error {
 	if err := mgr.Add(&record.NamespaceCheck{Reader: mgr.GetAPIReader(), Namespace: namespace}); err != nil {
 		return err

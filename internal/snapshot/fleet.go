@@ -51,32 +51,40 @@ func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Pol
 	} else {
 		f.Deleting = append(f.Deleting, s.Cluster)
 	}
-	if r.RecordsNamespace != "" {
-		// Teardowns begun count, by their records, after their clusters
-		// are gone; within the longest window a budget may name. A record
-		// also says that a cluster still being deleted began its teardown,
-		// however long ago it was deleted (a record's start is its
-		// cluster's deletion): those are read too.
-		b := decision.BudgetOf(p.Spec.BlastRadius, r.BlastRadius, f.Governed)
-		since := s.Now.Add(-b.Window)
-		for _, mc := range f.Deleting {
-			if d := mc.GetDeletionTimestamp().Add(-time.Second); d.Before(since) {
-				since = d
-			}
-		}
-		records := r.Records
-		if records == nil {
-			records = r.Client
-		}
-		started, err := record.StartedUnder(ctx, records, r.RecordsNamespace, p.Name, since)
-		if err != nil {
-			return err
-		}
-		for _, st := range started {
-			f.Begun = append(f.Begun, decision.Started{Cluster: st.Cluster, UID: st.UID, Start: st.Start})
-		}
+	if err := r.readBegun(ctx, s, p, f); err != nil {
+		return err
 	}
 	s.Fleet = f
+	return nil
+}
+
+// readBegun reads the teardowns begun under the policy from their records:
+// they count after their clusters are gone, within the longest window a
+// budget may name. A record also says that a cluster still being deleted
+// began its teardown, however long ago it was deleted (a record's start is
+// its cluster's deletion): those are read too.
+func (r *Reader) readBegun(ctx context.Context, s *decision.Snapshot, p *cel.Policy, f *decision.Fleet) error {
+	if r.RecordsNamespace == "" {
+		return nil
+	}
+	b := decision.BudgetOf(p.Spec.BlastRadius, r.BlastRadius, f.Governed)
+	since := s.Now.Add(-b.Window)
+	for _, mc := range f.Deleting {
+		if d := mc.GetDeletionTimestamp().Add(-time.Second); d.Before(since) {
+			since = d
+		}
+	}
+	records := r.Records
+	if records == nil {
+		records = r.Client
+	}
+	started, err := record.StartedUnder(ctx, records, r.RecordsNamespace, p.Name, since)
+	if err != nil {
+		return err
+	}
+	for _, st := range started {
+		f.Begun = append(f.Begun, decision.Started{Cluster: st.Cluster, UID: st.UID, Start: st.Start})
+	}
 	return nil
 }
 
