@@ -240,9 +240,10 @@ every namespace. An operator that is not a Deployment (run-local, a manager
 started by hand) is found by its heartbeat: every operator process keeps a
 ConfigMap labelled ` + heartbeat.Label + `=true in its namespace,
 renewed every ` + heartbeat.DefaultInterval.String() + `, with its host, process id and
-the version Go stamped in its binary (none for a development build: the
-version is then unknown). --client prints the plugin's version only, without
-connecting. The exit status is 3 when no operator is found.`,
+its binary's version as Go's build information knows it: the module version
+Go stamped, else the VCS revision built (-dirty for a modified tree); for
+go run, none, and the version is then unknown. --client prints the plugin's
+version only, without connecting. The exit status is 3 when no operator is found.`,
 		Example: `  kubectl cleanup version
   kubectl cleanup version --client
   kubectl cleanup version -n cleanup-operator-system -o json`,

@@ -54,7 +54,8 @@ type Beat struct {
 	Name      string `json:"-"`
 	// Holder is the process: its host name and process id.
 	Holder string `json:"holder"`
-	// Version is the version Go stamped in the operator's binary, if any.
+	// Version is the operator binary's version as Go's build information
+	// knows it (BuildVersion), if it knows one.
 	Version string      `json:"version,omitempty"`
 	Started metav1.Time `json:"started"`
 	Renewed metav1.Time `json:"renewed"`
@@ -86,13 +87,37 @@ func Identity() string {
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
-// BuildVersion is the version Go stamped in the binary, empty for a
-// development build.
+// BuildVersion is the binary's version as Go's build information knows
+// it (versionOf), empty when it knows none.
 func BuildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "(devel)" {
-		return info.Main.Version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
 	}
-	return ""
+	return versionOf(info)
+}
+
+// versionOf is the main module's version when Go stamped one (a release,
+// or the pseudo-version go build gives a commit); else the VCS revision
+// Go stamped, with "-dirty" when the work tree had changes; else empty (go
+// run, or a build without VCS information).
+func versionOf(info *debug.BuildInfo) string {
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var revision, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if revision != "" && modified == "true" {
+		return revision + "-dirty"
+	}
+	return revision
 }
 
 // Name is the name of the ConfigMap of the process identity names: a

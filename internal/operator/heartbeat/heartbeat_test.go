@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +45,34 @@ func TestName(t *testing.T) {
 	}
 	if got := Name(strings.Repeat("a", 300)); len(got) != 253 {
 		t.Errorf("a long identity gives a name of %d characters, want 253", len(got))
+	}
+}
+
+// TestVersionOf: the module version Go stamped, else the VCS revision,
+// "-dirty" when modified, else nothing.
+func TestVersionOf(t *testing.T) {
+	const rev = "be3de06e0c999482f43f697c8fae2fc2e7a57820"
+	vcs := func(modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev},
+			{Key: "vcs.time", Value: "2026-12-07T05:28:05Z"}, {Key: "vcs.modified", Value: modified}}
+	}
+	for _, c := range []struct {
+		name     string
+		version  string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"a release", "v0.4.0", vcs("false"), "v0.4.0"},
+		{"go build of a commit", "v0.0.0-20261207052805-be3de06e0c99+dirty", vcs("true"), "v0.0.0-20261207052805-be3de06e0c99+dirty"},
+		{"a development build of a clean tree", "(devel)", vcs("false"), rev},
+		{"a development build of a modified tree", "(devel)", vcs("true"), rev + "-dirty"},
+		{"no module version", "", vcs("true"), rev + "-dirty"},
+		{"go run", "(devel)", nil, ""},
+		{"a modified tree without its revision", "(devel)", []debug.BuildSetting{{Key: "vcs.modified", Value: "true"}}, ""},
+	} {
+		info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/fleetops-dev/cleanup-operator", Version: c.version}, Settings: c.settings}
+		if got := versionOf(info); got != c.want {
+			t.Errorf("%s: versionOf = %q, want %q", c.name, got, c.want)
+		}
 	}
 }
