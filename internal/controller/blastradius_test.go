@@ -37,6 +37,20 @@ func burstFleet(policy, label string, b *v1alpha1.BlastRadius, names ...string) 
 	return works
 }
 
+// deleteInOneSecond deletes the clusters within one second of the API
+// server's clock, the unit it keeps deletion times in. The window moves by
+// those times: a cluster deleted a second after the one whose teardown took
+// the window's slot would be the first counted once that one left the
+// window, and go, as docs/policies/blast-radius.md says.
+func deleteInOneSecond(names ...string) {
+	second := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(second.Add(20 * time.Millisecond)))
+	for _, n := range names {
+		deleteCluster(n)
+	}
+	Expect(time.Now().Truncate(time.Second)).To(Equal(second), "%v were not deleted within one second: the spec needs them to be", names)
+}
+
 // heldByBudget waits until the cluster's teardown holds with reason and
 // returns the condition's message.
 func heldByBudget(name, reason string) string {
@@ -216,8 +230,7 @@ var _ = Describe("Blast radius", func() {
 	It("keeps a held teardown held past its window until the policy says to go on; a deletion after the window goes", func() {
 		window := &metav1.Duration{Duration: 4 * time.Second}
 		works := burstFleet("br-window", "c", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window}, "bw-a", "bw-b", "bw-c")
-		deleteCluster("bw-a")
-		deleteCluster("bw-b")
+		deleteInOneSecond("bw-a", "bw-b")
 		clusterGone("bw-a")
 		heldByBudget("bw-b", v1alpha1.BlastRadiusExceededReason)
 		// The window passes: still held (afterWindow Hold by default).
@@ -382,12 +395,9 @@ var _ = Describe("Blast radius", func() {
 	It("keeps a teardown its budget held held through hooks, a dry run and a pause, until the policy says to go on", func() {
 		window := &metav1.Duration{Duration: 4 * time.Second}
 		works := burstFleet("br-sticky", "k", &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1), Window: window}, "bk-a", "bk-b", "bk-c")
-		// Deleted together, so that bk-b and bk-c fall in the window bk-a's
-		// deletion opened however long bk-a takes to go: by deletion time,
-		// then name, bk-a's is the one teardown it lets begin.
-		deleteCluster("bk-a")
-		deleteCluster("bk-b")
-		deleteCluster("bk-c")
+		// By deletion time, then name, bk-a's is the one teardown the
+		// window lets begin.
+		deleteInOneSecond("bk-a", "bk-b", "bk-c")
 		clusterGone("bk-a")
 		// bk-a's teardown began within the window: both are held, and
 		// stay held once the window passes.
