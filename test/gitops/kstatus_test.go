@@ -46,7 +46,9 @@ func assess(g Gomega, name string) assessment {
 	g.Expect(err).NotTo(HaveOccurred())
 	h, err := runHealth(policyHealthScript(GinkgoT()), u.Object)
 	g.Expect(err).NotTo(HaveOccurred())
-	return assessment{object: u, kstatus: res, argo: h}
+	a := assessment{object: u, kstatus: res, argo: h}
+	keep(g, a)
+	return a
 }
 
 // argoHealthOf is the Argo CD health that agrees with a kstatus status.
