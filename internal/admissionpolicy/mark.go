@@ -2,6 +2,7 @@ package admissionpolicy
 
 import (
 	"strconv"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,8 +104,36 @@ func protectionMarkPolicy(operatorUser string) *admissionregistrationv1.Validati
 		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator writes the annotation " +
 			v1alpha1.DeleteConfirmationAcceptedAnnotation + ", once it has seen a confirmation; confirm with kubectl cleanup confirm-delete ' + object.metadata.name",
 		Reason: ptr.To(metav1.StatusReasonForbidden),
-	}, pinValidation()}
+	}, pinValidation(), outcomeValidation()}
 	return p
+}
+
+// OutcomeAnnotations are the annotations in which the operator keeps, on a
+// ManagedCluster being torn down, what its teardown forced and orphaned
+// unconfirmed: the teardown's outcome, its record and its Events are read
+// from them, so only the operator writes them.
+var OutcomeAnnotations = []string{v1alpha1.ForcedObjectsAnnotation, v1alpha1.ForcingAnnotation, v1alpha1.UnconfirmedOrphansAnnotation}
+
+// outcomeValidation refuses a request that sets, changes or removes one of
+// OutcomeAnnotations.
+func outcomeValidation() admissionregistrationv1.Validation {
+	keys := make([]string, len(OutcomeAnnotations))
+	for i, k := range OutcomeAnnotations {
+		keys[i] = strconv.Quote(k)
+	}
+	value := func(obj string) string {
+		return "(" + obj + " != null && has(" + obj + ".metadata.annotations) && k in " + obj + ".metadata.annotations ? " +
+			obj + ".metadata.annotations[k] : '')"
+	}
+	list := "[" + strings.Join(keys, ", ") + "]"
+	return admissionregistrationv1.Validation{
+		Expression: list + ".all(k, " + value("object") + " == " + value("oldObject") + ")",
+		Message:    "only the cleanup operator sets, changes or removes the annotations " + strings.Join(OutcomeAnnotations, ", "),
+		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator sets, changes or removes the annotation ' + " +
+			list + ".filter(k, " + value("object") + " != " + value("oldObject") + ")[0] + " +
+			"': it records what the teardown of the cluster forced or deleted unconfirmed, which its outcome and record report'",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}
 }
 
 // pinValidation refuses a change of the pin: set on a new cluster, or
