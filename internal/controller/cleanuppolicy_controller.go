@@ -97,7 +97,7 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	orig := p.DeepCopy()
 	defer func() {
 		setGuardedCondition(p, r.Guard)
-		held, err := r.patchStatus(ctx, orig, p)
+		held, err := r.patchStatus(ctx, orig, p, absentCounts(u))
 		retErr = errors.Join(retErr, err)
 		if held > 0 && retErr == nil && (result.RequeueAfter == 0 || held < result.RequeueAfter) {
 			result.RequeueAfter = held // the counts held back, written then
@@ -237,7 +237,7 @@ func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *uns
 		// Only the guard's condition follows: it describes the operator.
 		orig := p.DeepCopy()
 		setGuardedCondition(p, r.Guard)
-		_, err := r.patchStatus(ctx, orig, p) // the guard's condition alone: never counts
+		_, err := r.patchStatus(ctx, orig, p, nil) // the guard's condition alone: never counts
 		return err
 	}
 	msg := suspendedMessage
@@ -249,7 +249,7 @@ func (r *CleanupPolicyReconciler) reconcileSuspended(ctx context.Context, u *uns
 	orig := p.DeepCopy()
 	setSuspendedCondition(p, msg)
 	setGuardedCondition(p, r.Guard)
-	if _, err := r.patchStatus(ctx, orig, p); err != nil { // a suspend is never counts alone
+	if _, err := r.patchStatus(ctx, orig, p, nil); err != nil { // a suspend is never counts alone
 		return err
 	}
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, v1alpha1.SuspendedReason, "Suspend", "%s", msg)
@@ -328,25 +328,6 @@ func (r *CleanupPolicyReconciler) forgetDeleted(ctx context.Context) error {
 	r.invalidLogged.forget(live.Has)
 	r.Governance.Forget(func(p types.UID, _ int64, _ types.UID) bool { return live.Has(p) })
 	return nil
-}
-
-// patchStatus writes the status when it changed; a change of counts alone
-// within maxFleetPace of the last write waits, and it says how long.
-func (r *CleanupPolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.CleanupPolicy) (time.Duration, error) {
-	if storedAlike(&orig.Status, &p.Status) {
-		return 0, nil
-	}
-	now := time.Now()
-	if countsOnly(&orig.Status, &p.Status) {
-		if held := r.pace.countsWait(p.Name, now); held > 0 {
-			return held, nil
-		}
-	}
-	if err := r.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
-		return 0, fmt.Errorf("patching the status of CleanupPolicy %s: %w", p.Name, err)
-	}
-	r.pace.statusWritten(p.Name, now)
-	return 0, nil
 }
 
 // SetupWithManager watches CleanupPolicies, and ManagedClusters, whose
