@@ -101,6 +101,9 @@ func printHeader(w io.Writer, p *decision.Plan) {
 		availability = "not available"
 	}
 	fmt.Fprintf(w, "Strategy: %s, timeout %s; the cluster is %s.\n", p.Strategy, p.Timeout, availability)
+	if p.Reachable != "" {
+		fmt.Fprintf(w, "  Available: %s.\n", p.Reachable)
+	}
 	if p.Strategy == v1alpha1.RemoveStrategyRequired {
 		fmt.Fprintln(w, "  Required: the cleanup waits for every object, past the timeout too.")
 	}

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // governedBy waits until the cluster carries the operator's finalizer and
@@ -357,6 +359,36 @@ var _ = Describe("Cluster deletion", func() {
 		deleteCluster("gone-1")
 		clusterGone("gone-1")
 		Eventually(func() string { return strings.Join(events("gone-1"), "\n") }).Should(ContainSubstring("BestEffort (the cluster is unavailable)"))
+	})
+
+	// Whoever may write a ManagedCluster's status can say it is unavailable;
+	// only its agent renews its lease.
+	It("does not force at once on an Available condition its agent's fresh lease belies, and forces once the lease is stale", func() {
+		fleetCluster("lease-1", nil, false)
+		Expect(k8s.Patch(ctx, managedCluster("lease-1", nil), client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"leaseDurationSeconds":2}}`)))).To(Succeed())
+		work("lease-1", "app", nil)
+		agent.setStuck("lease-1", "app", true)
+		Expect(k8s.Create(ctx, cleanupPolicy("besteffort-lease", v1alpha1.CleanupPolicySpec{
+			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyBestEffort, Timeout: &metav1.Duration{Duration: time.Hour}},
+		}))).To(Succeed())
+		governedBy("lease-1", "besteffort-lease")
+
+		// The agent renews its lease (grace: 5 x 2s) while the condition
+		// says nothing of the cluster being available.
+		renewed := metav1.NewMicroTime(time.Now())
+		Expect(k8s.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: decision.ClusterLeaseName, Namespace: "lease-1"},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}})).To(Succeed())
+		deleteCluster("lease-1")
+		Eventually(func(g Gomega) {
+			g.Expect(contentDelete(g, "lease-1").Reason).To(Equal(v1alpha1.ResourcesRemainingReason))
+		}).Should(Succeed())
+		Consistently(func() bool { return objectGone("ManifestWork", "lease-1", "app")() }, "3s").Should(BeFalse(),
+			"the work was forced while the agent's lease was fresh")
+
+		By("the lease going stale, with no renewal and no event: the teardown forces")
+		clusterGone("lease-1")
+		Eventually(func() string { return strings.Join(events("lease-1"), "\n") }).Should(ContainSubstring("BestEffort (the cluster is unavailable)"))
 	})
 
 	// The work agent orphans a work's resources when it applies the

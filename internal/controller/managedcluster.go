@@ -29,6 +29,7 @@ import (
 // +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=addon.open-cluster-management.io,resources=managedclusteraddons,verbs=get;list;watch;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
 
 // clusterWriter is what the governance of clusters and their teardown
 // both write with.

@@ -41,7 +41,10 @@ type Plan struct {
 	Strategy  v1alpha1.RemoveStrategyType `json:"strategy,omitempty"`
 	Timeout   string                      `json:"timeout,omitempty"`
 	Available bool                        `json:"available"`
-	Steps     []Step                      `json:"steps"`
+	// Reachable says why a cluster whose Available condition is not True
+	// is taken as available (its agent renews its lease).
+	Reachable string `json:"reachable,omitempty"`
+	Steps     []Step `json:"steps"`
 	// Works are the orphaning decisions of the cluster's works, by name.
 	Works []WorkPlan `json:"works,omitempty"`
 	// Prune are the prune decisions of the cluster's ConfigurationPolicies

@@ -3,13 +3,12 @@ package decision
 import (
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 )
 
@@ -49,6 +48,10 @@ type Snapshot struct {
 	// Outside are the objects, as metadata, of the stages outside the
 	// cluster namespace, at each of their places (Stage.Places).
 	Outside map[Place][]Object
+	// Lease is the cluster's Lease (ClusterLeaseName), read when its
+	// Available condition is not True; nil when it was not read or there
+	// is none.
+	Lease *coordinationv1.Lease
 	// Now is the time of the decision.
 	Now time.Time
 	// ResourceOf names the resource of a kind (the API server's REST
@@ -83,11 +86,6 @@ type Memory struct {
 	// plan's only step reports the resume, so that the timeout counts
 	// from it. False after a restart across the resume itself.
 	Resumed bool
-}
-
-// Available says whether the cluster's ManagedClusterConditionAvailable is True.
-func (s *Snapshot) Available() bool {
-	return meta.IsStatusConditionTrue(ClusterConditions(s.Cluster), clusterv1.ManagedClusterConditionAvailable)
 }
 
 // ClusterCondition is the ManagedCluster's status condition of the type, as

@@ -34,6 +34,9 @@ type teardown struct {
 	// each work's orphaning rules are evaluated once per plan, so the
 	// reconcile's CEL budget is spent once on them.
 	options map[types.UID]requiredOption
+	// reachableFor is how long a cluster taken as available by its lease
+	// alone stays so: a wait looks again then, as no event says it.
+	reachableFor time.Duration
 }
 
 // requiredOption is one work's required deleteOption, or why it cannot be
@@ -50,6 +53,8 @@ type requiredOption struct {
 func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	plan := &Plan{Cluster: s.Cluster.GetName(), Deleting: s.Cluster.GetDeletionTimestamp() != nil, Steps: []Step{}}
 	plan.Available = s.Available()
+	reachable, reachableFor := s.reachability()
+	plan.Reachable = reachable
 	plan.Suspended, plan.Hooks = g.Suspended, Hooks(s.Cluster)
 	plan.Begun = Begun(s.Cluster) || s.Fleet.Recorded(s.Cluster.GetUID())
 	switch {
@@ -74,7 +79,7 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 		return plan
 	}
 	plan.Strategy = strategy
-	t := &teardown{g: g, s: s, p: p, strategy: strategy, plan: plan, deadline: s.Now.Add(Timeout(p)),
+	t := &teardown{g: g, s: s, p: p, strategy: strategy, plan: plan, deadline: s.Now.Add(Timeout(p)), reachableFor: reachableFor,
 		options: map[types.UID]requiredOption{}}
 	if start, ok := CleanupStart(s); ok && !s.Memory.Resumed {
 		t.deadline = start.Add(Timeout(p))
@@ -189,6 +194,9 @@ func (t *teardown) waiting(reason, message string, remaining []string) *Report {
 	r := &Report{Reason: reason, Message: message}
 	if !t.pastDeadline() {
 		r.Requeue.Duration = t.deadline.Sub(t.s.Now)
+	}
+	if t.strategy == v1alpha1.RemoveStrategyBestEffort && t.reachableFor > 0 {
+		r.Requeue.Duration = earliest(r.Requeue.Duration, t.reachableFor)
 	}
 	return r
 }

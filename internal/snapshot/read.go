@@ -6,12 +6,14 @@ import (
 	"slices"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,6 +101,9 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 		if err := r.readFleet(ctx, s, g.Policy); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.readLease(ctx, s); err != nil {
+		return nil, err
 	}
 	ns := &corev1.Namespace{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: g.Cluster.GetName()}, ns); {
@@ -290,4 +295,28 @@ func OwnsSignalWork(ctx context.Context, apiReader client.Reader, w metav1.Objec
 	return slices.ContainsFunc(full.ManagedFields, func(f metav1.ManagedFieldsEntry) bool {
 		return f.Manager == v1alpha1.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply
 	}), nil
+}
+
+// readLease reads, from the API server, the Lease the cluster's agent
+// renews, when its Available condition is not True: a condition anyone
+// who may write the cluster's status can set is not believed while the
+// agent still renews (decision.Snapshot.Available). None, or one the
+// reader may not read, leaves the condition to decide.
+func (r *Reader) readLease(ctx context.Context, s *decision.Snapshot) error {
+	if meta.IsStatusConditionTrue(decision.ClusterConditions(s.Cluster), clusterv1.ManagedClusterConditionAvailable) {
+		return nil
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	lease := &coordinationv1.Lease{}
+	switch err := reader.Get(ctx, client.ObjectKey{Namespace: s.Cluster.GetName(), Name: decision.ClusterLeaseName}, lease); {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err), meta.IsNoMatchError(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the Lease %s of the cluster: %w", decision.ClusterLeaseName, err)
+	}
+	s.Lease = lease
+	return nil
 }
