@@ -9,13 +9,15 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // TestMessagesSayWhatIsTrue: the namespace kept for lacking OCM's label
 // says so in plan and history, not that keepNamespace is true; the plan of
-// a live, paused cluster marks no step done; a dry run with nothing
+// a live cluster, paused or not, marks no step done, as text, JSON or YAML; a dry run with nothing
 // monitored says nothing of monitored objects; release says which clusters
 // it looked at only when some were named.
 func TestMessagesSayWhatIsTrue(t *testing.T) {
@@ -39,6 +41,7 @@ func TestMessagesSayWhatIsTrue(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("namespace bare: keep (" + why))
 	g.Expect(out).NotTo(ContainSubstring("keepNamespace"))
+	expectNoStepDone(t, g, env.Kubeconfig, "bare")
 	g.Expect(c.Delete(ctx, unstructuredObject(managedClusterGVK, "", "bare"))).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "bare"}, unstructuredObject(managedClusterGVK, "", "bare")))
@@ -54,6 +57,7 @@ func TestMessagesSayWhatIsTrue(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("Suspended: paused by the annotation " + v1alpha1.PausedAnnotation))
 	g.Expect(out).To(ContainSubstring("If the cluster is deleted now:"))
 	g.Expect(out).NotTo(ContainSubstring("(done)"))
+	expectNoStepDone(t, g, env.Kubeconfig, "paused")
 
 	// A dry run with nothing monitored there says nothing of monitored
 	// objects, and no empty list.
@@ -77,4 +81,23 @@ func TestMessagesSayWhatIsTrue(t *testing.T) {
 	g.Expect(exitCode(err, true)).To(Equal(exitRefused), out)
 	g.Expect(out).To(ContainSubstring("ManagedCluster paused: not held by the blast radius of CleanupPolicy messages"))
 	g.Expect(out).To(ContainSubstring("holds no teardown of the cluster named: paused"))
+}
+
+// expectNoStepDone reads the plan of a live cluster as JSON and as YAML:
+// no teardown is behind it, so its first step is next and none is done.
+func expectNoStepDone(t *testing.T, g Gomega, kubeconfig, cluster string) {
+	t.Helper()
+	for _, format := range []string{"json", "yaml"} {
+		out, err := kubectlCleanup(t, kubeconfig, "plan", cluster, "-o", format)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		var plan decision.Plan
+		g.Expect(yaml.Unmarshal([]byte(out), &plan)).To(Succeed(), out)
+		g.Expect(plan.Deleting).To(BeFalse())
+		g.Expect(plan.Steps).NotTo(BeEmpty(), out)
+		for i, st := range plan.Steps {
+			g.Expect(st.State).NotTo(Equal(decision.StateDone), "plan %s -o %s: step %d (%s) of a live cluster is done:\n%s",
+				cluster, format, i+1, st.Kind, out)
+		}
+		g.Expect(plan.Steps[0].State).To(Equal(decision.StateNext), out)
+	}
 }

@@ -71,6 +71,7 @@ func (p *preview) plan(ctx context.Context, name string) (*decision.Plan, error)
 	if g.Cluster.GetDeletionTimestamp() == nil {
 		protection := decision.DecideProtection(g, time.Now(), p.confirmationMaxAge)
 		plan.Protection = &protection
+		liveStates(plan)
 	}
 	if plan.Held == "" && s.Namespace != nil {
 		if plan.Prune, err = p.reader.Prune(ctx, g, name); err != nil {
@@ -78,6 +79,19 @@ func (p *preview) plan(ctx context.Context, name string) (*decision.Plan, error)
 		}
 	}
 	return plan, nil
+}
+
+// liveStates gives the steps of a cluster not being deleted their states
+// for a deletion now. No teardown is behind it, so no step is done, not
+// even one that would find nothing to do: the first step is next and the
+// others later, in every output format.
+func liveStates(plan *decision.Plan) {
+	for i := range plan.Steps {
+		plan.Steps[i].State = decision.StateLater
+		if i == 0 {
+			plan.Steps[i].State = decision.StateNext
+		}
+	}
 }
 
 // clusterStatus is where the cleanup of a deleted cluster stands.
