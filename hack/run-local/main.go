@@ -68,10 +68,21 @@ func main() {
 }
 
 // options are run's: check is the -check flag; env, how the control plane
-// starts (tests audit it).
+// starts (tests audit it); then, what a test runs against the hub once the
+// instructions are printed, as a newcomer would in a second terminal, with
+// the kubeconfig they name (nil: nothing).
 type options struct {
 	check bool
 	env   testenv.Options
+	then  func(ctx context.Context, kubeconfig string) error
+}
+
+// runThen runs then, if any.
+func (o options) runThen(ctx context.Context, kubeconfig string) error {
+	if o.then == nil {
+		return nil
+	}
+	return o.then(ctx, kubeconfig)
 }
 
 func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
@@ -80,12 +91,8 @@ func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
 		return err
 	}
 	defer func() { retErr = errors.Join(retErr, stopControlPlane()) }()
-	kubeconfig := filepath.Join(testenv.RepoRoot(), "bin", "local.kubeconfig")
-	raw, err := os.ReadFile(env.Kubeconfig)
+	kubeconfig, err := writeKubeconfig(env)
 	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
 		return err
 	}
 	defer os.Remove(kubeconfig)
@@ -121,6 +128,9 @@ func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
 	go testenv.RunWorkAgent(agentCtx, c, 200*time.Millisecond)
 
 	fmt.Fprintf(out, instructions, kubeconfig, testenv.BinDir())
+	if err := opts.runThen(ctx, kubeconfig); err != nil {
+		return err
+	}
 	if opts.check {
 		return deleteAndWait(ctx, out, c, "prod-eu")
 	}
@@ -132,6 +142,17 @@ func run(ctx context.Context, out io.Writer, opts options) (retErr error) {
 		exited = true
 		return err
 	}
+}
+
+// writeKubeconfig writes the administrator's kubeconfig of env to
+// bin/local.kubeconfig, which the instructions name, and returns its path.
+func writeKubeconfig(env *testenv.Env) (string, error) {
+	kubeconfig := filepath.Join(testenv.RepoRoot(), "bin", "local.kubeconfig")
+	raw, err := os.ReadFile(env.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	return kubeconfig, os.WriteFile(kubeconfig, raw, 0o600)
 }
 
 // startControlPlane starts etcd, kube-apiserver and kube-controller-manager
@@ -184,7 +205,8 @@ func seedFleet(ctx context.Context, c client.Client) error {
 // binaries' directory fill them in.
 const instructions = `
 The operator is running on a local control plane with a sample fleet:
-clusters prod-eu and prod-sandbox (policy production) and dev-1 (policy default),
+clusters prod-eu and prod-sandbox (policy production), dev-1 and my-test-cluster
+(policy default; docs/getting-started.md tries its starter policy on my-test-cluster),
 with a simulated work agent that applies their ManifestWorks and lets deleted ones go.
 
   export KUBECONFIG=%s

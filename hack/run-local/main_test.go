@@ -18,11 +18,17 @@ import (
 // of config/rbac, and a deleted sample cluster is cleaned up step by step
 // until it and its namespace are gone. On the way, the operator writes each
 // cluster's deletion-signal work once: it creates it, and does not write it
-// again until the cluster is deleted.
+// again until the cluster is deleted. Before that cluster is deleted, the
+// subtest "getting started" runs the commands of docs/getting-started.md
+// on the same hub (testGettingStarted).
 func TestRunLocal(t *testing.T) {
 	var out bytes.Buffer
 	audit := filepath.Join(t.TempDir(), "audit.log")
-	if err := run(context.Background(), &out, options{check: true, env: testenv.Options{AuditLog: audit}}); err != nil {
+	docs := func(ctx context.Context, kubeconfig string) error {
+		t.Run("getting started", func(t *testing.T) { testGettingStarted(ctx, t, kubeconfig) })
+		return nil
+	}
+	if err := run(context.Background(), &out, options{check: true, env: testenv.Options{AuditLog: audit}, then: docs}); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	checkSignalWorkWrites(t, audit, "prod-sandbox", "prod-eu")
