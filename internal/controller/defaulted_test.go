@@ -175,9 +175,8 @@ var _ = Describe("Schema defaults nobody wrote", func() {
 		}
 		Eventually(func(g Gomega) {
 			p := status("defaults")(g)
-			// The count reads the operator's own annotations only: not the one
-			// cp-csa-annotated carries from its creator.
-			g.Expect(p.Status.PoliciesStamped).To(BeEquivalentTo(2))
+			// The count reads the annotation, which cp-csa-annotated carries from its creator.
+			g.Expect(p.Status.PoliciesStamped).To(BeEquivalentTo(3))
 			g.Expect(p.Status.Conflicts).To(BeEquivalentTo(len(conflicts)))
 		}).Should(Succeed())
 		for name := range conflicts {

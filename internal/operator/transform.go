@@ -21,11 +21,9 @@ var stripManagedFields = cache.TransformStripManagedFields()
 var manifestWorkGVK = workv1.GroupVersion.WithKind("ManifestWork")
 
 // Transform is the transform of every object the manager caches: it drops
-// managedFields, which the operator reads only to keep the stamp
-// annotations its own field manager wrote (dropForeignStamps), of ManifestWorks what
+// managedFields, which the operator never reads, of ManifestWorks what
 // TransformManifestWork drops, and of teardown records their content.
 func Transform(obj any) (any, error) {
-	dropForeignStamps(obj)
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		// A teardown record's content is read live, once per teardown and
