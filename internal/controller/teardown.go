@@ -67,7 +67,7 @@ func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructure
 // of works from the API server when the policy's rules read them (the
 // cache keeps their identity only).
 func (a *ClusterTeardown) reader() *snapshot.Reader {
-	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true,
+	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true, Leases: true,
 		NamespaceDeny: a.NamespaceDeny, BlastRadius: a.BlastRadius, RecordsNamespace: a.records.opts.Namespace,
 		Records: a.records.client}
 }

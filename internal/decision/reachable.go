@@ -22,6 +22,10 @@ const leaseGraceTimes = 5
 // ManagedCluster sets none.
 const defaultLeaseDurationSeconds = 60
 
+// maxLeaseDurationSeconds bounds the lease duration the grace is counted
+// from, so that it never overflows: a longer one is as good as forever.
+const maxLeaseDurationSeconds = 1 << 30
+
 // Available says whether the cluster is available: its
 // ManagedClusterConditionAvailable is True, or, whatever the condition
 // says, its agent renewed its lease within OCM's grace period. Whoever may
@@ -51,6 +55,7 @@ func LeaseGrace(mc *unstructured.Unstructured) time.Duration {
 	if secs <= 0 {
 		secs = defaultLeaseDurationSeconds
 	}
+	secs = min(secs, maxLeaseDurationSeconds)
 	return time.Duration(leaseGraceTimes*secs) * time.Second
 }
 

@@ -36,14 +36,15 @@ func TestAvailableByLease(t *testing.T) {
 		lease   *coordinationv1.Lease
 		want    bool
 	}{
-		"condition True, no lease":                {cluster(0, "True"), nil, true},
-		"condition True, stale lease":             {cluster(0, "True"), lease(time.Hour), true},
-		"condition False, no lease":               {cluster(0, "False"), nil, false},
-		"condition Unknown, lease renewed 4m ago": {cluster(0, "Unknown"), lease(4 * time.Minute), true},
-		"condition False, lease renewed 5m ago":   {cluster(0, "False"), lease(5 * time.Minute), false},
-		"no condition, lease within 5 x 2s":       {cluster(2, ""), lease(9 * time.Second), true},
-		"no condition, lease past 5 x 2s":         {cluster(2, ""), lease(11 * time.Second), false},
-		"condition False, lease never renewed":    {cluster(0, "False"), &coordinationv1.Lease{}, false},
+		"condition True, no lease":                                       {cluster(0, "True"), nil, true},
+		"condition True, stale lease":                                    {cluster(0, "True"), lease(time.Hour), true},
+		"condition False, no lease":                                      {cluster(0, "False"), nil, false},
+		"condition Unknown, lease renewed 4m ago":                        {cluster(0, "Unknown"), lease(4 * time.Minute), true},
+		"condition False, lease renewed 5m ago":                          {cluster(0, "False"), lease(5 * time.Minute), false},
+		"no condition, lease within 5 x 2s":                              {cluster(2, ""), lease(9 * time.Second), true},
+		"no condition, lease past 5 x 2s":                                {cluster(2, ""), lease(11 * time.Second), false},
+		"condition False, lease never renewed":                           {cluster(0, "False"), &coordinationv1.Lease{}, false},
+		"condition False, the longest lease duration, renewed a day ago": {cluster(2147483647, "False"), lease(24 * time.Hour), true},
 	} {
 		s := &decision.Snapshot{Cluster: tc.cluster, Lease: tc.lease, Now: now}
 		if got := s.Available(); got != tc.want {

@@ -3,6 +3,7 @@ package decision
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -111,11 +112,16 @@ func (t *teardown) awaitOrphans(st Step, stamps, pending []string) (Step, bool, 
 		st.Report = &Report{Reason: v1alpha1.OrphaningReason, Message: msg}
 		return st, false, false
 	case t.plan.Available || t.strategy == v1alpha1.RemoveStrategyRequired:
-		why := "the cluster is Available, so nothing is deleted before its agent confirms"
-		if !t.plan.Available {
+		why, requeue := "the cluster is Available, so nothing is deleted before its agent confirms", time.Duration(0)
+		switch {
+		case !t.plan.Available:
 			why = "Required never deletes a work whose orphan the agent has not confirmed"
+		case t.plan.Reachable != "":
+			// Taken as available by its lease alone: no event says when
+			// the lease goes stale.
+			why, requeue = "the cluster is taken as available: "+t.plan.Reachable+"; nothing is deleted before its agent confirms", t.reachableFor
 		}
-		st.Report = held(fmt.Sprintf("%s; the %s timeout passed and %s", msg, t.strategy, why), "", 0)
+		st.Report = held(fmt.Sprintf("%s; the %s timeout passed and %s", msg, t.strategy, why), "", requeue)
 		return st, false, false
 	}
 	recorded := UnconfirmedOrphans(t.s.Cluster)

@@ -77,6 +77,11 @@ type Reader struct {
 	// Records reads the records' metadata; nil: Client. The operator
 	// reads them from its cache of its own ConfigMaps.
 	Records client.Reader
+	// Leases says whether to read the Lease of a deleting cluster whose
+	// Available condition is not True (decision.Snapshot.Lease), through
+	// APIReader: the operator and the preview do; a saved snapshot holds
+	// none.
+	Leases bool
 }
 
 // Read reads the cluster governed by g: its namespace whole, the works
@@ -303,7 +308,8 @@ func OwnsSignalWork(ctx context.Context, apiReader client.Reader, w metav1.Objec
 // agent still renews (decision.Snapshot.Available). None, or one the
 // reader may not read, leaves the condition to decide.
 func (r *Reader) readLease(ctx context.Context, s *decision.Snapshot) error {
-	if meta.IsStatusConditionTrue(decision.ClusterConditions(s.Cluster), clusterv1.ManagedClusterConditionAvailable) {
+	if !r.Leases || s.Cluster.GetDeletionTimestamp() == nil ||
+		meta.IsStatusConditionTrue(decision.ClusterConditions(s.Cluster), clusterv1.ManagedClusterConditionAvailable) {
 		return nil
 	}
 	reader := r.APIReader
