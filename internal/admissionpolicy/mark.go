@@ -104,8 +104,25 @@ func protectionMarkPolicy(operatorUser string) *admissionregistrationv1.Validati
 		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator writes the annotation " +
 			v1alpha1.DeleteConfirmationAcceptedAnnotation + ", once it has seen a confirmation; confirm with kubectl cleanup confirm-delete ' + object.metadata.name",
 		Reason: ptr.To(metav1.StatusReasonForbidden),
-	}, pinValidation(), outcomeValidation()}
+	}, pinValidation(), outcomeValidation(), finalizerValidation()}
 	return p
+}
+
+// finalizerValidation refuses the removal of the operator's finalizer from
+// a cluster being deleted: the teardown ends by removing it, and a removal
+// by anyone else would end it there, past its hooks, budget, orphaning and
+// record. On a live cluster the operator puts it back.
+func finalizerValidation() admissionregistrationv1.Validation {
+	f := strconv.Quote(v1alpha1.ClusterCleanupFinalizer)
+	return admissionregistrationv1.Validation{
+		Expression: "oldObject == null || !has(oldObject.metadata.deletionTimestamp) || !has(oldObject.metadata.finalizers) || " +
+			"!(" + f + " in oldObject.metadata.finalizers) || (has(object.metadata.finalizers) && " + f + " in object.metadata.finalizers)",
+		Message: "only the cleanup operator removes the finalizer " + v1alpha1.ClusterCleanupFinalizer + " from a ManagedCluster being deleted",
+		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator removes the finalizer " +
+			v1alpha1.ClusterCleanupFinalizer + " from a cluster being deleted: its teardown ends by removing it " +
+			"(kubectl cleanup status ' + object.metadata.name + ' says what it waits for)'",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}
 }
 
 // OutcomeAnnotations are the annotations in which the operator keeps, on a

@@ -58,3 +58,42 @@ func TestOutcomeOnlyByOperator(t *testing.T) {
 	g.Expect(operator.Create(ctx, created)).To(Succeed())
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), created) })
 }
+
+// TestTeardownFinalizerOnlyByOperator: a user who may patch ManagedClusters
+// cannot end a teardown by removing the operator's finalizer from a cluster
+// being deleted (its hooks, budget, orphaning and record would be skipped);
+// they may from a live cluster, where the operator puts it back; the
+// operator removes it when its teardown ends.
+func TestTeardownFinalizerOnlyByOperator(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testContext(t)
+	user := userClient(ctx, t, "finalizer-patcher", []rbacv1.PolicyRule{clusterRights})
+	operator := userClient(ctx, t, pinOperator, []rbacv1.PolicyRule{clusterRights})
+	deleting := managedCluster("finalizer-deleting", nil, map[string]string{v1alpha1.GoverningPolicyAnnotation: "fleet"})
+	deleting.SetFinalizers([]string{v1alpha1.ClusterCleanupFinalizer, "example.com/other"})
+	createCluster(ctx, t, deleting)
+	t.Cleanup(func() {
+		_ = mergePatch(context.Background(), k8s, deleting.DeepCopy(), `{"metadata":{"finalizers":null}}`)
+	})
+	ensurePinGuard(ctx, t, user, operator, deleting)
+	live := managedCluster("finalizer-live", nil, nil)
+	live.SetFinalizers([]string{v1alpha1.ClusterCleanupFinalizer})
+	createCluster(ctx, t, live)
+	g.Expect(k8s.Delete(ctx, deleting.DeepCopy())).To(Succeed())
+
+	err := mergePatch(ctx, user, deleting.DeepCopy(), `{"metadata":{"finalizers":["example.com/other"]}}`)
+	g.Expect(err).To(MatchError(ContainSubstring("ManagedCluster finalizer-deleting: only the cleanup operator removes the finalizer " +
+		v1alpha1.ClusterCleanupFinalizer + " from a cluster being deleted")))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "not Forbidden: %v", err)
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(deleting), deleting)).To(Succeed())
+	g.Expect(deleting.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+	// Another finalizer goes freely while the operator's stays.
+	g.Expect(mergePatch(ctx, user, deleting.DeepCopy(), fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, v1alpha1.ClusterCleanupFinalizer))).To(Succeed())
+	// On a live cluster it is the user's to remove.
+	g.Expect(mergePatch(ctx, user, live.DeepCopy(), `{"metadata":{"finalizers":null}}`)).To(Succeed())
+
+	g.Expect(mergePatch(ctx, operator, deleting.DeepCopy(), `{"metadata":{"finalizers":null}}`)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(deleting), deleting.DeepCopy()))
+	}).Should(BeTrue())
+}
