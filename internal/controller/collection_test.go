@@ -457,7 +457,8 @@ var _ = Describe("Deleting a group in one request", func() {
 	// after the check is deleted as the plan decided. A cleanup-priority
 	// only orders the deletes of the stage, whose group was every work
 	// that remained: the work is deleted in the stage that was deleting
-	// it, before the order its new priority would give (docs/developer/performance.md).
+	// it, before the order its new priority would give (docs/developer/design.md,
+	// "One request for a group").
 	It("deletes a work whose cleanup-priority changed after the check with the stage's group, as the plan decided", func() {
 		mc, plan := newNamespace("coll-changed")
 		for i := range 3 {

@@ -28,7 +28,8 @@ import (
 // one request: each API server loads them from a watch, so one written
 // moments ago may not be enforced everywhere yet.
 //
-// It is a margin over the delay of a watch, not a proof: docs/developer/performance.md.
+// It is a margin over the delay of a watch, not a proof: docs/developer/design.md,
+// "One request for a group".
 const AdmissionSettle = 5 * time.Second
 
 // admissionInForce says why the admission policy that refuses new

@@ -47,14 +47,14 @@ import (
 //     under a name of the snapshot (another UID) before the server deletes
 //     that name, nor under a name left out.
 //
-// What remains (docs/developer/performance.md): an object of the snapshot changed,
-// not re-created, between the check and the server's delete of its name is
-// deleted as the plan decided, with its then-current spec (a work's
-// deleteOption); the plan marks a collection only where no such change can
-// make the policy keep the object or move it to another stage
-// (decision.collectable). The deletion-signal work, and any object of the
-// operator's, is left out by the selectors of both, whatever the plan
-// says.
+// What remains (docs/developer/design.md, "One request for a group"): an
+// object of the snapshot changed, not re-created, between the check and the
+// server's delete of its name is deleted as the plan decided, with its
+// then-current spec (a work's deleteOption); the plan marks a collection
+// only where no such change can make the policy keep the object or move it
+// to another stage (decision.collectable). The deletion-signal work, and any
+// object of the operator's, is left out by the selectors of both, whatever
+// the plan says.
 
 // notDeletedYet sorts the objects of a deletecollection the API server
 // refused part way: one it deleted already (the same UID, now being

@@ -45,7 +45,7 @@ var ImmutableFields = [][]string{{"metadata", "name"}, {"metadata", "namespace"}
 // object's delete, never whether the stage deletes it. The executor still
 // deletes only the objects of the plan: it checks the namespace holds
 // exactly them besides those it leaves out, and deletes the snapshot it
-// checked (docs/developer/performance.md).
+// checked (docs/developer/design.md, "One request for a group").
 func (t *teardown) collectable(i int, s Stage, actions []Action, leftOut int) bool {
 	if len(actions) < MinCollection || leftOut > MaxLeftOut || s.Outside() || !AdmissionGuarded(s.GVR) {
 		return false
