@@ -11,7 +11,8 @@ import (
 // the manager's default GOGC. DefaultGOGC keeps a large fleet's memory
 // near its cache, but a hub of a few clusters has a live heap of tens of
 // MiB, which 30% lets grow by a few MiB: its teardowns then spent a third
-// of the manager's CPU collecting (docs/developer/performance.md).
+// of the manager's CPU collecting (docs/developer/results.md, "The manager's
+// GOGC").
 const HeapHeadroom = 32 << 20
 
 // maxGOGC bounds the GOGC the headroom sets, for a heap of almost nothing

@@ -3,8 +3,8 @@
 // with, against a real kube-apiserver and etcd that write every write
 // request to an audit log. It compares a cluster teardown with a bare client
 // loop and with OCM's own gc controller, and measures the operator's memory
-// on an idle fleet. docs/developer/performance.md says how to run it and what it
-// printed.
+// on an idle fleet. docs/developer/results.md says how to run it and what it
+// measured.
 //
 // It is a Go module of its own because OCM's controllers build with other
 // Kubernetes libraries than the operator; it reaches the operator only
