@@ -116,7 +116,7 @@ bench: envtest-bins crds ## Run the benchmarks: test/bench, then the manager as 
 	go test -run '^$$' -bench . -benchmem ./...
 	cd test/perf && go run .
 
-# BENCH_* variables choose what test/perf runs (docs/developer/performance.md), e.g.
+# BENCH_* variables choose what test/perf runs (docs/developer/results.md), e.g.
 # BENCH_SCENARIOS=idle BENCH_CLUSTERS=3000 BENCH_WORKS_PER_CLUSTER=10.
 .PHONY: bench-shipped
 bench-shipped: envtest-bins crds ## Run only test/perf: teardown and idle-fleet memory of the manager binary as shipped.
