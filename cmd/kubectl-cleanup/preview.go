@@ -49,7 +49,7 @@ func newPreview(ctx context.Context, c client.Reader, mapper meta.RESTMapper, st
 		return nil, err
 	}
 	return &preview{client: c, confirmationMaxAge: st.DeleteConfirmationMaxAge.Duration,
-		reader: &snapshot.Reader{Client: c, Cache: cel.NewCache(env), Governance: decision.NewGovernance(), Mapper: mapper, APIReader: c,
+		reader: &snapshot.Reader{Client: c, Cache: cel.NewCache(env), Governance: decision.NewGovernance(), Mapper: mapper, APIReader: c, Leases: true,
 			NamespaceDeny: st.NamespaceDenyList(), BlastRadius: st.BlastRadius, RecordsNamespace: records}}, nil
 }
 
