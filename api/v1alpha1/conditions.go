@@ -39,6 +39,11 @@ const (
 	// budget before every cluster was evaluated; the next reconcile goes on
 	// from where it stopped.
 	BudgetExhaustedReason = "BudgetExhausted"
+	// ReconcileErrorReason surfaces while the policy's last reconcile
+	// failed (a read of the hub, a write of its counts): it is retried with
+	// backoff, and the status says so rather than what an earlier
+	// reconcile found.
+	ReconcileErrorReason = "ReconcileError"
 	// EvaluationErrorReason surfaces when an expression failed at run time for
 	// some clusters (a missing key, a wrong type, the cost budget used up).
 	// Those clusters are held: no decision is taken on a guess.

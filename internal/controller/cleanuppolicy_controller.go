@@ -123,12 +123,16 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	began := time.Now()
 	result, err = r.reconcileFleet(ctx, p, compiled)
 	r.pace.passed(p.Name, time.Since(began))
-	if err == nil {
-		// Only once the status describes this generation: after an error
-		// worth a retry it still describes the one before.
-		p.Status.ObservedGeneration = p.Generation
+	if err != nil {
+		// Never Ready on what an earlier reconcile found: the status says
+		// this one failed, and is retried.
+		setReconcileFailed(p, err)
+		return result, err
 	}
-	return result, err
+	// Only once the status describes this generation: after an error
+	// worth a retry it still describes the one before.
+	p.Status.ObservedGeneration = p.Generation
+	return result, nil
 }
 
 // reconcileFleet resolves every cluster's governor and reports this

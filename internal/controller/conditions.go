@@ -34,6 +34,12 @@ func setReconcilingCondition(p *v1alpha1.CleanupPolicy, reason, message string) 
 	setCondition(p, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, message)
 }
 
+// setReconcileFailed reports a reconcile that failed and is retried: not
+// Ready, Reconciling (kstatus InProgress, Argo CD Progressing).
+func setReconcileFailed(p *v1alpha1.CleanupPolicy, err error) {
+	setReconcilingCondition(p, v1alpha1.ReconcileErrorReason, "the last reconcile failed and is retried: "+err.Error())
+}
+
 // setInvalidCondition reports the errors of a policy that does not compile.
 func setInvalidCondition(p *v1alpha1.CleanupPolicy, errs field.ErrorList) {
 	reason := v1alpha1.InvalidSpecReason

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,6 +45,14 @@ func TestConditionSetters(t *testing.T) {
 			name: "stalled is not ready",
 			set:  func(p *v1alpha1.CleanupPolicy) { setStalledCondition(p, v1alpha1.EvaluationErrorReason, "x") },
 			want: want{ready: metav1.ConditionFalse, reason: v1alpha1.EvaluationErrorReason, stalled: true},
+		},
+		{
+			name: "a failed reconcile is not ready on what an earlier one found",
+			set: func(p *v1alpha1.CleanupPolicy) {
+				setReadyCondition(p, metav1.ConditionTrue, v1alpha1.SucceededReason, "matches 2 cluster(s) and governs 2")
+				setReconcileFailed(p, errors.New("listing ManagedClusters: the server is currently unable to handle the request"))
+			},
+			want: want{ready: metav1.ConditionFalse, reason: v1alpha1.ReconcileErrorReason, reconciling: true},
 		},
 		{
 			name: "reconciling is not ready",
