@@ -77,6 +77,22 @@ func managedCluster(name string, labels map[string]string) {
 	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
 }
 
+// governedCluster waits until the operator governs the named cluster with
+// the policy (its finalizer and pin on it) and returns the cluster.
+func governedCluster(name, policy string) *unstructured.Unstructured {
+	GinkgoHelper()
+	cluster := &unstructured.Unstructured{}
+	cluster.SetAPIVersion("cluster.open-cluster-management.io/v1")
+	cluster.SetKind("ManagedCluster")
+	cluster.SetName(name)
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+		g.Expect(cluster.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
+		g.Expect(cluster.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, policy))
+	}).Should(Succeed())
+	return cluster
+}
+
 func createPolicy(name string, spec v1alpha1.CleanupPolicySpec) error {
 	if spec.RemoveStrategy.Default == "" {
 		spec.RemoveStrategy.Default = v1alpha1.RemoveStrategyRequired
@@ -470,15 +486,7 @@ var _ = Describe("kstatus and the Argo CD health check on policies the operator 
 			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: &zero},
 		})).To(Succeed())
 		managedCluster("held-1", map[string]string{"burst": "held"})
-		cluster := &unstructured.Unstructured{}
-		cluster.SetAPIVersion("cluster.open-cluster-management.io/v1")
-		cluster.SetKind("ManagedCluster")
-		cluster.SetName("held-1")
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
-			g.Expect(cluster.GetFinalizers()).To(ContainElement(v1alpha1.ClusterCleanupFinalizer))
-			g.Expect(cluster.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "budget"))
-		}).Should(Succeed())
+		cluster := governedCluster("held-1", "budget")
 		Expect(k8s.Delete(ctx, cluster.DeepCopy())).To(Succeed())
 
 		Eventually(func(g Gomega) {

@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,14 +40,7 @@ var _ = Describe("kstatus and the Argo CD health check on a dry run and on a pol
 			Priority:        30,
 			KeepNamespace:   "true",
 		})).To(Succeed())
-		cluster := &unstructured.Unstructured{}
-		cluster.SetAPIVersion("cluster.open-cluster-management.io/v1")
-		cluster.SetKind("ManagedCluster")
-		cluster.SetName("term-1")
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
-			g.Expect(cluster.GetAnnotations()).To(HaveKeyWithValue(v1alpha1.GoverningPolicyAnnotation, "term"))
-		}).Should(Succeed())
+		cluster := governedCluster("term-1", "term")
 		pause := func(v string) {
 			patch := `{"metadata":{"annotations":{"` + v1alpha1.PausedAnnotation + `":` + v + `}}}`
 			Expect(k8s.Patch(ctx, cluster.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
