@@ -124,13 +124,10 @@ func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	result, err = r.reconcileFleet(ctx, p, compiled)
 	r.pace.passed(p.Name, time.Since(began))
 	if err != nil {
-		// Never Ready on what an earlier reconcile found: the status says
-		// this one failed, and is retried.
-		setReconcileFailed(p, err)
+		setReconcileFailed(p, err) // never Ready on what an earlier reconcile found
 		return result, err
 	}
-	// Only once the status describes this generation: after an error
-	// worth a retry it still describes the one before.
+	// Only now does the status describe this generation.
 	p.Status.ObservedGeneration = p.Generation
 	return result, nil
 }
