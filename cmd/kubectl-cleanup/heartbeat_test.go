@@ -9,14 +9,12 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestPluginSeesAnOperatorThatIsNotADeployment starts the operator as
@@ -30,21 +28,7 @@ func TestPluginSeesAnOperatorThatIsNotADeployment(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
-	cfg, err := env.OperatorConfig(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	running, err := env.StartOperator(ctx, cfg)
-	g.Expect(err).NotTo(HaveOccurred())
-	stopped := false
-	defer func() {
-		if !stopped {
-			g.Expect(running.Stop()).To(Succeed())
-		}
-	}()
+	env, c, stopOperator := startHub(ctx, t, true)
 
 	// Its heartbeat, in its namespace, written with its own rights.
 	var beat heartbeat.Beat
@@ -79,8 +63,7 @@ func TestPluginSeesAnOperatorThatIsNotADeployment(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("dry run done: a run now would refuse (the operator still seems to run)"))
 
 	// Stopped cleanly: its heartbeat goes, and nothing is in the way.
-	stopped = true
-	g.Expect(running.Stop()).To(Succeed())
+	g.Expect(stopOperator()).To(Succeed())
 	beats, err := heartbeat.List(ctx, c, "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(beats).To(BeEmpty())

@@ -275,17 +275,22 @@ func userKubeconfig(ctx context.Context, t *testing.T, g *WithT, c client.Client
 // an administrator's client.
 func hubWithOperator(ctx context.Context, t *testing.T) (*testenv.Env, client.Client) {
 	t.Helper()
-	return startHub(ctx, t, true)
+	env, c, _ := startHub(ctx, t, true)
+	return env, c
 }
 
 // hubWithAdminOperator is hubWithOperator with the operator running as the
 // administrator: for tests of the plugin, not of the operator's rights.
 func hubWithAdminOperator(ctx context.Context, t *testing.T) (*testenv.Env, client.Client) {
 	t.Helper()
-	return startHub(ctx, t, false)
+	env, c, _ := startHub(ctx, t, false)
+	return env, c
 }
 
-func startHub(ctx context.Context, t *testing.T, asServiceAccount bool) (*testenv.Env, client.Client) {
+// startHub starts an API server and the operator on it, as its own service
+// account or as the administrator; both stop when the test ends, and stop
+// stops the operator before that (once).
+func startHub(ctx context.Context, t *testing.T, asServiceAccount bool) (env *testenv.Env, c client.Client, stop func() error) {
 	t.Helper()
 	g := NewWithT(t)
 	env, err := testenv.Start()
@@ -298,8 +303,9 @@ func startHub(ctx context.Context, t *testing.T, asServiceAccount bool) (*testen
 	}
 	running, err := env.StartOperator(ctx, cfg)
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(running.Stop()).To(Succeed()) })
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	stop = sync.OnceValue(running.Stop)
+	t.Cleanup(func() { g.Expect(stop()).To(Succeed()) })
+	c, err = client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
 	g.Expect(err).NotTo(HaveOccurred())
-	return env, c
+	return env, c, stop
 }
