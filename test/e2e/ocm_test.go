@@ -38,7 +38,8 @@ var joined types.UID
 // acceptance, the cluster namespace and RBAC, the lease controller that marks
 // a silent cluster unavailable, add-on health) with the ResourceCleanup
 // feature gate off, as docs/policies/cluster-deletion.md says to run next to the
-// operator.
+// operator. cfg is the hub's identity: registrationHubConfig's, OCM's service
+// account with the RBAC OCM ships for it.
 func startRegistrationHub(cfg *rest.Config) *component {
 	Expect(features.HubMutableFeatureGate.Add(ocmfeature.DefaultHubRegistrationFeatureGates)).To(Succeed())
 	Expect(features.HubMutableFeatureGate.Set(string(ocmfeature.ResourceCleanup) + "=false")).To(Succeed())

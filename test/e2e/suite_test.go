@@ -22,8 +22,9 @@ import (
 // The suite: one kube-apiserver and etcd that are both the hub and the
 // managed cluster cluster1, as OCM's own integration tests run them, with
 //   - kube-controller-manager (namespace and garbage-collector controllers),
-//   - OCM's registration hub controllers (ResourceCleanup off) and the work
-//     agent of cluster1, in this process,
+//   - OCM's registration hub controllers (ResourceCleanup off), as OCM's
+//     service account registration-controller-sa with the ClusterRole OCM
+//     ships for it, and the work agent of cluster1, in this process,
 //   - the governance-policy-propagator, as the bin/e2e-propagator process,
 //   - the operator, bin/manager, as a process with the RBAC it ships with.
 //
@@ -34,6 +35,9 @@ var (
 
 	env      *envtest.Environment
 	adminCfg *rest.Config
+	// hubConfig is the registration hub's: OCM's service account, bound to
+	// the ClusterRole OCM ships for it.
+	hubConfig *rest.Config
 	k8s      client.Client
 
 	paths repoPaths
@@ -94,8 +98,9 @@ var _ = BeforeSuite(func() {
 
 	prepareFleet()
 
-	By("starting OCM's registration hub controllers, ResourceCleanup off")
-	hub = startRegistrationHub(adminCfg)
+	By("starting OCM's registration hub controllers as OCM's service account, ResourceCleanup off")
+	hubConfig = registrationHubConfig()
+	hub = startRegistrationHub(hubConfig)
 
 	By("starting OCM's work agent for cluster1")
 	agent = newWorkAgent(adminCfg, adminKubeconfig, clusterName)
