@@ -61,6 +61,7 @@ type flags struct {
 	signalKinds                         kindsFlag
 	signalMaxBytes, signalMaxTotalBytes int
 	namespaceDeny                       string
+	ocmCleanupUsers                     string
 	blastRadius                         blastRadiusFlags
 }
 
@@ -107,6 +108,7 @@ func (f flags) options() (operator.Options, error) {
 		ConfirmationMaxAge: f.confirmationMaxAge, NamespaceDeny: splitPatterns(f.namespaceDeny),
 		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
+	opts.OCMCleanupUsers = append([]string{}, splitPatterns(f.ocmCleanupUsers)...)
 	opts.SignalLimits = admissionpolicy.SignalLimits{Kinds: f.signalKinds, MaxBytes: f.signalMaxBytes, MaxTotalBytes: f.signalMaxTotalBytes}
 	if err := opts.SignalLimits.Validate(); err != nil {
 		return opts, err
@@ -209,6 +211,10 @@ func (f *flags) bindOperator(fs *flag.FlagSet) {
 	fs.StringVar(&f.namespaceDeny, "namespace-deny", "",
 		"Comma-separated namespaces (path.Match patterns, e.g. argocd,team-*) a teardown never deletes, beyond "+
 			strings.Join(decision.DefaultNamespaceDeny, ",")+" and the operator's own namespace.")
+	fs.StringVar(&f.ocmCleanupUsers, "ocm-cleanup-users", strings.Join(admissionpolicy.DefaultOCMCleanupUsers, ","),
+		"Comma-separated users OCM's resource cleanup deletes add-ons and works as (its registration controller); "+
+			"admission holds their deletes in the namespaces of governed clusters until the policy's teardown decides. "+
+			"Empty holds nothing.")
 	fs.IntVar(&f.recordsPerCluster, "teardown-records-per-cluster", operator.DefaultRecordsPerCluster,
 		"How many ended teardown records are kept per cluster, the newest; 0 keeps every one (within --teardown-record-max-age).")
 	fs.DurationVar(&f.recordMaxAge, "teardown-record-max-age", operator.DefaultRecordMaxAge,

@@ -39,13 +39,6 @@ type CleanupPolicyStatus struct {
 	// +optional
 	ClustersHeld int32 `json:"clustersHeld,omitempty"`
 
-	// ocmResourceCleanupClusters counts the governed clusters that also carry
-	// OCM's own cleanup finalizer (cluster.open-cluster-management.io/resource-cleanup):
-	// OCM's ResourceCleanup feature deletes their add-ons and works at once,
-	// without this policy's gates and order. Turn it off on the hub.
-	// +optional
-	OCMResourceCleanupClusters int32 `json:"ocmResourceCleanupClusters,omitempty"`
-
 	// worksStamped counts the ManifestWorks of governed clusters that carry
 	// this policy's orphaning decision.
 	// +optional

@@ -77,15 +77,6 @@ const (
 	// Required timeout passed or a hold on an error, the blast radius); it
 	// clears by itself once none is.
 	TeardownsHeldReason = "TeardownsHeld"
-	// OCMResourceCleanupEnabledReason surfaces, on Ready False with Stalled
-	// True, when clusters the policy governs carry OCM's
-	// cluster.open-cluster-management.io/resource-cleanup finalizer: OCM's
-	// registration hub runs its ResourceCleanup feature gate, which deletes
-	// a deleted cluster's add-ons and works at once, without the policy's
-	// gates and order. The message names up to three of them and how to turn
-	// the gate off (the ClusterManager's
-	// spec.registrationConfiguration.featureGates, ResourceCleanup Disable).
-	OCMResourceCleanupEnabledReason = "OCMResourceCleanupEnabled"
 	// OperatorNamespaceMissingReason surfaces, on Ready False with Stalled
 	// True, when the operator's namespace (--operator-namespace, else
 	// POD_NAMESPACE, else cleanup-operator-system) does not exist: no

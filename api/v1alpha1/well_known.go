@@ -10,8 +10,14 @@ const (
 	// cluster being cleaned up; admission refuses new work there.
 	ClusterDeletingLabel = "cleanup.fleetops.dev/cluster-deleting"
 	// GoverningPolicyAnnotation names, on a ManagedCluster, the policy that
-	// governs it. A cleanup in progress stays with that policy.
+	// governs it. A cleanup in progress stays with that policy. The
+	// namespace of a cluster marked GovernedNamespaceLabel carries it too.
 	GoverningPolicyAnnotation = "cleanup.fleetops.dev/policy"
+	// GovernedNamespaceLabel marks, with value "true", the namespace of a
+	// cluster a policy governs (not in dry run): admission refuses OCM's
+	// own cleanup the deletion of its add-ons and works there, which the
+	// policy's teardown deletes in its order. Only the operator writes it.
+	GovernedNamespaceLabel = "cleanup.fleetops.dev/governed"
 	// SignalWorkLabel marks the deletion-signal ManifestWork.
 	SignalWorkLabel = "cleanup.fleetops.dev/deletion-signal"
 	// SpecHashAnnotation is the hash of the spec the operator last applied
@@ -87,6 +93,12 @@ const (
 	// passed under Required, a policy does not compile or failed at run
 	// time, or a write was refused. The message names what remains.
 	CleanupFailedReason = "CleanupFailed"
+	// DeletedOutOfOrderReason surfaces when add-ons or works of the cluster
+	// are being deleted by someone other than the operator before the step
+	// of the teardown that deletes them (OCM's own cleanup, when the
+	// admission policy does not hold it). The teardown goes on as planned;
+	// the message names the objects and what to check.
+	DeletedOutOfOrderReason = "DeletedOutOfOrder"
 	// CompletedReason surfaces when everything was removed as declared.
 	CompletedReason = "Completed"
 	// OrphanedReason surfaces when, under Needless, the hub side was removed
@@ -144,8 +156,9 @@ const (
 	// WorkAgentFinalizer is the work agent's finalizer on ManifestWorks.
 	WorkAgentFinalizer = "cluster.open-cluster-management.io/manifest-work-cleanup"
 	// OCMResourceCleanupFinalizer is put by OCM's own cleanup controller
-	// (feature gate ResourceCleanup), which deletes a cluster's add-ons and
-	// works without gates or order; it should be off where this operator governs.
+	// (feature gate ResourceCleanup), which deletes a deleted cluster's
+	// add-ons and works; the operator holds it on governed clusters and
+	// never touches this finalizer.
 	OCMResourceCleanupFinalizer = "cluster.open-cluster-management.io/resource-cleanup"
 )
 

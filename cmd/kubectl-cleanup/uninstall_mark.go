@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,11 +19,11 @@ const markLag = 30 * time.Second
 // markPoll is how often a change the lingering policy refused is tried again.
 const markPoll = 250 * time.Millisecond
 
-// deleteMarkPolicy deletes the protection-mark policy and its binding
-// before uninstall strips the clusters: the policy lets only the operator
-// change the protection label, the accepted confirmation and the pin, the
-// marks uninstall is about to remove, so it would refuse a person's
-// uninstall. Deletion protection itself stays in force until the end.
+// deleteMarkPolicy deletes the protection-mark and governed-namespace
+// policies and their bindings before uninstall strips the clusters and
+// namespaces: they let only the operator change the protection label, the
+// accepted confirmation, the pin and the namespace's mark, the marks
+// uninstall is about to remove, so they would refuse a person's uninstall. Deletion protection itself stays in force until the end.
 func (u *uninstaller) deleteMarkPolicy(ctx context.Context) error {
 	deleted, err := u.deleteAdmissionObjects(ctx, isMarkObject)
 	if deleted {
@@ -32,14 +33,19 @@ func (u *uninstaller) deleteMarkPolicy(ctx context.Context) error {
 }
 
 func isMarkObject(obj client.Object) bool {
-	return obj.GetName() == admissionpolicy.ProtectionMarkPolicy || obj.GetName() == admissionpolicy.BindingName(admissionpolicy.ProtectionMarkPolicy)
+	return slices.ContainsFunc(markPolicies, func(p string) bool { return obj.GetName() == p || obj.GetName() == admissionpolicy.BindingName(p) })
 }
+
+// markPolicies guard the marks uninstall removes: the cluster's and the
+// namespace's.
+var markPolicies = []string{admissionpolicy.ProtectionMarkPolicy, admissionpolicy.GovernedNamespacePolicy}
 
 // markRefused says whether err is the protection-mark policy refusing a
 // change.
 func markRefused(err error) bool {
-	return apierrors.IsForbidden(err) &&
-		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+admissionpolicy.ProtectionMarkPolicy+"'")
+	return apierrors.IsForbidden(err) && slices.ContainsFunc(markPolicies, func(p string) bool {
+		return strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+p+"'")
+	})
 }
 
 // whileMarkLingers runs change, and again while the protection-mark policy

@@ -195,10 +195,14 @@ func (u *uninstaller) releasePolicies(ctx context.Context) error {
 }
 
 // unlabelNamespaces removes the label that makes admission refuse new
-// works and add-ons in a cluster namespace.
+// works and add-ons in a cluster namespace, and the mark that holds OCM's
+// own cleanup there.
 func (u *uninstaller) unlabelNamespaces(ctx context.Context) error {
-	return u.stripAll(ctx, namespaceGVK, []client.ListOption{client.HasLabels{v1alpha1.ClusterDeletingLabel}}, nil, nil,
-		nil, []string{v1alpha1.ClusterDeletingLabel}, nil)
+	return errors.Join(
+		u.stripAll(ctx, namespaceGVK, []client.ListOption{client.HasLabels{v1alpha1.ClusterDeletingLabel}}, nil, nil,
+			nil, []string{v1alpha1.ClusterDeletingLabel}, nil),
+		u.stripAll(ctx, namespaceGVK, []client.ListOption{client.HasLabels{v1alpha1.GovernedNamespaceLabel}}, nil, nil,
+			nil, []string{v1alpha1.GovernedNamespaceLabel}, []string{v1alpha1.GoverningPolicyAnnotation}))
 }
 
 // unannotateWorks removes the record of the operator's orphaning decision

@@ -47,19 +47,25 @@ func ProtectionObjects(operatorUser string) []client.Object {
 		protectedNamespaceBinding(),
 		teardownConditionPolicy(operatorUser),
 		binding(TeardownConditionPolicy),
+		governedNamespacePolicy(operatorUser),
+		binding(GovernedNamespacePolicy),
 	}
 }
 
-// AllObjects are Objects and ProtectionObjects: every admission object the
-// operator keeps.
+// AllObjects are Objects, ProtectionObjects and OCMCleanupObjects: every
+// admission object the operator keeps, with the defaults.
 func AllObjects(operatorUser string) []client.Object {
-	return AllObjectsFor(operatorUser, DefaultSignalLimits())
+	return AllObjectsFor(operatorUser, DefaultSignalLimits(), DefaultOCMCleanupUsers)
 }
 
 // AllObjectsFor is AllObjects with the signal-manifest policy rendered for
-// the limits l, as the operator runs it.
-func AllObjectsFor(operatorUser string, l SignalLimits) []client.Object {
-	return append(ObjectsFor(l), ProtectionObjects(operatorUser)...)
+// the limits l and OCM's cleanup held as ocmUsers (nil: the default users;
+// empty: none), as the operator runs it.
+func AllObjectsFor(operatorUser string, l SignalLimits, ocmUsers []string) []client.Object {
+	if ocmUsers == nil {
+		ocmUsers = DefaultOCMCleanupUsers
+	}
+	return append(append(ObjectsFor(l), ProtectionObjects(operatorUser)...), OCMCleanupObjects(ocmUsers)...)
 }
 
 // notOperator matches the requests of anyone but the operator and the

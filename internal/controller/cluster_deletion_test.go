@@ -118,6 +118,8 @@ var _ = Describe("Cluster deletion", func() {
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "keep-1"}, ns)).To(Succeed())
 		Expect(ns.DeletionTimestamp).To(BeNil())
 		Expect(ns.Labels).NotTo(HaveKey(v1alpha1.ClusterDeletingLabel))
+		Expect(ns.Labels).NotTo(HaveKey(v1alpha1.GovernedNamespaceLabel), "OCM's cleanup is not held on a namespace kept")
+		Expect(ns.Annotations).NotTo(HaveKey(v1alpha1.GoverningPolicyAnnotation))
 	})
 
 	// OCM cluster deletion, story 3: nothing is deleted while an application remains.

@@ -103,9 +103,10 @@ func (a *ManagedClusterAdapter) Reconcile(ctx context.Context, mc *unstructured.
 	return res, a.reconcileGovernance(ctx, mc, g)
 }
 
-// reconcileGovernance keeps the finalizer, the governing-policy annotation
-// and the deletion-signal work in step with the policy that governs the
-// cluster, and releases a cluster no policy governs any more.
+// reconcileGovernance keeps the mark of the cluster's namespace, the
+// finalizer, the governing-policy annotation and the deletion-signal work
+// in step with the policy that governs the cluster, and releases a cluster
+// no policy governs any more.
 func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) error {
 	log := logf.FromContext(ctx)
 	if g.Held != nil {
@@ -119,10 +120,18 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		return err
 	}
 	if g.Policy == nil {
+		if err := a.markNamespace(ctx, mc.GetName(), ""); err != nil {
+			return err
+		}
 		return a.releaseCluster(ctx, mc)
 	}
 
 	p := g.Policy
+	// Before the finalizer: a cluster deleted from then on finds OCM's
+	// cleanup held already.
+	if err := a.markNamespace(ctx, mc.GetName(), heldBy(p)); err != nil {
+		return err
+	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) || decision.Pin(mc) != p.Name {
 		before := mc.DeepCopy()
 		controllerutil.AddFinalizer(mc, v1alpha1.ClusterCleanupFinalizer)

@@ -159,7 +159,7 @@ func (m *Metrics) newPolicySeries() {
 	}, []string{"policy", "type", "reason"})
 	m.PolicyClusters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cleanup_policy_clusters",
-		Help: "The cluster counts of each CleanupPolicy's status, by field: matchedClusters, governedClusters, clustersDeleting, clustersHeld, ocmResourceCleanupClusters.",
+		Help: "The cluster counts of each CleanupPolicy's status, by field: matchedClusters, governedClusters, clustersDeleting, clustersHeld.",
 	}, []string{"policy", "field"})
 	m.PolicyObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cleanup_policy_objects",
@@ -298,11 +298,10 @@ func (m *Metrics) observePolicy(p *v1alpha1.CleanupPolicy) {
 	}
 	s := &p.Status
 	for field, v := range map[string]int32{
-		"matchedClusters":            s.MatchedClusters,
-		"governedClusters":           s.GovernedClusters,
-		"clustersDeleting":           s.ClustersDeleting,
-		"clustersHeld":               s.ClustersHeld,
-		"ocmResourceCleanupClusters": s.OCMResourceCleanupClusters,
+		"matchedClusters":  s.MatchedClusters,
+		"governedClusters": s.GovernedClusters,
+		"clustersDeleting": s.ClustersDeleting,
+		"clustersHeld":     s.ClustersHeld,
 	} {
 		m.PolicyClusters.WithLabelValues(p.Name, field).Set(float64(v))
 	}

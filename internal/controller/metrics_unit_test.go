@@ -122,7 +122,7 @@ func TestPolicySeriesFollowThePolicy(t *testing.T) {
 	g.Expect(objects).To(HaveKeyWithValue("cleanup_policy_objects{field=writeFailed,policy=prod}", 5.0))
 	g.Expect(objects).To(HaveKeyWithValue("cleanup_policy_objects{field=conflicts,policy=prod}", 3.0))
 	clusters := gathered(t, m.PolicyClusters)
-	g.Expect(clusters).To(HaveLen(5))
+	g.Expect(clusters).To(HaveLen(4))
 	g.Expect(clusters).To(HaveKeyWithValue("cleanup_policy_clusters{field=governedClusters,policy=prod}", 4.0))
 	g.Expect(clusters).To(HaveKeyWithValue("cleanup_policy_clusters{field=clustersHeld,policy=prod}", 1.0))
 

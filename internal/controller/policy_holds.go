@@ -31,14 +31,6 @@ func (r *CleanupPolicyReconciler) hubHold(ctx context.Context, s *share, summary
 			return "", "", fmt.Errorf("reading the operator's namespace %s: %w", r.OperatorNamespace, err)
 		}
 	}
-	if s.ocmCleanup > 0 {
-		return v1alpha1.OCMResourceCleanupEnabledReason, fmt.Sprintf("%d governed cluster(s) carry OCM's %s finalizer (%s): "+
-			"OCM's registration hub deletes their add-ons and works as soon as they are deleted, without this policy's "+
-			"gates and order; turn OCM's ResourceCleanup feature gate off in the ClusterManager: "+
-			"spec.registrationConfiguration.featureGates, {feature: ResourceCleanup, mode: Disable}, "+
-			"then take the finalizer off these clusters, as the hub no longer does with the gate off; %s",
-			s.ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer, strings.Join(s.ocmExamples, ", "), summary), nil
-	}
 	return "", "", nil
 }
 

@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -63,43 +62,6 @@ var _ = Describe("What holds a policy that compiles", func() {
 		SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	})
 	AfterEach(deleteAll)
-
-	It("is not Ready while governed clusters carry OCM's cleanup finalizer, and says how to turn the gate off", func() {
-		mc := managedCluster("ocm-gate-1", map[string]string{"env": "prod"})
-		mc.SetFinalizers([]string{v1alpha1.OCMResourceCleanupFinalizer})
-		Expect(k8s.Create(ctx, mc)).To(Succeed())
-		// OCM is not running here: take its finalizer off for it, so that
-		// the cluster can go whatever the spec finds.
-		withoutOCMFinalizer := func() error {
-			mc := managedCluster("", nil)
-			if err := k8s.Get(ctx, client.ObjectKey{Name: "ocm-gate-1"}, mc); err != nil {
-				return client.IgnoreNotFound(err)
-			}
-			mc.SetFinalizers(slices.DeleteFunc(mc.GetFinalizers(), func(f string) bool { return f == v1alpha1.OCMResourceCleanupFinalizer }))
-			return k8s.Update(ctx, mc)
-		}
-		DeferCleanup(func() { Eventually(withoutOCMFinalizer).Should(Succeed()) })
-		Expect(k8s.Create(ctx, managedCluster("ocm-gate-2", map[string]string{"env": "prod"}))).To(Succeed())
-		Expect(k8s.Create(ctx, cleanupPolicy("ocm-gate", v1alpha1.CleanupPolicySpec{}))).To(Succeed())
-		Eventually(func(g Gomega) {
-			p := status("ocm-gate")(g)
-			g.Expect(p.Status.OCMResourceCleanupClusters).To(BeEquivalentTo(1))
-			msg := stalledWith(g, p, v1alpha1.OCMResourceCleanupEnabledReason)
-			g.Expect(msg).To(ContainSubstring("1 governed cluster(s) carry OCM's " + v1alpha1.OCMResourceCleanupFinalizer + " finalizer (ocm-gate-1)"))
-			g.Expect(msg).To(ContainSubstring("spec.registrationConfiguration.featureGates, {feature: ResourceCleanup, mode: Disable}"))
-			g.Expect(msg).To(ContainSubstring("matches 2 cluster(s) and governs 2"))
-		}).Should(Succeed())
-
-		By("going Ready once no governed cluster carries it")
-		Eventually(withoutOCMFinalizer).Should(Succeed())
-		Eventually(func(g Gomega) {
-			p := status("ocm-gate")(g)
-			g.Expect(condition(p, v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
-			g.Expect(condition(p, v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.SucceededReason))
-			g.Expect(condition(p, v1alpha1.StalledCondition)).To(BeNil())
-			g.Expect(p.Status.OCMResourceCleanupClusters).To(BeZero())
-		}).Should(Succeed())
-	})
 
 	Context("when the operator's namespace does not exist", func() {
 		const missing = "holds-missing-records"

@@ -25,10 +25,9 @@ import (
 // share is one policy's share of the fleet.
 type share struct {
 	// evaluated counts the clusters evaluated before the budget ran out.
-	evaluated            int
-	matched, governed    int32
-	deleting, ocmCleanup int32
-	ocmExamples          []string
+	evaluated         int
+	matched, governed int32
+	deleting          int32
 	// held are the governed teardowns held on something only a person can
 	// clear, by their condition's reason; heldCount counts them all.
 	held          map[string][]string
@@ -91,19 +90,14 @@ func (s *share) govern(c *unstructured.Unstructured) {
 			s.held[cond.Reason] = append(s.held[cond.Reason], c.GetName())
 		}
 	}
-	if slices.Contains(c.GetFinalizers(), v1alpha1.OCMResourceCleanupFinalizer) {
-		s.ocmCleanup++
-		if len(s.ocmExamples) < maxReported {
-			s.ocmExamples = append(s.ocmExamples, c.GetName())
-		}
-	}
 }
 
 // heldReasons are the reasons of a teardown that only a person moves on:
 // CleanupFailed (a Required timeout passed, or a hold on an error: a
-// forbidden stage, a rule that fails) and BlastRadiusExceeded (a release,
-// or a budget raised).
-var heldReasons = []string{v1alpha1.CleanupFailedReason, v1alpha1.BlastRadiusExceededReason}
+// forbidden stage, a rule that fails), BlastRadiusExceeded (a release, or a
+// budget raised) and DeletedOutOfOrder (someone else deletes what the
+// teardown deletes in order: OCM's cleanup not held, or a person).
+var heldReasons = []string{v1alpha1.CleanupFailedReason, v1alpha1.BlastRadiusExceededReason, v1alpha1.DeletedOutOfOrderReason}
 
 // heldMessage says which governed teardowns need a person, up to three
 // clusters a reason; "" when none does.
@@ -158,20 +152,13 @@ func errorOf(sel *decision.Selection, p *cel.Policy) (error, bool) {
 }
 
 // reportShare writes the share into the status, with an Event when the
-// clusters carrying OCM's cleanup finalizer or the overlaps change.
+// overlaps change.
 func (r *CleanupPolicyReconciler) reportShare(p *v1alpha1.CleanupPolicy, prev *v1alpha1.CleanupPolicyStatus, s *share) {
 	p.Status.MatchedClusters = s.matched
 	p.Status.GovernedClusters = s.governed
 	p.Status.EvaluationErrors = int32(len(s.evalErrors))
 	p.Status.ClustersDeleting = s.deleting
 	p.Status.ClustersHeld = s.heldCount
-	p.Status.OCMResourceCleanupClusters = s.ocmCleanup
-	if s.ocmCleanup > 0 && s.ocmCleanup != prev.OCMResourceCleanupClusters {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "OCMResourceCleanupEnabled", "Evaluate",
-			"%d governed cluster(s) also carry OCM's %s finalizer (%s): OCM deletes their add-ons and works without this "+
-				"policy's gates and order; disable the ResourceCleanup feature gate of the registration hub",
-			s.ocmCleanup, v1alpha1.OCMResourceCleanupFinalizer, strings.Join(s.ocmExamples, ", "))
-	}
 	p.Status.Overlaps = sortedOverlaps(s.overlaps)
 	if !equality.Semantic.DeepEqual(prev.Overlaps, p.Status.Overlaps) {
 		r.reportOverlaps(p)

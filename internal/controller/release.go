@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,24 +70,41 @@ func (a *clusterWriter) deletingNow(ctx context.Context, name string) (bool, err
 // cache behind the last write) is refused, not written, and left to its
 // event.
 func (a *clusterWriter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) (written bool, err error) {
-	value, verb := "null", "unlabelled"
 	if on {
-		value, verb = `"true"`, "labelled"
+		return a.patchNamespace(ctx, name, uid, rv, namespaceMarks{labels: map[string]any{v1alpha1.ClusterDeletingLabel: "true"}}, "labelled")
 	}
-	md := fmt.Sprintf(`"uid":%q`, uid)
+	return a.patchNamespace(ctx, name, uid, rv, namespaceMarks{labels: map[string]any{v1alpha1.ClusterDeletingLabel: nil}}, "unlabelled")
+}
+
+// namespaceMarks are labels and annotations to write on a namespace; a nil
+// value removes one.
+type namespaceMarks struct {
+	labels, annotations map[string]any
+}
+
+// patchNamespace writes marks on the namespace of that UID and, when rv is
+// set, only as it was read, and says whether it did, as setDeletingLabel.
+func (a *clusterWriter) patchNamespace(ctx context.Context, name string, uid types.UID, rv string, m namespaceMarks, verb string) (written bool, err error) {
+	md := map[string]any{"uid": uid, "labels": m.labels}
 	if rv != "" {
-		md += fmt.Sprintf(`,"resourceVersion":%q`, rv)
+		md["resourceVersion"] = rv
 	}
-	patch := fmt.Sprintf(`{"metadata":{%s,"labels":{%q:%s}}}`, md, v1alpha1.ClusterDeletingLabel, value)
+	if len(m.annotations) > 0 {
+		md["annotations"] = m.annotations
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": md})
+	if err != nil {
+		return false, err
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := a.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := a.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if apierrors.IsConflict(err) {
 			logf.FromContext(ctx).Info("cluster namespace changed since it was read; not "+verb+" yet", "namespace", name)
 			return false, nil
 		}
 		return false, client.IgnoreNotFound(err)
 	}
-	logf.FromContext(ctx).Info("cluster namespace "+verb, "namespace", name, "label", v1alpha1.ClusterDeletingLabel)
+	logf.FromContext(ctx).Info("cluster namespace "+verb, "namespace", name, "labels", slices.Sorted(maps.Keys(m.labels)))
 	return true, nil
 }
 

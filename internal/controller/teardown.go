@@ -46,6 +46,9 @@ func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructure
 		return reconcile.Result{}, err
 	}
 	plan := decision.PlanTeardown(g, s)
+	if err := a.keepMark(ctx, s, plan); err != nil {
+		return reconcile.Result{}, err
+	}
 	res, err := a.execute(ctx, st, cluster, s, plan)
 	if err != nil {
 		st.await(nil)

@@ -198,8 +198,10 @@ func (r *recorder) done(st *teardownState, plan *decision.Plan, acts []decision.
 // write when that changes what the record says.
 func (r *recorder) hold(ctx context.Context, st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, s *decision.Snapshot, why string) error {
 	// Pre-cleanup hooks hold a teardown before its first write: they
-	// begin no record; the first write notes how long they held.
-	hooks := plan.Next() != nil && (plan.Next().Kind == decision.StepHooks || plan.Next().Kind == decision.StepBlastRadius)
+	// begin no record; the first write notes how long they held. A
+	// deletion out of order begins it at once.
+	hooks := plan.Next() != nil && (plan.Next().Kind == decision.StepHooks || plan.Next().Kind == decision.StepBlastRadius) &&
+		len(plan.OutOfOrder) == 0
 	o, err := r.get(ctx, st, mc, plan, s, why != "" && !hooks)
 	if err != nil || o.rec == nil {
 		return err

@@ -39,7 +39,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster
 		// A waiting report (hooks) is announced when its condition is
 		// written, not on each reconcile while it waits.
 		typ := corev1.EventTypeNormal
-		if r.Event == v1alpha1.CleanupFailedReason || r.Event == v1alpha1.BlastRadiusExceededReason {
+		if r.Event == v1alpha1.CleanupFailedReason || r.Event == v1alpha1.BlastRadiusExceededReason || r.Event == v1alpha1.DeletedOutOfOrderReason {
 			typ = corev1.EventTypeWarning
 		}
 		a.Recorder.Eventf(mc, nil, typ, r.Event, eventAction(cmp.Or(r.Action, "Cleanup")), "%s", r.Message)

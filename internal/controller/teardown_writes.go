@@ -37,7 +37,13 @@ func (a *ClusterTeardown) label(ctx context.Context, st *teardownState, act deci
 	if st.labelUnseen(act) {
 		return false, nil
 	}
-	written, err = a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, act.Verb == decision.VerbLabel)
+	if act.Verb == decision.VerbLabel {
+		written, err = a.setDeletingLabel(ctx, act.Name, act.UID, act.ResourceVersion, true)
+	} else {
+		m := markOf("")
+		m.labels[v1alpha1.ClusterDeletingLabel] = nil
+		written, err = a.patchNamespace(ctx, act.Name, act.UID, act.ResourceVersion, m, "unlabelled")
+	}
 	if written {
 		st.labelWritten(act)
 	}

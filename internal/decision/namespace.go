@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
 // OCMClusterNameLabel is the label OCM's registration puts on the
@@ -58,4 +60,22 @@ func namespaceDeny(s *Snapshot) []string {
 		return s.NamespaceDeny
 	}
 	return DefaultNamespaceDeny
+}
+
+// Marked is the policy whose mark the namespace carries
+// (v1alpha1.GovernedNamespaceLabel "true" and the policy's name), or ""
+// when it carries none.
+func Marked(ns *corev1.Namespace) string {
+	if ns.Labels[v1alpha1.GovernedNamespaceLabel] != "true" {
+		return ""
+	}
+	return ns.Annotations[v1alpha1.GoverningPolicyAnnotation]
+}
+
+// HasMark says whether the namespace carries any part of the mark: the
+// label, whatever its value, or the policy's name.
+func HasMark(ns *corev1.Namespace) bool {
+	_, labelled := ns.Labels[v1alpha1.GovernedNamespaceLabel]
+	_, annotated := ns.Annotations[v1alpha1.GoverningPolicyAnnotation]
+	return labelled || annotated
 }

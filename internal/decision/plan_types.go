@@ -33,6 +33,10 @@ type Plan struct {
 	// teardown before its first write.
 	BlastRadius string `json:"blastRadius,omitempty"`
 	DryRun      bool   `json:"dryRun,omitempty"`
+	// OutOfOrder are the add-ons and works of the cluster namespace that
+	// someone other than the operator is deleting before the step of the
+	// teardown that deletes them (resource/name).
+	OutOfOrder []string `json:"outOfOrder,omitempty"`
 	// Begun says the teardown has begun, by its cluster's condition or its
 	// record: the blast radius never holds it.
 	Begun bool `json:"-"`
@@ -105,7 +109,9 @@ type Verb string
 
 // Verbs of actions. Stamp, label, unlabel, delete, force,
 // recordUnconfirmed and removeFinalizer are writes; wait, keep and hold
-// are not.
+// are not. An unlabel of the cluster namespace takes off the
+// cluster-deleting label and the mark of governance
+// (v1alpha1.GovernedNamespaceLabel and the policy's name) both.
 const (
 	VerbStamp             Verb = "stamp"
 	VerbLabel             Verb = "label"

@@ -90,6 +90,7 @@ func PlanTeardown(g *Governed, s *Snapshot) *Plan {
 	}
 	t.labelOnlyWhileNeeded()
 	t.settle()
+	t.outOfOrder()
 	return plan
 }
 
@@ -140,6 +141,9 @@ func (t *teardown) settle() {
 // new work while the teardown runs, and the namespace step would take it
 // off again at once.
 func (t *teardown) labelOnlyWhileNeeded() {
+	if ns := t.s.Namespace; ns != nil && HasMark(ns) {
+		return // the namespace step takes the mark off
+	}
 	var signal *built
 	for i := range t.built {
 		b := &t.built[i]

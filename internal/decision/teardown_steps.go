@@ -250,12 +250,13 @@ func (t *teardown) namespace() (Step, bool, bool) {
 }
 
 // keepNamespace keeps the cluster namespace, for the reason why: it takes
-// the deleting label off first when the namespace carries it.
+// the deleting label and the mark of governance off first when the
+// namespace carries them (an unlabel takes off both).
 func (t *teardown) keepNamespace(st Step, why string) (Step, bool, bool) {
 	ns := t.s.Namespace
 	a := Action{Verb: VerbKeep, Resource: NamespacesResource, Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, For: why}
 	// Labelled now, or by the signal step before.
-	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; (labelled || t.signalLabels()) && ns.DeletionTimestamp == nil {
+	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; (labelled || HasMark(ns) || t.signalLabels()) && ns.DeletionTimestamp == nil {
 		a.Verb, a.For = VerbUnlabel, why+"; "+v1alpha1.ClusterDeletingLabel
 	}
 	st.Actions = []Action{a}
@@ -305,7 +306,7 @@ func planRelease(plan *Plan, s *Snapshot) *Plan {
 	st := Step{Kind: StepFinish, Name: "release", State: StateNext,
 		Report: &Report{Done: true, Event: v1alpha1.ReleasedReason, Message: "no CleanupPolicy governs the cluster; its content is left as it is"}}
 	if ns := s.Namespace; ns != nil && ns.Name == plan.Cluster && ns.DeletionTimestamp == nil {
-		if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; labelled {
+		if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; labelled || HasMark(ns) {
 			st.Actions = append(st.Actions, Action{Verb: VerbUnlabel, Resource: NamespacesResource, Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion,
 				For: v1alpha1.ClusterDeletingLabel})
 		}

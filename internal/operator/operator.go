@@ -49,9 +49,8 @@ func ManagerOptions() ctrl.Options {
 		// it keeps what decisions read (TransformManifestWork). No cache is
 		// narrowed by a selector: stages and monitored resources may be of
 		// any kind, and a narrowed cache would hide objects from the gate.
-		// The operator's own ConfigMaps are read from a cache of their own
-		// (OwnConfigMapsCache), narrowed to what its roles allow.
-		// One transform for every kind, rather than one by object: that
+		// The operator's own ConfigMaps have a cache of their own
+		// (OwnConfigMapsCache). One transform for every kind: one by object
 		// would need ManifestWork's REST mapping before Setup can say that
 		// its CRD is missing.
 		Cache: cache.Options{DefaultTransform: Transform},
@@ -64,6 +63,9 @@ func ManagerOptions() ctrl.Options {
 
 // Options choose what Setup starts.
 type Options struct {
+	// OCMCleanupUsers are the users whose deletes admission holds in the
+	// namespaces of governed clusters (admissionpolicy.AllObjectsFor).
+	OCMCleanupUsers []string
 	// EnableWebhooks registers the CleanupPolicy validating webhook.
 	EnableWebhooks bool
 	// ClusterConcurrency is how many clusters are torn down at once, and
@@ -97,8 +99,7 @@ type Options struct {
 // DefaultConfirmationMaxAge is how long a deletion confirmation counts by default.
 const DefaultConfirmationMaxAge = decision.DefaultConfirmationMaxAge
 
-// Retention of teardown records by default: ten ended records per cluster,
-// none older than 90 days.
+// Retention of teardown records by default: ten ended records per cluster, none older than 90 days.
 const (
 	DefaultRecordsPerCluster = settings.DefaultRecordsPerCluster
 	DefaultRecordMaxAge      = settings.DefaultRecordMaxAge
@@ -340,7 +341,7 @@ func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env 
 	if err != nil {
 		return err
 	}
-	guarded := admissionpolicy.AllObjectsFor(user, limits)
+	guarded := admissionpolicy.AllObjectsFor(user, limits, opts.OCMCleanupUsers)
 	err = admissionpolicy.EnsureSignalLimits(ctx, direct, limits)
 	if err == nil {
 		err = admissionpolicy.EnsureObjects(ctx, direct, guarded)

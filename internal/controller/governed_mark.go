@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+)
+
+// The mark of a governed cluster's namespace (v1alpha1.GovernedNamespaceLabel
+// and the policy's name) holds OCM's own cleanup at admission, so that the
+// policy's teardown alone decides when and in which order the cluster's
+// add-ons and works go. Governance writes it while a policy governs the
+// cluster, before any deletion; the teardown keeps it and takes it off at
+// its end, with the cluster-deleting label.
+
+// markOf is the mark a namespace should carry for policy: none for "".
+func markOf(policy string) namespaceMarks {
+	if policy == "" {
+		return namespaceMarks{labels: map[string]any{v1alpha1.GovernedNamespaceLabel: nil},
+			annotations: map[string]any{v1alpha1.GoverningPolicyAnnotation: nil}}
+	}
+	return namespaceMarks{labels: map[string]any{v1alpha1.GovernedNamespaceLabel: "true"},
+		annotations: map[string]any{v1alpha1.GoverningPolicyAnnotation: policy}}
+}
+
+// heldBy is the policy whose mark a cluster it governs carries: none in
+// dry run.
+func heldBy(p *cel.Policy) string {
+	if p.Spec.DryRun {
+		return ""
+	}
+	return p.Name
+}
+
+// markNamespace gives the namespace of a cluster not being deleted the mark
+// of policy, or takes it off for "" (no policy governs the cluster, or its
+// policy is in dry run, which changes nothing OCM does). A namespace not
+// there yet is marked on its creation's event. The mark is taken off only
+// after a fresh read says the cluster is still not being deleted: a
+// teardown begun since relies on it.
+func (a *clusterWriter) markNamespace(ctx context.Context, name, policy string) error {
+	ns := &corev1.Namespace{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ns.DeletionTimestamp != nil || decision.Marked(ns) == policy && (policy != "" || !decision.HasMark(ns)) {
+		return nil
+	}
+	if policy == "" {
+		if deleting, err := a.deletingNow(ctx, name); err != nil || deleting {
+			return err
+		}
+	}
+	return a.writeMark(ctx, ns, policy)
+}
+
+// writeMark writes the mark of policy on the namespace as it was read; a
+// namespace changed meanwhile is left to its event.
+func (a *clusterWriter) writeMark(ctx context.Context, ns *corev1.Namespace, policy string) error {
+	verb := "marked governed by " + policy
+	if policy == "" {
+		verb = "unmarked"
+	}
+	written, err := a.patchNamespace(ctx, ns.Name, ns.UID, ns.ResourceVersion, markOf(policy), verb)
+	if written {
+		logf.FromContext(ctx).V(1).Info("OCM's cleanup of the cluster "+map[bool]string{true: "held", false: "left to OCM"}[policy != ""],
+			"namespace", ns.Name)
+	}
+	return err
+}
+
+// keepMark marks the namespace of a cluster whose teardown its policy runs
+// (not in dry run, not held, not suspended) when it is not marked yet: the
+// cluster was deleted before governance marked it.
+func (a *ClusterTeardown) keepMark(ctx context.Context, s *decision.Snapshot, plan *decision.Plan) error {
+	ns := s.Namespace
+	if plan.Policy == "" || plan.DryRun || plan.Held != "" || plan.Suspended != "" ||
+		ns == nil || ns.Name != plan.Cluster || ns.DeletionTimestamp != nil || decision.Marked(ns) == plan.Policy {
+		return nil
+	}
+	if next := plan.Next(); next == nil || next.Kind == decision.StepFinish {
+		return nil
+	}
+	return a.writeMark(ctx, ns, plan.Policy)
+}
