@@ -33,6 +33,9 @@ func printPlan(w io.Writer, p *decision.Plan) {
 	if p.Suspended != "" {
 		fmt.Fprintf(w, "Suspended: %s; the operator writes nothing for the cluster until it is resumed.\n", p.Suspended)
 	}
+	if h := p.OutOfOrderHold(); h != "" {
+		fmt.Fprintf(w, "Out of order: %s.\n", h)
+	}
 	if p.Deleting {
 		fmt.Fprintln(w, "\nThe teardown:")
 	} else {

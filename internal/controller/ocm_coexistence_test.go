@@ -104,5 +104,8 @@ var _ = Describe("Coexisting with OCM's own cleanup", func() {
 		Expect(k8s.Delete(ctx, app)).To(Succeed())
 		clusterGone("ooo-1")
 		Expect(objectGone("ManagedClusterAddOn", "ooo-1", "search")()).To(BeTrue())
+		rec := endedRecord("ooo-1")
+		Expect(rec.Holds).To(ContainElement(HaveField("Reason", ContainSubstring(
+			"deleted by someone other than the operator before their step: manifestworks.work.open-cluster-management.io/app"))))
 	})
 })

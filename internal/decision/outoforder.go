@@ -12,7 +12,8 @@ import (
 
 // outOfOrder finds the add-ons and works of the cluster namespace being
 // deleted before the step of the teardown that deletes them, and makes the
-// next step report them (DeletedOutOfOrder) and hold on them in the record.
+// next step report them (DeletedOutOfOrder); the record notes them as a
+// hold (OutOfOrderHold).
 // The operator deletes a stage's objects only once the stage is the next
 // step, and the signal work in the signal step: any other deletion is
 // someone else's, such as OCM's own cleanup when admission does not hold
@@ -51,7 +52,15 @@ func (t *teardown) outOfOrder() {
 	r := *next.Report
 	r.Reason, r.Event, r.Message = v1alpha1.DeletedOutOfOrderReason, v1alpha1.DeletedOutOfOrderReason, msg+"; meanwhile: "+r.Message
 	next.Report = &r
-	next.Actions = append(next.Actions, Action{Verb: VerbHold, Resource: NamespacesResource, Name: t.plan.Cluster, For: msg})
+}
+
+// OutOfOrderHold is why the record notes a hold while add-ons or works are
+// deleted out of order; "" when none is.
+func (p *Plan) OutOfOrderHold() string {
+	if len(p.OutOfOrder) == 0 {
+		return ""
+	}
+	return "deleted by someone other than the operator before their step: " + Bounded(p.OutOfOrder, ", ")
 }
 
 // deleter says who deletes out of order, as far as the API shows it: it

@@ -114,12 +114,10 @@ func TestPlanTeardown(t *testing.T) {
 			g.Expect(kinds).To(Equal([]string{"orphaning//done", "signal//done", "gate//next",
 				"stage/addons/later", "stage/manifestworks/later", "namespace/c1/later", "finish//later"}))
 			gate := plan.Next()
-			g.Expect(gate.Actions).To(HaveLen(2))
+			g.Expect(gate.Actions).To(HaveLen(1))
 			g.Expect(gate.Actions[0]).To(MatchFields(IgnoreExtras, Fields{"Verb": Equal(decision.VerbWait), "Resource": Equal("configmaps"), "Name": Equal("hold-1")}))
 			// w-early is being deleted before its stage: not by the teardown.
 			g.Expect(plan.OutOfOrder).To(Equal([]string{"manifestworks.work.open-cluster-management.io/w-early"}))
-			g.Expect(gate.Actions[1]).To(MatchFields(IgnoreExtras, Fields{"Verb": Equal(decision.VerbHold),
-				"For": ContainSubstring("manifestworks.work.open-cluster-management.io/w-early")}))
 			g.Expect(gate.Report.Reason).To(Equal(v1alpha1.DeletedOutOfOrderReason))
 			g.Expect(gate.Report.Message).To(ContainSubstring("meanwhile: "))
 			g.Expect(gate.Report.Message).To(ContainSubstring("configmaps/hold-1"))

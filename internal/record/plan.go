@@ -130,6 +130,9 @@ func HoldOf(plan *decision.Plan, extra []string) string {
 		}
 	}
 	why = append(why, extra...)
+	if h := plan.OutOfOrderHold(); h != "" {
+		why = append(why, h)
+	}
 	return strings.Join(why, "; ")
 }
 
