@@ -242,12 +242,15 @@ func checkControllerManager() {
 	}).WithTimeout(2 * time.Minute).Should(Succeed())
 }
 
+// operatorUser is the user bin/manager runs as.
+const operatorUser = "cleanup-operator"
+
 // operatorKubeconfig binds the ClusterRoles the operator ships with
 // (config/rbac/role.yaml) to a user, plus a role for the test's own monitored
 // resource, as config/rbac/extra_resources_role.yaml says to do, and returns
 // a kubeconfig for that user.
 func operatorKubeconfig() string {
-	const user = "cleanup-operator"
+	const user = operatorUser
 	roles := clusterRoles(filepath.Join(paths.root, "config", "rbac", "role.yaml"))
 	// The bootstrap role: creating and keeping the admission policies.
 	roles = append(roles, clusterRoles(filepath.Join(paths.root, "config", "rbac", "bootstrap_role.yaml"))...)

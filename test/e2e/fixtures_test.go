@@ -29,8 +29,13 @@ import (
 // The operator's names, as the API contract states them. The suite talks to
 // the operator only through the API server, so it does not import them.
 const (
-	clusterCleanupFinalizer   = "cleanup.fleetops.dev/cluster-cleanup"
-	clusterDeletingLabel      = "cleanup.fleetops.dev/cluster-deleting"
+	clusterCleanupFinalizer = "cleanup.fleetops.dev/cluster-cleanup"
+	clusterDeletingLabel    = "cleanup.fleetops.dev/cluster-deleting"
+	// governedLabel, with governingPolicyAnnotation, is the operator's mark
+	// on a governed cluster's namespace: the admission policy ocmHoldPolicy
+	// refuses OCM's gc the deletes of add-ons and works there.
+	governedLabel             = "cleanup.fleetops.dev/governed"
+	ocmHoldPolicy             = "cleanup-operator-ocm-cleanup-hold"
 	governingPolicyAnnotation = "cleanup.fleetops.dev/policy"
 	contentDeleteCondition    = "ContentDeleteSuccess"
 	cleanupPriorityAnnotation = "open-cluster-management.io/cleanup-priority"

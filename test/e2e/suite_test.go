@@ -38,7 +38,7 @@ var (
 	// hubConfig is the registration hub's: OCM's service account, bound to
 	// the ClusterRole OCM ships for it.
 	hubConfig *rest.Config
-	k8s      client.Client
+	k8s       client.Client
 
 	paths repoPaths
 	// adminKubeconfig is a cluster administrator's kubeconfig, for kubectl
@@ -78,11 +78,12 @@ var _ = BeforeSuite(func() {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: paths.bin,
 	}
+	configureAudit()
 	adminCfg, err = env.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(adminCfg, client.Options{Scheme: newScheme()})
 	Expect(err).NotTo(HaveOccurred())
-	adminKubeconfig = writeKubeconfig(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, "admin.kubeconfig")
+	adminKubeconfig = writeKubeconfig(envtest.User{Name: adminUser, Groups: []string{"system:masters"}}, "admin.kubeconfig")
 
 	By("starting kube-controller-manager: namespace and garbage-collector controllers")
 	kcm, err = startProcess("kube-controller-manager", filepath.Join(paths.bin, "kube-controller-manager"), nil,
@@ -113,6 +114,11 @@ var _ = BeforeSuite(func() {
 	operatorConfig = operatorKubeconfig()
 	startOperator("manager")
 })
+
+// adminUser is the cluster administrator of adminKubeconfig, which
+// kube-controller-manager (its namespace controller), the work agent's hub
+// side and the kubectl plugin run as.
+const adminUser = "e2e-admin"
 
 // operatorConfig is the operator's kubeconfig, bound to the RBAC it ships with.
 var operatorConfig string

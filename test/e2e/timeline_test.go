@@ -167,6 +167,18 @@ func (t *timeline) index(parts ...string) int {
 	return -1
 }
 
+// first returns a copy of the first entry whose text match accepts, or nil.
+func (t *timeline) first(match func(what string) bool) *entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.entries {
+		if match(e.what) {
+			return &e
+		}
+	}
+	return nil
+}
+
 // since returns how long after the zero the first entry containing all the
 // parts came.
 func (t *timeline) since(parts ...string) time.Duration {
@@ -237,16 +249,30 @@ func clusterFacts(u *unstructured.Unstructured) []string {
 			facts = append(facts, fmt.Sprintf("ContentDeleteSuccess=%v %v: %s", m["status"], m["reason"], short(fmt.Sprint(m["message"]))))
 		case "ManagedClusterConditionAvailable":
 			facts = append(facts, fmt.Sprintf("Available=%v", m["status"]))
+		case "Deleting":
+			// OCM's gc: what it deleted, or why it could not.
+			facts = append(facts, fmt.Sprintf("OCM Deleting=%v %v: %s", m["status"], m["reason"], short(fmt.Sprint(m["message"]))))
 		}
+	}
+	if u.GetDeletionTimestamp() != nil {
+		// Who still holds a deleted cluster: each change is one line.
+		facts = append(facts, "finalizers ["+strings.Join(u.GetFinalizers(), " ")+"]")
 	}
 	return facts
 }
 
 func namespaceFacts(u *unstructured.Unstructured) []string {
+	var facts []string
 	if u.GetLabels()[clusterDeletingLabel] == "true" {
-		return []string{"labelled " + clusterDeletingLabel + "=true"}
+		facts = append(facts, "labelled "+clusterDeletingLabel+"=true")
 	}
-	return nil
+	// The operator's mark, which holds OCM's gc.
+	if u.GetLabels()[governedLabel] == "true" {
+		facts = append(facts, "marked governed by "+u.GetAnnotations()[governingPolicyAnnotation])
+	} else {
+		facts = append(facts, "not marked governed")
+	}
+	return facts
 }
 
 func workFacts(u *unstructured.Unstructured) []string {
