@@ -111,7 +111,8 @@ func joinAgentless(labels map[string]string) {
 }
 
 // governedNamed waits until the operator governs the named cluster with the
-// policy.
+// policy: its finalizer and annotation on the cluster, and its mark on the
+// cluster's namespace, which holds OCM's gc before any deletion.
 func governedNamed(name, policy string) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
@@ -119,5 +120,9 @@ func governedNamed(name, policy string) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, mc)).To(Succeed())
 		g.Expect(mc.Finalizers).To(ContainElement(clusterCleanupFinalizer))
 		g.Expect(mc.Annotations).To(HaveKeyWithValue(governingPolicyAnnotation, policy))
+		ns := &corev1.Namespace{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, ns)).To(Succeed())
+		g.Expect(ns.Labels).To(HaveKeyWithValue(governedLabel, "true"), "namespace %s is not marked governed", name)
+		g.Expect(ns.Annotations).To(HaveKeyWithValue(governingPolicyAnnotation, policy))
 	}).Should(Succeed(), "%s is not governed by %s", name, policy)
 }

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/openshift/library-go/pkg/controller/controllercmd"
 	"github.com/openshift/library-go/pkg/operator/events"
@@ -34,22 +36,59 @@ const clusterName = "cluster1"
 // joined is the UID of the cluster1 the running scenario joined.
 var joined types.UID
 
+// ocmCleanupFinalizer is the finalizer OCM's registration hub puts on every
+// ManagedCluster while its ResourceCleanup feature gate is on, and removes
+// once its gc has deleted the cluster's add-ons and works.
+const ocmCleanupFinalizer = "cluster.open-cluster-management.io/resource-cleanup"
+
+// hubResourceCleanup says whether the running registration hub has the
+// ResourceCleanup feature gate on (OCM's default).
+var hubResourceCleanup bool
+
+var addHubGates sync.Once
+
 // startRegistrationHub runs OCM's registration hub controllers (cluster
 // acceptance, the cluster namespace and RBAC, the lease controller that marks
-// a silent cluster unavailable, add-on health) with the ResourceCleanup
-// feature gate off, as docs/policies/cluster-deletion.md says to run next to the
-// operator. cfg is the hub's identity: registrationHubConfig's, OCM's service
-// account with the RBAC OCM ships for it.
-func startRegistrationHub(cfg *rest.Config) *component {
-	Expect(features.HubMutableFeatureGate.Add(ocmfeature.DefaultHubRegistrationFeatureGates)).To(Succeed())
-	Expect(features.HubMutableFeatureGate.Set(string(ocmfeature.ResourceCleanup) + "=false")).To(Succeed())
+// a silent cluster unavailable, add-on health, and with ResourceCleanup on,
+// its default, the gc that deletes a deleted cluster's add-ons and works) as
+// the identity cfg holds: registrationHubConfig's, OCM's service account with
+// the RBAC OCM ships for it. Every other feature gate keeps OCM's default.
+func startRegistrationHub(cfg *rest.Config, resourceCleanup bool) *component {
+	addHubGates.Do(func() {
+		Expect(features.HubMutableFeatureGate.Add(ocmfeature.DefaultHubRegistrationFeatureGates)).To(Succeed())
+	})
+	Expect(features.HubMutableFeatureGate.Set(fmt.Sprintf("%s=%t", ocmfeature.ResourceCleanup, resourceCleanup))).To(Succeed())
+	hubResourceCleanup = resourceCleanup
 	opts := registrationhub.NewHubManagerOptions()
+	// The client rate limits of OCM's registration controller command (its
+	// --kube-api-qps and --kube-api-burst defaults), as on a real hub.
+	kubeConfig := rest.CopyConfig(cfg)
+	common := commonoptions.NewOptions()
+	kubeConfig.QPS, kubeConfig.Burst = common.QPS, common.Burst
 	return runComponent("the registration hub", func(ctx context.Context) error {
 		return opts.RunControllerManager(ctx, &controllercmd.ControllerContext{
-			KubeConfig:    rest.CopyConfig(cfg),
+			KubeConfig:    kubeConfig,
 			EventRecorder: events.NewLoggingEventRecorder("registration-hub", clock.RealClock{}),
 		})
 	})
+}
+
+// withResourceCleanupOff runs a scenario on a registration hub restarted
+// with the ResourceCleanup gate off, as a hub whose ClusterManager disables
+// it, and restarts it on OCM's defaults afterwards, whatever the scenario's
+// outcome.
+func withResourceCleanupOff(scenario func()) func() {
+	return func() {
+		restartRegistrationHub(false)
+		DeferCleanup(restartRegistrationHub, true)
+		scenario()
+	}
+}
+
+func restartRegistrationHub(resourceCleanup bool) {
+	GinkgoHelper()
+	hub.stop()
+	hub = startRegistrationHub(hubConfig, resourceCleanup)
 }
 
 // workAgent is OCM's work agent of one cluster, started and stopped by the
@@ -184,8 +223,11 @@ func joinCluster(labels map[string]string) *clusterv1.ManagedCluster {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(mc), mc)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionHubAccepted)).To(BeTrue())
 		g.Expect(meta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable)).To(BeTrue())
-		g.Expect(mc.Finalizers).NotTo(ContainElement("cluster.open-cluster-management.io/resource-cleanup"),
-			"OCM's ResourceCleanup gate is off")
+		if hubResourceCleanup {
+			g.Expect(mc.Finalizers).To(ContainElement(ocmCleanupFinalizer), "OCM's gc has not put its finalizer on cluster1")
+		} else {
+			g.Expect(mc.Finalizers).NotTo(ContainElement(ocmCleanupFinalizer), "OCM's ResourceCleanup gate is off")
+		}
 	}).Should(Succeed(), "the hub has not accepted cluster1, or it is not Available")
 	return mc
 }

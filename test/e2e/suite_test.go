@@ -22,9 +22,12 @@ import (
 // The suite: one kube-apiserver and etcd that are both the hub and the
 // managed cluster cluster1, as OCM's own integration tests run them, with
 //   - kube-controller-manager (namespace and garbage-collector controllers),
-//   - OCM's registration hub controllers (ResourceCleanup off), as OCM's
-//     service account registration-controller-sa with the ClusterRole OCM
-//     ships for it, and the work agent of cluster1, in this process,
+//   - OCM's registration hub controllers on OCM's default feature gates
+//     (ResourceCleanup on: OCM's gc cleans up deleted clusters; one scenario
+//     restarts them with it off), as OCM's service account
+//     registration-controller-sa with the ClusterRole OCM ships for it, so
+//     admission sees OCM's own identity, and the work agent of cluster1, in
+//     this process,
 //   - the governance-policy-propagator, as the bin/e2e-propagator process,
 //   - the operator, bin/manager, as a process with the RBAC it ships with.
 //
@@ -99,9 +102,9 @@ var _ = BeforeSuite(func() {
 
 	prepareFleet()
 
-	By("starting OCM's registration hub controllers as OCM's service account, ResourceCleanup off")
+	By("starting OCM's registration hub controllers as OCM's service account, on OCM's default feature gates")
 	hubConfig = registrationHubConfig()
-	hub = startRegistrationHub(hubConfig)
+	hub = startRegistrationHub(hubConfig, true)
 
 	By("starting OCM's work agent for cluster1")
 	agent = newWorkAgent(adminCfg, adminKubeconfig, clusterName)
