@@ -9,7 +9,9 @@ import (
 
 // The scenarios, in one container so they run in this order. Each starts
 // from no cluster and no policy, joins cluster1, and leaves the fleet as it
-// found it.
+// found it. OCM's registration hub runs on its default feature gates
+// (ResourceCleanup on) for every scenario but 4b, which restarts it with
+// the gate off and back on.
 var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", func() {
 	BeforeEach(func() { DeferCleanup(resetFleet) })
 
@@ -30,9 +32,14 @@ var _ = Describe("cleanup-operator with OCM's hub, work agent and propagator", f
 		It("5d. under Needless, after the operator was down past the timeout, waits for the agent to apply the Orphan", scenarioNeedlessOperatorDown)
 		It("6. waits for the deletion signal while an in-cluster controller's finalizer holds it", scenarioSignal)
 		It("7. waits while a monitored resource remains, and deletes none of them", scenarioMonitored)
+		It("7b. holds OCM's gc on a governed cluster while a monitored resource remains, then tears it down in the policy's order and OCM lets it go within seconds; OCM's gc alone cleans up a cluster no policy governs", scenarioOCMHeld)
 		It("8a. with the work agent stopped and the cluster unavailable, under Required, reports and waits until the agent is back", scenarioRequiredAgentDown)
 		It("8b. with the work agent stopped, under BestEffort, forces the hub clean after the timeout", scenarioBestEffortTimeout)
 		It("8c. with the cluster unavailable, under BestEffort, forces the hub clean at once", scenarioBestEffortUnavailable)
+	})
+
+	Context("with OCM's ResourceCleanup gate off", func() {
+		It("4b. under Required, the operator alone tears the cluster down in its order and the cluster goes", withResourceCleanupOff(scenarioRequiredGateOff))
 	})
 
 	Context("guard rails", func() {
