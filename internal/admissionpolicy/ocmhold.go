@@ -78,7 +78,11 @@ func ocmCleanupHoldPolicy(users []string) *admissionregistrationv1.ValidatingAdm
 // policy's name.
 func governedNamespacePolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(GovernedNamespacePolicy)
+	// The status and finalize subresources of a namespace write its
+	// metadata too.
 	p.Spec.MatchConstraints = writes("", "v1", "namespaces")
+	p.Spec.MatchConstraints.ResourceRules = append(p.Spec.MatchConstraints.ResourceRules,
+		rule(admissionregistrationv1.Update, "", "v1", "namespaces/status"), rule(admissionregistrationv1.Update, "", "v1", "namespaces/finalize"))
 	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{notOperator(operatorUser)}
 	of := func(obj string) string {
 		return "(" + obj + " == null ? ['', ''] : [" + label(obj, v1alpha1.GovernedNamespaceLabel) + ", " +

@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -101,7 +102,8 @@ func TestOCMCleanupHeld(t *testing.T) {
 func TestGovernedMarkOnlyByOperator(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
-	nsRights := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "patch", "update"}}
+	nsRights := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
+		Verbs: []string{"get", "create", "patch", "update"}}
 	user := userClient(ctx, t, "namespace-patcher", []rbacv1.PolicyRule{nsRights})
 	operator := userClient(ctx, t, markOperator, []rbacv1.PolicyRule{nsRights})
 	// Marked as the test's admin, before the guard names another operator.
@@ -126,6 +128,13 @@ func TestGovernedMarkOnlyByOperator(t *testing.T) {
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "not Forbidden: %v", err)
 	}
 	g.Expect(mergePatch(ctx, user, ns.DeepCopy(), `{"metadata":{"labels":{"example.com/team":"a"}}}`)).To(Succeed())
+	// Nor through the subresources, which write the metadata too.
+	unmark := client.RawPatch(types.MergePatchType, []byte(unlabel))
+	g.Expect(user.Status().Patch(ctx, ns.DeepCopy(), unmark)).To(MatchError(ContainSubstring(refused)), "namespaces/status")
+	bare := &corev1.Namespace{}
+	g.Expect(user.Get(ctx, client.ObjectKeyFromObject(ns), bare)).To(Succeed())
+	delete(bare.Labels, v1alpha1.GovernedNamespaceLabel)
+	g.Expect(user.SubResource("finalize").Update(ctx, bare)).To(MatchError(ContainSubstring(refused)), "namespaces/finalize")
 
 	err := mergePatch(ctx, user, plain.DeepCopy(), fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, v1alpha1.GovernedNamespaceLabel))
 	g.Expect(err).To(MatchError(ContainSubstring(refused)))

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -40,38 +39,50 @@ func heldBy(p *cel.Policy) string {
 
 // markNamespace gives the namespace of a cluster not being deleted the mark
 // of policy, or takes it off for "" (no policy governs the cluster, or its
-// policy is in dry run, which changes nothing OCM does). A namespace not
+// policy is in dry run, which changes nothing OCM does), and says whether
+// the namespace carries what it should: a namespace changed meanwhile is
+// not written, and its event brings the cluster back. A namespace not
 // there yet is marked on its creation's event. The mark is taken off only
 // after a fresh read says the cluster is still not being deleted: a
 // teardown begun since relies on it.
-func (a *clusterWriter) markNamespace(ctx context.Context, name, policy string) error {
+func (a *clusterWriter) markNamespace(ctx context.Context, name, policy string) (bool, error) {
 	ns := &corev1.Namespace{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		return client.IgnoreNotFound(err)
+		return true, client.IgnoreNotFound(err)
 	}
 	if ns.DeletionTimestamp != nil || decision.Marked(ns) == policy && (policy != "" || !decision.HasMark(ns)) {
-		return nil
+		return true, nil
 	}
 	if policy == "" {
 		if deleting, err := a.deletingNow(ctx, name); err != nil || deleting {
-			return err
+			return true, err
 		}
 	}
 	return a.writeMark(ctx, ns, policy)
 }
 
-// writeMark writes the mark of policy on the namespace as it was read; a
-// namespace changed meanwhile is left to its event.
-func (a *clusterWriter) writeMark(ctx context.Context, ns *corev1.Namespace, policy string) error {
+// writeMark writes the mark of policy on the namespace as it was read, and
+// says whether it did.
+func (a *clusterWriter) writeMark(ctx context.Context, ns *corev1.Namespace, policy string) (bool, error) {
 	verb := "marked governed by " + policy
 	if policy == "" {
 		verb = "unmarked"
 	}
-	written, err := a.patchNamespace(ctx, ns.Name, ns.UID, ns.ResourceVersion, markOf(policy), verb)
-	if written {
-		logf.FromContext(ctx).V(1).Info("OCM's cleanup of the cluster "+map[bool]string{true: "held", false: "left to OCM"}[policy != ""],
-			"namespace", ns.Name)
+	return a.patchNamespace(ctx, ns.Name, ns.UID, ns.ResourceVersion, markOf(policy), verb)
+}
+
+// unmark takes the mark off the namespace of a cluster being deleted that
+// no teardown of the operator's holds (it lost or never had the finalizer):
+// OCM cleans it, as it would without the operator.
+func (a *ClusterTeardown) unmark(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return client.IgnoreNotFound(err)
 	}
+	if ns.DeletionTimestamp != nil || !decision.HasMark(ns) {
+		return nil
+	}
+	_, err := a.writeMark(ctx, ns, "")
 	return err
 }
 
@@ -87,5 +98,6 @@ func (a *ClusterTeardown) keepMark(ctx context.Context, s *decision.Snapshot, pl
 	if next := plan.Next(); next == nil || next.Kind == decision.StepFinish {
 		return nil
 	}
-	return a.writeMark(ctx, ns, plan.Policy)
+	_, err := a.writeMark(ctx, ns, plan.Policy)
+	return err
 }

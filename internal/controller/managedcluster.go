@@ -120,7 +120,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		return err
 	}
 	if g.Policy == nil {
-		if err := a.markNamespace(ctx, mc.GetName(), ""); err != nil {
+		if done, err := a.markNamespace(ctx, mc.GetName(), ""); err != nil || !done {
 			return err
 		}
 		return a.releaseCluster(ctx, mc)
@@ -128,8 +128,9 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 
 	p := g.Policy
 	// Before the finalizer: a cluster deleted from then on finds OCM's
-	// cleanup held already.
-	if err := a.markNamespace(ctx, mc.GetName(), heldBy(p)); err != nil {
+	// cleanup held already. Not written yet: the namespace's event brings
+	// the cluster back.
+	if done, err := a.markNamespace(ctx, mc.GetName(), heldBy(p)); err != nil || !done {
 		return err
 	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) || decision.Pin(mc) != p.Name {

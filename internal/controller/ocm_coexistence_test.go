@@ -59,6 +59,22 @@ var _ = Describe("Coexisting with OCM's own cleanup", func() {
 		removeFinalizerByHand(managedCluster("mark-1", nil), v1alpha1.OCMResourceCleanupFinalizer)
 	})
 
+	It("takes the mark off the namespace of a cluster deleted with no teardown of the operator's, so that OCM cleans it", func() {
+		// As if governance had marked it, then the cluster was deleted
+		// before its finalizer could be added (or it was removed by hand).
+		fleetCluster("unheld-1", nil, true)
+		mc := getCluster(Default, "unheld-1")
+		mc.SetFinalizers([]string{v1alpha1.OCMResourceCleanupFinalizer})
+		Expect(k8s.Update(ctx, mc)).To(Succeed())
+		Expect(k8s.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unheld-1"}}, client.RawPatch(types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"},"annotations":{%q:"gone"}}}`,
+				v1alpha1.GovernedNamespaceLabel, v1alpha1.GoverningPolicyAnnotation))))).To(Succeed())
+		deleteCluster("unheld-1")
+		Eventually(func(g Gomega) [2]string { return markOf(g, "unheld-1") }).Should(Equal([2]string{"", ""}))
+		removeFinalizerByHand(managedCluster("unheld-1", nil), v1alpha1.OCMResourceCleanupFinalizer)
+		clusterGone("unheld-1")
+	})
+
 	It("reports add-ons and works deleted by someone else while the teardown waits at its gate", func() {
 		fleetCluster("ooo-1", nil, true)
 		addon("ooo-1", "search")

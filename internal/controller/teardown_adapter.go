@@ -123,14 +123,17 @@ func (a *ClusterTeardown) SetController(c controller.Controller) { a.watches.Set
 
 // Events implements FilterAdapter: a cluster being deleted that carries
 // the operator's finalizer; one whose finalizer was just removed (by hand:
-// its teardown's state is dropped); one gone.
+// its teardown's state is dropped); one just deleted or found deleting at
+// start without it (its namespace's mark is taken off); one gone.
 func (a *ClusterTeardown) Events() predicate.Predicate {
 	tornDown := func(o client.Object) bool {
 		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, v1alpha1.ClusterCleanupFinalizer)
 	}
 	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return tornDown(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return tornDown(e.ObjectNew) || tornDown(e.ObjectOld) },
+		CreateFunc:  func(e event.CreateEvent) bool { return e.Object.GetDeletionTimestamp() != nil },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return tornDown(e.ObjectNew) || tornDown(e.ObjectOld) || e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
+		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(e event.GenericEvent) bool { return tornDown(e.Object) },
 	}
@@ -147,10 +150,11 @@ func (a *ClusterTeardown) Reconcile(ctx context.Context, mc *unstructured.Unstru
 	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
 		// Not the operator's cleanup (any more): a finalizer removed by
-		// hand ends it.
+		// hand ends it, or the cluster was deleted before governance could
+		// add it. Nor is OCM's cleanup held for it.
 		a.teardowns.drop(mc.GetUID())
 		a.Metrics.forget(mc.GetName())
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, a.unmark(ctx, mc.GetName())
 	}
 	return a.reconcileDeletion(ctx, mc, g)
 }

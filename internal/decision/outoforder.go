@@ -3,7 +3,9 @@ package decision
 import (
 	"fmt"
 	"slices"
+	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -37,7 +39,7 @@ func (t *teardown) outOfOrder() {
 		for _, o := range t.s.Objects[gvr] {
 			m := o.Meta
 			if m.DeletionTimestamp == nil || t.s.Memory.Deleted[m.UID] || m.Labels[v1alpha1.SignalWorkLabel] == "true" ||
-				m.Namespace != t.plan.Cluster || !before && !later[m.UID] {
+				m.Namespace != t.plan.Cluster || !before && !later[m.UID] || ofAddOn(m) {
 				continue
 			}
 			t.plan.OutOfOrder = append(t.plan.OutOfOrder, ResourceName(gvr)+"/"+m.Name)
@@ -65,12 +67,22 @@ func (p *Plan) OutOfOrderHold() string {
 
 // deleter says who deletes out of order, as far as the API shows it: it
 // records no deleter, but OCM's own cleanup runs on a cluster that carries
-// its finalizer.
+// its finalizer, and deletes there unless admission holds it.
 func (t *teardown) deleter() string {
 	if slices.Contains(t.s.Cluster.GetFinalizers(), v1alpha1.OCMResourceCleanupFinalizer) {
-		return "OCM's resource cleanup runs on this cluster (finalizer " + v1alpha1.OCMResourceCleanupFinalizer + ") and is not held: " +
-			"check that the admission policy cleanup-operator-ocm-cleanup-hold exists and that the operator's " +
-			"--ocm-cleanup-users names the user OCM's registration controller runs as"
+		return "the API does not record who deleted them; OCM's resource cleanup runs on this cluster (finalizer " +
+			v1alpha1.OCMResourceCleanupFinalizer + "): if it deleted them, the admission policy cleanup-operator-ocm-cleanup-hold " +
+			"did not hold it: check that it exists and that the operator's --ocm-cleanup-users names the user " +
+			"OCM's registration controller runs as"
 	}
 	return "the API does not record who deleted them"
+}
+
+// ofAddOn says whether a work belongs to an add-on (an owner reference to
+// its ManagedClusterAddOn): the add-on's manager, or the garbage collector
+// once the add-on is gone, deletes it with its add-on.
+func ofAddOn(m *metav1.PartialObjectMetadata) bool {
+	return slices.ContainsFunc(m.OwnerReferences, func(o metav1.OwnerReference) bool {
+		return o.Kind == "ManagedClusterAddOn" && strings.HasPrefix(o.APIVersion, ManagedClusterAddOns.Group+"/")
+	})
 }

@@ -80,6 +80,7 @@ func TestOutOfOrder(t *testing.T) {
 		g := NewWithT(t)
 		pl := plan(compile(t, gated), []string{v1alpha1.ClusterCleanupFinalizer, v1alpha1.OCMResourceCleanupFinalizer}, atGate)
 		g.Expect(pl.Next().Report.Message).To(ContainSubstring("OCM's resource cleanup runs on this cluster"))
+		g.Expect(pl.Next().Report.Message).To(ContainSubstring("if it deleted them"))
 		g.Expect(pl.Next().Report.Message).To(ContainSubstring("cleanup-operator-ocm-cleanup-hold"))
 		g.Expect(pl.Next().Report.Message).To(ContainSubstring("--ocm-cleanup-users"))
 	})
@@ -97,6 +98,17 @@ func TestOutOfOrder(t *testing.T) {
 		})
 		g.Expect(pl.Next().Name).To(Equal("addons"))
 		g.Expect(pl.OutOfOrder).To(Equal([]string{"manifestworks.work.open-cluster-management.io/w1"}))
+	})
+	t.Run("an add-on's own works go with it", func(t *testing.T) {
+		g := NewWithT(t)
+		owned := object(decision.ManifestWorks, "addon-a1-deploy-0", "", true)
+		owned.Meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: "addon.open-cluster-management.io/v1alpha1",
+			Kind: "ManagedClusterAddOn", Name: "a1", UID: "a1"}}
+		pl := plan(compile(t, v1alpha1.CleanupPolicySpec{}), nil, map[schema.GroupVersionResource][]decision.Object{
+			addons:                 {object(addons, "a1", "", true)},
+			decision.ManifestWorks: {owned},
+		}, "a1")
+		g.Expect(pl.OutOfOrder).To(BeEmpty())
 	})
 	t.Run("a dry run expects OCM's deletions", func(t *testing.T) {
 		g := NewWithT(t)
