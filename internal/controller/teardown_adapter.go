@@ -130,7 +130,7 @@ func (a *ClusterTeardown) Events() predicate.Predicate {
 		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, v1alpha1.ClusterCleanupFinalizer)
 	}
 	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return e.Object.GetDeletionTimestamp() != nil },
+		CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetDeletionTimestamp() != nil },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			return tornDown(e.ObjectNew) || tornDown(e.ObjectOld) || e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
 		},
