@@ -26,7 +26,7 @@ func printPlan(w io.Writer, p *decision.Plan) {
 		fmt.Fprintf(w, "ManagedCluster %s: held, nothing would be deleted: %s\n", p.Cluster, p.Held)
 		return
 	case p.Policy == "":
-		fmt.Fprintf(w, "ManagedCluster %s: no CleanupPolicy governs the cluster: the operator would leave its content as it is\n", p.Cluster)
+		fmt.Fprintf(w, "ManagedCluster %s: no CleanupPolicy governs the cluster: the operator would leave its content as it is, to OCM's own cleanup where it runs\n", p.Cluster)
 		return
 	}
 	printHeader(w, p)
@@ -112,6 +112,9 @@ func printHeader(w io.Writer, p *decision.Plan) {
 	}
 	if p.DryRun {
 		fmt.Fprintln(w, "Dry run: the operator would only report these steps; nothing would be deleted.")
+		fmt.Fprintln(w, "  OCM's own cleanup, where it runs, deletes the cluster's add-ons and works as it would without the operator.")
+	} else {
+		fmt.Fprintf(w, "  OCM's own cleanup, where it runs, waits for these steps: the operator marks namespace %s %s=true.\n", p.Cluster, v1alpha1.GovernedNamespaceLabel)
 	}
 }
 
