@@ -1,5 +1,6 @@
-// Package codesize keeps the project's Go code in pieces a reviewer can hold
-// at once: no file over 400 lines and no function over 60, its doc comment
-// included, in any module of the repository. Tests and generated code are
-// exempt.
+// Package codesize is a smoke alarm for code that has outgrown a reader: no
+// file over 800 lines and no function over 120, its doc comment included,
+// in any module of the repository. It is not a layout rule: a type's
+// methods belong in its own file, however long. Tests and generated code
+// are exempt.
 package codesize
