@@ -1,6 +1,7 @@
 package cel_test
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +44,11 @@ func typedEnv(t testing.TB) *cel.Env {
 		}
 		testEnv, envErr = cel.NewEnv(schemas)
 	})
-	if envErr != nil {
+	switch {
+	case errors.Is(envErr, testenv.ErrNoCRDs):
+		// make test builds them first; a bare go test may run without.
+		t.Skipf("these tests type their expressions by the real OCM and policy CRDs: %v", envErr)
+	case envErr != nil:
 		t.Fatal(envErr)
 	}
 	return testEnv

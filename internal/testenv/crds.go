@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,9 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// ErrNoCRDs says that the OCM and policy CRDs have not been built.
+var ErrNoCRDs = errors.New("the OCM and policy CRDs are not built")
+
 // CRDsDir is where `make crds` put the OCM and policy CRDs: $CLEANUP_CRDS_DIR,
 // else bin/crds.
 func CRDsDir() (string, error) {
@@ -27,7 +31,7 @@ func CRDsDir() (string, error) {
 		dir = filepath.Join(RepoRoot(), "bin", "crds")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ocm")); err != nil {
-		return "", fmt.Errorf("the OCM and policy CRDs are not in %s: run 'make crds' (or 'make test')", dir)
+		return "", fmt.Errorf("%w in %s: run 'make crds' (or 'make test')", ErrNoCRDs, dir)
 	}
 	return dir, nil
 }
