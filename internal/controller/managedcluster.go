@@ -41,7 +41,7 @@ type clusterWriter struct {
 	// because it did not create them.
 	Tally *Tally
 	// apiReader reads a work, managedFields included, when orphaning it
-	// conflicts, and to tell an earlier version's signal work.
+	// conflicts, and a signal work the cache may not show applied yet.
 	apiReader client.Reader
 }
 
@@ -204,9 +204,9 @@ func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 }
 
 // signalWorkToCluster maps a signal work's events to its cluster. The
-// label is wider than decision.IsSignalWork on purpose: a signal work an
-// earlier version applied has no managed-by label yet, and its events must
-// still bring the cluster back to retire it.
+// label is wider than decision.IsSignalWork on purpose: a work of the
+// signal's name that the operator does not own is reported, and its events
+// bring the cluster back.
 func signalWorkToCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	return namespaceToCluster(ctx, o)
 }

@@ -104,37 +104,6 @@ var _ = Describe("Objects the operator did not create", func() {
 		}).Should(Succeed())
 	})
 
-	It("adopts the signal work an earlier version applied, and no look-alike", func() {
-		fleetCluster("nown-2", nil, true)
-		fleetCluster("nown-3", nil, true)
-		legacy := func(namespace string) *unstructured.Unstructured {
-			return &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-				"metadata": map[string]any{"name": "alive", "namespace": namespace,
-					"labels":      map[string]any{v1alpha1.SignalWorkLabel: "true"},
-					"annotations": map[string]any{v1alpha1.SpecHashAnnotation: "0123456789abcdef"}},
-				"spec": map[string]any{"workload": map[string]any{"manifests": []any{}}},
-			}}
-		}
-		// What an earlier version applied, under the operator's field manager.
-		Expect(k8s.Patch(ctx, legacy("nown-2"), client.Apply, client.FieldOwner(v1alpha1.FieldManager))).To(Succeed())
-		// A copy someone made of it with kubectl.
-		Expect(k8s.Create(ctx, legacy("nown-3"), client.FieldOwner("kubectl-create"))).To(Succeed())
-		copied := appliedWork("nown-3", "alive")
-
-		Expect(k8s.Create(ctx, cleanupPolicy("legacy-signal", v1alpha1.CleanupPolicySpec{DeletionSignal: signalSpec}))).To(Succeed())
-		Eventually(func(g Gomega) {
-			w := getWorkObject(g, "nown-2", "alive")
-			g.Expect(w.GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
-			manifests, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
-			g.Expect(manifests).To(HaveLen(1))
-		}).Should(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(status("legacy-signal")(g).Status.NotOwned).To(BeEquivalentTo(1))
-		}).Should(Succeed())
-		Expect(getWorkObject(Default, "nown-3", "alive").GetResourceVersion()).To(Equal(copied.GetResourceVersion()))
-	})
-
 	It("neither changes nor deletes another team's cleanup-decisions ConfigMap, and says why", func() {
 		fleetCluster("nown-cm", nil, true)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-policies"}})).To(Succeed())

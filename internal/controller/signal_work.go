@@ -18,7 +18,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // applySignalWork creates or updates the deletion-signal work, and writes
@@ -108,11 +107,7 @@ func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *un
 	case err != nil:
 		return false, err
 	}
-	owned, err := snapshot.OwnsSignalWork(ctx, a.apiReader, current)
-	if err != nil {
-		return false, err
-	}
-	if !owned {
+	if !decision.ManagedByOperator(current) {
 		msg := decision.NotOwnedMessage("ManifestWork", namespace, name, current) + fmt.Sprintf(
 			"; CleanupPolicy %s sends no deletion signal to cluster %s until it is renamed or spec.deletionSignal.workName names another work",
 			p.Name, namespace)
@@ -143,9 +138,7 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 		if w.Name == keep || w.DeletionTimestamp != nil {
 			continue
 		}
-		if owned, err := snapshot.OwnsSignalWork(ctx, a.apiReader, w); err != nil {
-			return err
-		} else if !owned {
+		if !decision.ManagedByOperator(w) {
 			continue // someone else's work that carries the label: not ours to retire
 		}
 		if !checked {

@@ -55,8 +55,7 @@ type Reader struct {
 	// Mapper names the resources of kinds, for orphaning rules.
 	Mapper meta.RESTMapper
 	// APIReader reads from the API server what the cache drops (the
-	// managedFields that tell an earlier version's signal work, and the
-	// manifests of works, see CompactManifests).
+	// manifests of works, see CompactManifests) and the cluster's Lease.
 	APIReader client.Reader
 	// CompactManifests says that Client keeps only the identity of each
 	// manifest of a ManifestWork (CompactManifest), as the operator's cache
@@ -134,7 +133,8 @@ func (r *Reader) Read(ctx context.Context, g *decision.Governed, mem decision.Me
 	if err := r.readOutside(ctx, s, lister, decision.Places(g.Policy)); err != nil {
 		return nil, err
 	}
-	return s, r.readSignalOwner(ctx, s, decision.SignalWorkName(g.Policy))
+	s.SignalOwned = signalOwned(s, decision.SignalWorkName(g.Policy))
+	return s, nil
 }
 
 // readNamespace lists, in the cluster namespace, the objects of every
@@ -241,17 +241,12 @@ func (r *Reader) readWorks(ctx context.Context, s *decision.Snapshot, policy *ce
 	return nil
 }
 
-// readSignalOwner finds whether the work named like the deletion-signal
-// work, if any, is the operator's.
-func (r *Reader) readSignalOwner(ctx context.Context, s *decision.Snapshot, name string) error {
+// signalOwned says whether the work named like the deletion-signal work,
+// if any, is the operator's (its managed-by label).
+func signalOwned(s *decision.Snapshot, name string) bool {
 	works := s.Objects[decision.ManifestWorks]
 	i := slices.IndexFunc(works, func(o decision.Object) bool { return name != "" && o.Meta.Name == name })
-	if i < 0 {
-		return nil
-	}
-	owned, err := OwnsSignalWork(ctx, r.APIReader, works[i].Meta)
-	s.SignalOwned = owned
-	return err
+	return i >= 0 && decision.ManagedByOperator(works[i].Meta)
 }
 
 func (r *Reader) resourceOf(gvk schema.GroupVersionKind) (string, error) {
@@ -273,33 +268,6 @@ func Objects(gvr schema.GroupVersionResource, items []metav1.PartialObjectMetada
 		objs = append(objs, decision.Object{GVR: gvr, Meta: &items[i]})
 	}
 	return objs
-}
-
-// OwnsSignalWork says whether a ManifestWork named like a deletion-signal
-// work is the operator's. Besides the managed-by label, a signal work that
-// an earlier version created (before the label) is the operator's too: it
-// carries the signal label and the spec-hash annotation, and the API server
-// records the operator's field manager as the one that applied it. A cache
-// keeps no managedFields, so that last proof is read from the API server
-// (apiReader), once: the next apply adds the label.
-func OwnsSignalWork(ctx context.Context, apiReader client.Reader, w metav1.Object) (bool, error) {
-	if decision.ManagedByOperator(w) {
-		return true, nil
-	}
-	if w.GetLabels()[v1alpha1.SignalWorkLabel] != "true" || w.GetAnnotations()[v1alpha1.SpecHashAnnotation] == "" ||
-		w.GetLabels()[v1alpha1.ManagedByLabel] != "" || apiReader == nil {
-		return false, nil
-	}
-	full := &workv1.ManifestWork{}
-	if err := apiReader.Get(ctx, client.ObjectKey{Namespace: w.GetNamespace(), Name: w.GetName()}, full); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	if full.UID != w.GetUID() {
-		return false, nil
-	}
-	return slices.ContainsFunc(full.ManagedFields, func(f metav1.ManagedFieldsEntry) bool {
-		return f.Manager == v1alpha1.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply
-	}), nil
 }
 
 // readLease reads, from the API server, the Lease the cluster's agent
