@@ -56,7 +56,12 @@ func BlastRadiusHeld(policy string) float64 {
 // from the namespace of a cluster it read not being deleted.
 func UnlabelNamespace(ctx context.Context, c client.Client, reader client.Reader, name string) error {
 	w := &clusterWriter{Client: c, apiReader: reader}
-	return w.unlabelNamespace(ctx, name)
+	ns, err := w.clusterNamespace(ctx, name)
+	if err != nil {
+		return err
+	}
+	_, err = w.unlabelNamespace(ctx, ns)
+	return err
 }
 
 // RetireSignalWorks runs governance's retirement of the signal works of a

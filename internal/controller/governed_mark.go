@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -37,24 +36,26 @@ func heldBy(p *cel.Policy) string {
 	return p.Name
 }
 
-// markNamespace gives the namespace of a cluster not being deleted the mark
-// of policy, or takes it off for "" (no policy governs the cluster, or its
-// policy is in dry run, which changes nothing OCM does), and says whether
-// the namespace carries what it should: a namespace changed meanwhile is
-// not written, and its event brings the cluster back. A namespace not
-// there yet is marked on its creation's event. The mark is taken off only
-// after a fresh read says the cluster is still not being deleted: a
-// teardown begun since relies on it.
-func (a *clusterWriter) markNamespace(ctx context.Context, name, policy string) (bool, error) {
-	ns := &corev1.Namespace{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		return true, client.IgnoreNotFound(err)
-	}
-	if ns.DeletionTimestamp != nil || decision.Marked(ns) == policy && (policy != "" || !decision.HasMark(ns)) {
+// markNamespace gives the namespace (nil: none) of a cluster not being
+// deleted the mark of policy, or takes it off for "" (no policy governs
+// the cluster, or its policy is in dry run, which changes nothing OCM
+// does), and says whether the namespace carries what it should: a
+// namespace changed meanwhile is not written, and its event brings the
+// cluster back. A namespace not there yet is marked on its creation's
+// event. The mark is taken off only after a fresh read says the cluster is
+// still not being deleted: a teardown begun since relies on it.
+func (a *clusterWriter) markNamespace(ctx context.Context, ns *corev1.Namespace, policy string) (bool, error) {
+	switch {
+	case ns == nil || ns.DeletionTimestamp != nil:
 		return true, nil
-	}
-	if policy == "" {
-		if deleting, err := a.deletingNow(ctx, name); err != nil || deleting {
+	case policy != "":
+		if decision.Marked(ns) == policy {
+			return true, nil
+		}
+	case !decision.HasMark(ns):
+		return true, nil
+	default:
+		if deleting, err := a.deletingNow(ctx, ns.Name); err != nil || deleting {
 			return true, err
 		}
 	}
@@ -75,14 +76,11 @@ func (a *clusterWriter) writeMark(ctx context.Context, ns *corev1.Namespace, pol
 // no teardown of the operator's holds (it lost or never had the finalizer):
 // OCM cleans it, as it would without the operator.
 func (a *ClusterTeardown) unmark(ctx context.Context, name string) error {
-	ns := &corev1.Namespace{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		return client.IgnoreNotFound(err)
+	ns, err := a.clusterNamespace(ctx, name)
+	if err != nil || ns == nil || ns.DeletionTimestamp != nil || !decision.HasMark(ns) {
+		return err
 	}
-	if ns.DeletionTimestamp != nil || !decision.HasMark(ns) {
-		return nil
-	}
-	_, err := a.writeMark(ctx, ns, "")
+	_, err = a.writeMark(ctx, ns, "")
 	return err
 }
 

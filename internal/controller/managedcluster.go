@@ -116,11 +116,15 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 	// A cluster that is not being deleted has no teardown: a label left on
 	// its namespace (by a teardown released before this version) would
 	// make admission refuse its works.
-	if err := a.unlabelNamespace(ctx, mc.GetName()); err != nil {
+	ns, err := a.clusterNamespace(ctx, mc.GetName())
+	if err != nil {
 		return err
 	}
+	if wrote, err := a.unlabelNamespace(ctx, ns); err != nil || wrote {
+		return err // the namespace's event brings the cluster back
+	}
 	if g.Policy == nil {
-		if done, err := a.markNamespace(ctx, mc.GetName(), ""); err != nil || !done {
+		if done, err := a.markNamespace(ctx, ns, ""); err != nil || !done {
 			return err
 		}
 		return a.releaseCluster(ctx, mc)
@@ -130,7 +134,7 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 	// Before the finalizer: a cluster deleted from then on finds OCM's
 	// cleanup held already. Not written yet: the namespace's event brings
 	// the cluster back.
-	if done, err := a.markNamespace(ctx, mc.GetName(), heldBy(p)); err != nil || !done {
+	if done, err := a.markNamespace(ctx, ns, heldBy(p)); err != nil || !done {
 		return err
 	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) || decision.Pin(mc) != p.Name {

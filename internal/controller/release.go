@@ -30,22 +30,30 @@ var clusterAnnotations = decision.ClusterAnnotations
 //
 // The label may instead be a teardown's that began after the cluster was
 // read: a fresh read of the cluster, after the namespace's, says so, and
-// the label stays. The namespace is unlabelled only as it was read (its
-// UID and resourceVersion): a namespace changed meanwhile is left to its
-// event, which brings the cluster back.
-func (a *clusterWriter) unlabelNamespace(ctx context.Context, name string) error {
+// the label stays. The namespace (nil: none) is unlabelled only as it was
+// read (its UID and resourceVersion): a namespace changed meanwhile is left
+// to its event, which brings the cluster back. It says whether it wrote.
+func (a *clusterWriter) unlabelNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+	if ns == nil || ns.DeletionTimestamp != nil {
+		return false, nil
+	}
+	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled {
+		return false, nil
+	}
+	if deleting, err := a.deletingNow(ctx, ns.Name); err != nil || deleting {
+		return false, err // a teardown's label
+	}
+	return a.setDeletingLabel(ctx, ns.Name, ns.UID, ns.ResourceVersion, false)
+}
+
+// clusterNamespace reads the namespace of the cluster name from the cache;
+// nil when there is none.
+func (a *clusterWriter) clusterNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		return client.IgnoreNotFound(err)
+		return nil, client.IgnoreNotFound(err)
 	}
-	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled || ns.DeletionTimestamp != nil {
-		return nil
-	}
-	if deleting, err := a.deletingNow(ctx, name); err != nil || deleting {
-		return err // a teardown's label
-	}
-	_, err := a.setDeletingLabel(ctx, ns.Name, ns.UID, ns.ResourceVersion, false)
-	return err
+	return ns, nil
 }
 
 // deletingNow says whether the cluster is being deleted, read from the API
@@ -70,10 +78,12 @@ func (a *clusterWriter) deletingNow(ctx context.Context, name string) (bool, err
 // cache behind the last write) is refused, not written, and left to its
 // event.
 func (a *clusterWriter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) (written bool, err error) {
+	var value any
+	verb := "unlabelled"
 	if on {
-		return a.patchNamespace(ctx, name, uid, rv, namespaceMarks{labels: map[string]any{v1alpha1.ClusterDeletingLabel: "true"}}, "labelled")
+		value, verb = "true", "labelled"
 	}
-	return a.patchNamespace(ctx, name, uid, rv, namespaceMarks{labels: map[string]any{v1alpha1.ClusterDeletingLabel: nil}}, "unlabelled")
+	return a.patchNamespace(ctx, name, uid, rv, namespaceMarks{labels: map[string]any{v1alpha1.ClusterDeletingLabel: value}}, verb)
 }
 
 // namespaceMarks are labels and annotations to write on a namespace; a nil
