@@ -243,4 +243,6 @@ func TestExitCodesAndFlags(t *testing.T) {
 	r = plugin("status")
 	g.Expect(r.code).To(Equal(exitOK), r.err)
 	g.Expect(r.err).To(BeEmpty())
+
+	checkStatusOfVanishingCluster(ctx, g, env.Config)
 }

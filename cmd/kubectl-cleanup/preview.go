@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -141,7 +142,11 @@ func (p *preview) status(ctx context.Context) ([]clusterStatus, error) {
 			s.Step, s.Message = c.Reason, c.Message
 		}
 		plan, err := p.plan(ctx, mc.GetName())
-		if err != nil {
+		var gone *notFoundError
+		switch {
+		case errors.As(err, &gone):
+			continue // its cleanup ended since the list
+		case err != nil:
 			return nil, err
 		}
 		if next := plan.Next(); next != nil {

@@ -176,10 +176,10 @@ func runDocCommand(ctx context.Context, t *testing.T, root, kubeconfig, path str
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	t.Logf("%s (%s:%d)\n%s%s", c.text, gettingStarted, c.line, out, stderr.String())
 	if err != nil {
-		t.Fatalf("§ %s: %s: %v\n%s%s", c.section, c.text, err, out, stderr.String())
+		t.Fatalf("§ %s: %s (%s:%d): %v\n%s%s", c.section, c.text, gettingStarted, c.line, err, out, stderr.String())
 	}
+	t.Logf("%s (%s:%d)", c.text, gettingStarted, c.line)
 	return string(out)
 }
 
