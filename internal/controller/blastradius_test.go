@@ -9,14 +9,12 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
-	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // burstFleet makes governed clusters, each with one work, and returns the
@@ -320,76 +318,6 @@ var _ = Describe("Blast radius", func() {
 		Consistently(func(g Gomega) { untouched(g, "bv-b", works["bv-b"]) }, "2s").Should(Succeed())
 		release("bv-b", 1, time.Now())
 		clusterGone("bv-b")
-	})
-
-	It("bounds a hold before the first write that an earlier operator reported False, once its condition is removed, as the upgrade page says", func() {
-		fleetCluster("bu-a", map[string]string{"burst": "u", "tier": "prod"}, true)
-		fleetCluster("bu-b", map[string]string{"burst": "u"}, true)
-		workGen := fmt.Sprint(work("bu-b", "app", nil).GetGeneration())
-		work("bu-a", "app", nil)
-		Expect(k8s.Create(ctx, cleanupPolicy("br-legacy", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'burst'].orValue('') == 'u'",
-			BlastRadius:     &v1alpha1.BlastRadius{MaxTeardowns: maxTeardowns(1)},
-			RemoveStrategy: v1alpha1.RemoveStrategy{Default: v1alpha1.RemoveStrategyRequired,
-				Rules: []v1alpha1.StrategyRule{{When: "cluster.metadata.labels['tier'] == 'prod'", Strategy: v1alpha1.RemoveStrategyRequired}}},
-		}))).To(Succeed())
-		governedBy("bu-a", "br-legacy")
-		governedBy("bu-b", "br-legacy")
-		deleteCluster("bu-a")
-		clusterGone("bu-a")
-
-		By("bu-b deleted while the operator is down, held as an earlier operator held it")
-		stopManager()
-		deleteCluster("bu-b")
-		mc := getClusterNow("bu-b")
-		msg := "held, nothing is deleted: spec.removeStrategy.rules[0].when: no such key: tier"
-		conds, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
-		conds = append(conds, map[string]any{"type": v1alpha1.ContentDeleteSuccessCondition, "status": "False",
-			"reason": v1alpha1.CleanupFailedReason, "message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
-		Expect(unstructured.SetNestedSlice(mc.Object, conds, "status", "conditions")).To(Succeed())
-		Expect(k8s.Status().Update(ctx, mc)).To(Succeed())
-		legacy := &record.Record{Name: record.Name("bu-b", mc.GetUID(), false), Cluster: "bu-b", UID: mc.GetUID(), Policy: "br-legacy",
-			Start: *mc.GetDeletionTimestamp(), Holds: []record.Hold{{Reason: msg, Start: *mc.GetDeletionTimestamp()}}, Entries: []record.Entry{}}
-		cm, err := record.Save(ctx, k8s, record.DefaultNamespace, legacy, nil)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(k8s.Patch(ctx, cm, client.RawPatch("application/merge-patch+json",
-			[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, record.NotBegunAnnotation))))).To(Succeed())
-
-		By("the operator starting: it marks the record; the condition removed, as the upgrade page says, comes back Unknown")
-		startManager()
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
-			g.Expect(cm.Annotations).To(HaveKeyWithValue(record.NotBegunAnnotation, "true"))
-		}).Should(Succeed())
-		// Removed until it comes back Unknown: a reconcile that reads the
-		// record from a cache not showing its mark yet writes it False again.
-		Eventually(func(g Gomega) {
-			mc := &unstructured.Unstructured{}
-			mc.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.open-cluster-management.io", Version: "v1", Kind: "ManagedCluster"})
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "bu-b"}, mc)).To(Succeed())
-			conds, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
-			kept := []any{}
-			for _, c := range conds {
-				c := c.(map[string]any)
-				if c["type"] != v1alpha1.ContentDeleteSuccessCondition {
-					kept = append(kept, c)
-					continue
-				}
-				if c["status"] == string(metav1.ConditionUnknown) && c["reason"] == v1alpha1.CleanupFailedReason {
-					return
-				}
-			}
-			g.Expect(unstructured.SetNestedSlice(mc.Object, kept, "status", "conditions")).To(Succeed())
-			g.Expect(k8s.Status().Update(ctx, mc)).To(Succeed())
-			g.Expect(false).To(BeTrue(), "the condition was removed; not reported Unknown yet")
-		}).WithPolling(time.Second).Should(Succeed())
-		patchMeta("bu-b", "labels", "tier", "prod")
-
-		By("the budget, spent on bu-a, holds bu-b")
-		heldByBudget("bu-b", v1alpha1.BlastRadiusExceededReason)
-		Consistently(func(g Gomega) { untouched(g, "bu-b", workGen) }, "2s").Should(Succeed())
-		release("bu-b", 1, time.Now())
-		clusterGone("bu-b")
 	})
 
 	It("keeps a teardown its budget held held through hooks, a dry run and a pause, until the policy says to go on", func() {

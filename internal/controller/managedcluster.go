@@ -114,8 +114,9 @@ func (a *ManagedClusterAdapter) reconcileGovernance(ctx context.Context, mc *uns
 		return nil
 	}
 	// A cluster that is not being deleted has no teardown: a label left on
-	// its namespace (by a teardown released before this version) would
-	// make admission refuse its works.
+	// its namespace (by a teardown that ended without its unlabel, its
+	// finalizer removed by hand, the cluster recreated under its name)
+	// would make admission refuse its works.
 	ns, err := a.clusterNamespace(ctx, mc.GetName())
 	if err != nil {
 		return err

@@ -113,7 +113,7 @@ func (a *ClusterTeardown) deleteCollection(ctx context.Context, mc *unstructured
 	if err := a.Client.DeleteAllOf(ctx, target, deleteOpts...); err != nil {
 		if refusedCollection(err) {
 			// The snapshot is compacted away, the operator may not delete
-			// a collection (a ClusterRole of an older version), an
+			// a collection (a ClusterRole without deletecollection), an
 			// admission check refused one of the objects, or a proxy
 			// refused the request's length: the group goes one by one,
 			// each with its preconditions; one the request deleted

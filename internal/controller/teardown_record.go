@@ -84,14 +84,6 @@ func (r *recorder) get(ctx context.Context, st *teardownState, mc *unstructured.
 			}
 		}
 		st.record = o
-		if rec != nil && !rec.Begun() && cm.Annotations[record.NotBegunAnnotation] != "true" {
-			// Written by an operator that did not mark a record of holds
-			// alone: marked now, before the hold can end, so that the
-			// blast radius does not take its teardown for begun.
-			if err := r.save(ctx, st, o); err != nil {
-				return nil, err
-			}
-		}
 	}
 	if o.rec == nil && create {
 		rec := &record.Record{Name: record.Name(mc.GetName(), mc.GetUID(), false), Cluster: mc.GetName(), UID: mc.GetUID(),
