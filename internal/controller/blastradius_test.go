@@ -154,7 +154,7 @@ var _ = Describe("Blast radius", func() {
 			}
 		}, "2s").Should(Succeed())
 		Expect(strings.Join(events("br-c"), "\n")).To(ContainSubstring("BlastRadiusExceeded: held by the blast radius"))
-		Eventually(func() float64 { return controller.BlastRadiusHeld("br-burst") }).Should(BeEquivalentTo(3))
+		Eventually(func() float64 { return controller.BlastRadiusHeld(op.Teardown, "br-burst") }).Should(BeEquivalentTo(3))
 
 		By("an admin releasing one held teardown")
 		release("br-c", 1, time.Now())

@@ -36,8 +36,8 @@ type ConfigurationPolicyAdapter struct {
 // NewConfigurationPolicyAdapter returns the adapter.
 // apiReader reads a ConfigurationPolicy from the API server, managedFields
 // included, when an apply conflicts.
-func NewConfigurationPolicyAdapter(c client.Client, apiReader client.Reader, recorder events.EventRecorder, tally *Tally) *ConfigurationPolicyAdapter {
-	return &ConfigurationPolicyAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally}}
+func NewConfigurationPolicyAdapter(c client.Client, apiReader client.Reader, recorder events.EventRecorder, tally *Tally, metrics *Metrics) *ConfigurationPolicyAdapter {
+	return &ConfigurationPolicyAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally, Metrics: metrics}}
 }
 
 var (

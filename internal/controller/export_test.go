@@ -21,7 +21,8 @@ import (
 // have been as it is for settle.
 func DeleteCollection(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
 	acts []decision.Action, settle time.Duration, before func()) (bool, error) {
-	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns(), beforeCollection: before,
+	metrics := NewMetrics()
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: metrics}, teardowns: newTeardowns(metrics), beforeCollection: before,
 		admissionSettle: settle}
 	ok, _, err := a.deleteCollection(ctx, mc, plan, acts)
 	return ok, err
@@ -31,7 +32,8 @@ func DeleteCollection(ctx context.Context, c client.Client, reader client.Reader
 // maxLeftOut objects by name.
 func DeleteCollectionLeavingOut(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
 	acts []decision.Action, maxLeftOut int) (bool, error) {
-	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns(), maxLeftOut: maxLeftOut}
+	metrics := NewMetrics()
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: metrics}, teardowns: newTeardowns(metrics), maxLeftOut: maxLeftOut}
 	ok, _, err := a.deleteCollection(ctx, mc, plan, acts)
 	return ok, err
 }
@@ -41,15 +43,16 @@ func DeleteCollectionLeavingOut(ctx context.Context, c client.Client, reader cli
 // resource.
 func DeleteAll(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
 	acts []decision.Action, resource string) ([]types.UID, float64, error) {
-	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns()}
+	metrics := NewMetrics()
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: metrics}, teardowns: newTeardowns(metrics)}
 	done, err := a.deleteAll(ctx, mc, plan, acts)
 	return sets.List(done), testutil.ToFloat64(a.Metrics.DeletedObjects.WithLabelValues(resource)), err
 }
 
 // BlastRadiusHeld is the teardowns a policy's blast radius holds, as this
 // process reported them.
-func BlastRadiusHeld(policy string) float64 {
-	return testutil.ToFloat64(blastRadiusHeld.WithLabelValues(policy))
+func BlastRadiusHeld(a *ClusterTeardown, policy string) float64 {
+	return testutil.ToFloat64(a.Metrics.BlastRadiusHeld.WithLabelValues(policy))
 }
 
 // UnlabelNamespace runs governance's removal of the cluster-deleting label
@@ -67,7 +70,7 @@ func UnlabelNamespace(ctx context.Context, c client.Client, reader client.Reader
 // RetireSignalWorks runs governance's retirement of the signal works of a
 // cluster it read not being deleted, other than keep.
 func RetireSignalWorks(ctx context.Context, c client.Client, reader client.Reader, cluster, keep string) error {
-	a := &ManagedClusterAdapter{clusterWriter: clusterWriter{Client: c, apiReader: reader}, teardowns: newTeardowns()}
+	a := &ManagedClusterAdapter{clusterWriter: clusterWriter{Client: c, apiReader: reader}, teardowns: newTeardowns(nil)}
 	return a.retireSignalWorks(ctx, cluster, keep)
 }
 
@@ -122,7 +125,8 @@ var LastWritten = lastWritten
 // created in a cluster's namespace, as one teardown of mc makes it again
 // and again.
 func NamespaceClosed(c client.Client, reader client.Reader, mc *unstructured.Unstructured, settle time.Duration) func(ctx context.Context) bool {
-	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: NewMetrics()}, teardowns: newTeardowns(),
+	metrics := NewMetrics()
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, apiReader: reader, Metrics: metrics}, teardowns: newTeardowns(metrics),
 		admissionSettle: settle}
 	a.teardowns.of(mc.GetName(), mc.GetUID())
 	return func(ctx context.Context) bool { return a.namespaceClosed(ctx, mc, mc.GetName()) }

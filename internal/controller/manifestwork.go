@@ -31,8 +31,8 @@ type ManifestWorkAdapter struct {
 
 // NewManifestWorkAdapter returns the adapter. apiReader reads a work from
 // the API server, managedFields included, when an apply conflicts.
-func NewManifestWorkAdapter(c client.Client, apiReader client.Reader, mapper meta.RESTMapper, recorder events.EventRecorder, tally *Tally) *ManifestWorkAdapter {
-	return &ManifestWorkAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally}, Mapper: mapper}
+func NewManifestWorkAdapter(c client.Client, apiReader client.Reader, mapper meta.RESTMapper, recorder events.EventRecorder, tally *Tally, metrics *Metrics) *ManifestWorkAdapter {
+	return &ManifestWorkAdapter{stamper: stamper{Client: c, APIReader: apiReader, Recorder: recorder, Tally: tally, Metrics: metrics}, Mapper: mapper}
 }
 
 var (

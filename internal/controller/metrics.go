@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,12 +13,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
-
-// stampedObjects counts the decisions the operator wrote on objects.
-var stampedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "cleanup_stamped_objects_total",
-	Help: "Decisions written on objects: deleteOption on ManifestWorks, pruneObjectBehavior on ConfigurationPolicies, by value (Released when given up).",
-}, []string{"kind", "value"})
 
 // Metrics are the cluster cleanup and policy metrics.
 type Metrics struct {
@@ -58,14 +53,19 @@ type Metrics struct {
 	PolicyClusters *prometheus.GaugeVec
 	// PolicyObjects mirrors the object counts of a CleanupPolicy's status.
 	PolicyObjects *prometheus.GaugeVec
+	// Stamped counts the decisions the operator wrote on objects.
+	Stamped *prometheus.CounterVec
 	// WatchedResources is 1 for each resource whose objects the operator
 	// watches and caches for its teardowns.
 	WatchedResources *prometheus.GaugeVec
 
-	mu    sync.Mutex
-	steps map[string]clusterSeries
-	// remaining is the step of each cluster's Remaining series.
-	remaining map[string]string
+	// BlastRadiusHeld is the number of teardowns a policy's blast radius
+	// holds (BlastRadiusExceeded) as this process last reported them;
+	// BlastRadiusHolds counts the teardowns it began to hold.
+	BlastRadiusHeld  *prometheus.GaugeVec
+	BlastRadiusHolds *prometheus.CounterVec
+
+	mu sync.Mutex
 	// policies are the condition reasons exported per policy and type.
 	policies map[string]map[string]string
 }
@@ -79,14 +79,15 @@ type clusterSeries struct {
 
 // NewMetrics returns the metrics, not registered.
 func NewMetrics() *Metrics {
-	m := &Metrics{
-		steps:     map[string]clusterSeries{},
-		remaining: map[string]string{},
-		policies:  map[string]map[string]string{},
-	}
+	m := &Metrics{policies: map[string]map[string]string{}}
 	m.newCleanupTotals()
 	m.newClusterSeries()
 	m.newPolicySeries()
+	m.newBlastRadiusSeries()
+	m.Stamped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cleanup_stamped_objects_total",
+		Help: "Decisions written on objects: deleteOption on ManifestWorks, pruneObjectBehavior on ConfigurationPolicies, by value (Released when given up).",
+	}, []string{"kind", "value"})
 	// The series of the default stages' resources exist from the start, at
 	// 0: a counter series born with its first increment has no earlier
 	// sample, and increase() and rate() would miss that increment.
@@ -173,27 +174,23 @@ func (m *Metrics) newPolicySeries() {
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, m.Remaining, stampedObjects,
+	return []prometheus.Collector{m.InCleanup, m.Duration, m.DeletedObjects, m.ForcedObjects, m.OrphanedWorks, m.UnconfirmedOrphans, m.Remaining, m.Stamped,
 		m.ClusterDeletion, m.ClusterTimeout, m.ClusterStep, m.PolicyCondition, m.PolicyClusters, m.PolicyObjects, m.WatchedResources,
-		blastRadiusHeld, blastRadiusHolds}
+		m.BlastRadiusHeld, m.BlastRadiusHolds}
 }
 
-// observeStep records the step a cluster's cleanup reports, under the plan
-// that decided it (nil when none could be made).
-func (m *Metrics) observeStep(mc *unstructured.Unstructured, plan *decision.Plan, step string) {
-	if m == nil {
-		return
-	}
-	cluster := mc.GetName()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old, ok := m.steps[cluster]
-	now := clusterSeries{step: step}
+// step exports the step a cluster's cleanup reports, under the plan that
+// decided it (nil when none could be made), in place of the series old
+// (nil: none), and returns the series now exported. The teardown's state
+// keeps them.
+func (m *Metrics) step(mc *unstructured.Unstructured, old *clusterSeries, plan *decision.Plan, step string) *clusterSeries {
+	now := &clusterSeries{step: step}
 	switch {
-	case plan == nil:
+	case plan == nil && old != nil:
 		// Nothing could be read to plan with (a report of a failed
 		// read): the cleanup stays under what governed it last.
 		now.policy, now.strategy, now.timeout = old.policy, old.strategy, old.timeout
+	case plan == nil:
 	case plan.Policy != "" && plan.Strategy != "":
 		now.policy, now.strategy = plan.Policy, string(plan.Strategy)
 		if d, err := time.ParseDuration(plan.Timeout); err == nil && d > 0 {
@@ -202,7 +199,11 @@ func (m *Metrics) observeStep(mc *unstructured.Unstructured, plan *decision.Plan
 	case plan.Policy != "":
 		now.policy = plan.Policy
 	}
-	if ok {
+	if m == nil {
+		return now
+	}
+	cluster := mc.GetName()
+	if old != nil {
 		if old.step != now.step {
 			m.InCleanup.WithLabelValues(old.step).Dec()
 			m.ClusterStep.DeleteLabelValues(cluster, old.step)
@@ -212,10 +213,9 @@ func (m *Metrics) observeStep(mc *unstructured.Unstructured, plan *decision.Plan
 			m.ClusterTimeout.DeleteLabelValues(cluster, old.policy, old.strategy)
 		}
 	}
-	if !ok || old.step != now.step {
+	if old == nil || old.step != now.step {
 		m.InCleanup.WithLabelValues(now.step).Inc()
 	}
-	m.steps[cluster] = now
 	m.ClusterStep.WithLabelValues(cluster, now.step).Set(1)
 	if ts := mc.GetDeletionTimestamp(); ts != nil {
 		m.ClusterDeletion.WithLabelValues(cluster, now.policy, now.strategy).Set(float64(ts.Unix()))
@@ -225,44 +225,92 @@ func (m *Metrics) observeStep(mc *unstructured.Unstructured, plan *decision.Plan
 	} else {
 		m.ClusterTimeout.DeleteLabelValues(cluster, now.policy, now.strategy)
 	}
+	return now
 }
 
-// observeRemaining sets the objects a cluster's current step still acts on.
-func (m *Metrics) observeRemaining(cluster, step string, n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.remaining[cluster]; ok && old != step {
-		m.Remaining.DeleteLabelValues(cluster, old)
-	}
-	m.remaining[cluster] = step
-	m.Remaining.WithLabelValues(cluster, step).Set(float64(n))
-}
-
-func (m *Metrics) observeDone(cluster, outcome string, d time.Duration) {
-	m.forget(cluster)
-	m.Duration.WithLabelValues(outcome).Observe(d.Seconds())
-}
-
-// forget drops a cluster from the clusters in cleanup: at its outcome, or
-// when it leaves cleanup without one (released when no policy governs it).
-func (m *Metrics) forget(cluster string) {
+// remaining exports the objects a cluster's current step still acts on,
+// in place of the series of the step old ("": none).
+func (m *Metrics) remaining(cluster, old, step string, n int) {
 	if m == nil {
 		return
 	}
-	observeBlastRadius(cluster, "", "")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.steps[cluster]; ok {
-		m.InCleanup.WithLabelValues(old.step).Dec()
-		m.ClusterStep.DeleteLabelValues(cluster, old.step)
-		m.ClusterDeletion.DeleteLabelValues(cluster, old.policy, old.strategy)
-		m.ClusterTimeout.DeleteLabelValues(cluster, old.policy, old.strategy)
-		delete(m.steps, cluster)
-	}
-	if old, ok := m.remaining[cluster]; ok {
+	if old != "" && old != step {
 		m.Remaining.DeleteLabelValues(cluster, old)
-		delete(m.remaining, cluster)
 	}
+	m.Remaining.WithLabelValues(cluster, step).Set(float64(n))
+}
+
+// budget counts a teardown held by the blast radius of policy ("": not
+// held), where it was counted held by old ("": not held).
+func (m *Metrics) budget(old, policy string) {
+	if m == nil || old == policy {
+		return
+	}
+	if old != "" {
+		m.BlastRadiusHeld.WithLabelValues(old).Dec()
+	}
+	if policy != "" {
+		m.BlastRadiusHeld.WithLabelValues(policy).Inc()
+		m.BlastRadiusHolds.WithLabelValues(policy).Inc()
+	}
+}
+
+// drop removes the series of a cluster that left cleanup: its step's
+// (nil: none), its remaining count's (the step, "": none) and its blast
+// radius hold (the policy, "": none).
+func (m *Metrics) drop(cluster string, series *clusterSeries, remaining, budget string) {
+	if m == nil {
+		return
+	}
+	if series != nil {
+		m.InCleanup.WithLabelValues(series.step).Dec()
+		m.ClusterStep.DeleteLabelValues(cluster, series.step)
+		m.ClusterDeletion.DeleteLabelValues(cluster, series.policy, series.strategy)
+		m.ClusterTimeout.DeleteLabelValues(cluster, series.policy, series.strategy)
+	}
+	if remaining != "" {
+		m.Remaining.DeleteLabelValues(cluster, remaining)
+	}
+	m.budget(budget, "")
+}
+
+// stamped counts a decision written on an object of kind.
+func (m *Metrics) stamped(kind, value string) {
+	if m != nil {
+		m.Stamped.WithLabelValues(kind, value).Inc()
+	}
+}
+
+// done observes how long a cleanup took, by outcome.
+func (m *Metrics) done(outcome string, d time.Duration) {
+	if m != nil {
+		m.Duration.WithLabelValues(outcome).Observe(d.Seconds())
+	}
+}
+
+// exports says whether a series labelled with the cluster is exported.
+func (m *Metrics) exports(cluster string) bool {
+	if m == nil {
+		return false
+	}
+	for _, c := range []prometheus.Collector{m.ClusterStep, m.ClusterDeletion, m.ClusterTimeout, m.Remaining} {
+		ch := make(chan prometheus.Metric)
+		go func() { c.Collect(ch); close(ch) }()
+		found := false
+		for metric := range ch {
+			var d dto.Metric
+			if metric.Write(&d) != nil {
+				continue
+			}
+			for _, l := range d.GetLabel() {
+				found = found || l.GetName() == "cluster" && l.GetValue() == cluster
+			}
+		}
+		if found {
+			return true
+		}
+	}
+	return false
 }
 
 // policyConditionTypes are the condition types exported per policy: Ready
@@ -331,16 +379,4 @@ func (m *Metrics) forgetPolicy(name string) {
 	m.PolicyCondition.DeletePartialMatch(labels)
 	m.PolicyClusters.DeletePartialMatch(labels)
 	m.PolicyObjects.DeletePartialMatch(labels)
-}
-
-// keeps says whether the cluster has series of a cleanup.
-func (m *Metrics) keeps(cluster string) bool {
-	if m == nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, step := m.steps[cluster]
-	_, remaining := m.remaining[cluster]
-	return step || remaining
 }

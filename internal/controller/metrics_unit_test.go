@@ -58,8 +58,13 @@ func TestClusterSeriesFollowTheCleanup(t *testing.T) {
 	cluster := func() map[string]float64 {
 		return gathered(t, m.InCleanup, m.ClusterStep, m.ClusterDeletion, m.ClusterTimeout)
 	}
+	teardowns := newTeardowns(m)
+	st := teardowns.of("c1", "u1")
+	observe := func(plan *decision.Plan, reason string) {
+		st.reported(mc, plan, &decision.Report{Reason: reason})
+	}
 
-	m.observeStep(mc, plan, v1alpha1.SignallingReason)
+	observe(plan, v1alpha1.SignallingReason)
 	g.Expect(cluster()).To(Equal(map[string]float64{
 		"cleanup_clusters_in_cleanup{step=Signalling}":                                         1,
 		"cleanup_cluster_step{cluster=c1,step=Signalling}":                                     1,
@@ -68,7 +73,7 @@ func TestClusterSeriesFollowTheCleanup(t *testing.T) {
 	}))
 
 	// A new step replaces the step's series.
-	m.observeStep(mc, plan, v1alpha1.CleanupFailedReason)
+	observe(plan, v1alpha1.CleanupFailedReason)
 	g.Expect(cluster()).To(Equal(map[string]float64{
 		"cleanup_clusters_in_cleanup{step=Signalling}":                                         0,
 		"cleanup_clusters_in_cleanup{step=CleanupFailed}":                                      1,
@@ -78,11 +83,11 @@ func TestClusterSeriesFollowTheCleanup(t *testing.T) {
 	}))
 
 	// A report without a plan (a read that failed) keeps the policy, strategy and timeout.
-	m.observeStep(mc, nil, v1alpha1.CleanupFailedReason)
+	observe(nil, v1alpha1.CleanupFailedReason)
 	g.Expect(cluster()).To(HaveKeyWithValue("cleanup_cluster_timeout_seconds{cluster=c1,policy=prod,strategy=Required}", 1800.0))
 
 	// A plan held before a policy decides drops the policy's series, and exports no timeout.
-	m.observeStep(mc, &decision.Plan{Cluster: "c1", Held: "does not compile"}, v1alpha1.CleanupFailedReason)
+	observe(&decision.Plan{Cluster: "c1", Held: "does not compile"}, v1alpha1.CleanupFailedReason)
 	g.Expect(cluster()).To(Equal(map[string]float64{
 		"cleanup_clusters_in_cleanup{step=Signalling}":                             0,
 		"cleanup_clusters_in_cleanup{step=CleanupFailed}":                          1,
@@ -90,14 +95,25 @@ func TestClusterSeriesFollowTheCleanup(t *testing.T) {
 		"cleanup_cluster_deletion_timestamp_seconds{cluster=c1,policy=,strategy=}": 1000,
 	}))
 
-	// The end of the cleanup drops every series of the cluster.
-	m.observeStep(mc, plan, v1alpha1.DeletingStageReason)
-	m.observeDone("c1", v1alpha1.CompletedReason, time.Minute)
+	// A hold by the policy's blast radius is counted once, until it ends.
+	observe(plan, v1alpha1.BlastRadiusExceededReason)
+	observe(plan, v1alpha1.BlastRadiusExceededReason)
+	g.Expect(gathered(t, m.BlastRadiusHeld)).To(Equal(map[string]float64{"cleanup_blast_radius_held_teardowns{policy=prod}": 1}))
+
+	// The end of the teardown drops every series of the cluster.
+	observe(plan, v1alpha1.DeletingStageReason)
+	st.observeRemaining("stage/manifestworks", 3)
+	g.Expect(m.exports("c1")).To(BeTrue())
+	teardowns.end("u1", true)
 	g.Expect(cluster()).To(Equal(map[string]float64{
-		"cleanup_clusters_in_cleanup{step=Signalling}":    0,
-		"cleanup_clusters_in_cleanup{step=CleanupFailed}": 0,
-		"cleanup_clusters_in_cleanup{step=DeletingStage}": 0,
+		"cleanup_clusters_in_cleanup{step=Signalling}":          0,
+		"cleanup_clusters_in_cleanup{step=CleanupFailed}":       0,
+		"cleanup_clusters_in_cleanup{step=BlastRadiusExceeded}": 0,
+		"cleanup_clusters_in_cleanup{step=DeletingStage}":       0,
 	}))
+	g.Expect(gathered(t, m.Remaining)).To(BeEmpty())
+	g.Expect(gathered(t, m.BlastRadiusHeld)).To(Equal(map[string]float64{"cleanup_blast_radius_held_teardowns{policy=prod}": 0}))
+	g.Expect(m.exports("c1")).To(BeFalse())
 }
 
 func TestPolicySeriesFollowThePolicy(t *testing.T) {

@@ -98,7 +98,8 @@ func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ClusterTea
 			return nil
 		},
 	}).Build()
-	return &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics()}, teardowns: newTeardowns(),
+	metrics := NewMetrics()
+	return &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: metrics}, teardowns: newTeardowns(metrics),
 		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 }
 
@@ -167,7 +168,8 @@ func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
-	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: NewMetrics()}, teardowns: newTeardowns(),
+	metrics := NewMetrics()
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: metrics}, teardowns: newTeardowns(metrics),
 		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
 
 	// What the cache still shows: the previous work of that name, deleting.

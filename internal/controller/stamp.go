@@ -57,6 +57,7 @@ type stamper struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Tally     *Tally
+	Metrics   *Metrics
 
 	guard applyGuard
 }
@@ -214,7 +215,7 @@ func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (confl
 	}
 	// A routine stamp is recorded by the annotation it writes and by a
 	// metric; events are kept for what needs a person.
-	stampedObjects.WithLabelValues(st.kind, cmp.Or(st.value, "Released")).Inc()
+	s.Metrics.stamped(st.kind, cmp.Or(st.value, "Released"))
 	logf.FromContext(ctx).V(1).Info("decision stamped", "kind", st.kind, "name", obj.GetName(), "namespace", obj.GetNamespace(), "decision", st.describe)
 	return false, nil
 }

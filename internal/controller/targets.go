@@ -26,11 +26,11 @@ var Targets = []Target{
 	})},
 	{Name: "ManagedCluster teardown", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] { return d.Teardown() })},
 	{Name: "ManifestWork", Adapt: adapt(func(d *Deps) Adapter[*workv1.ManifestWork] {
-		return NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally)
+		return NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally, d.Metrics)
 	})},
 	{Name: "ConfigurationPolicy", CRD: ConfigurationPolicyCRD, Does: "prune decisions on ConfigurationPolicies",
 		Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] {
-			return NewConfigurationPolicyAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Recorder, d.Tally)
+			return NewConfigurationPolicyAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Recorder, d.Tally, d.Metrics)
 		})},
 }
 

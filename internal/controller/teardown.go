@@ -127,7 +127,7 @@ func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, cluste
 	if report == nil {
 		return reconcile.Result{}, nil
 	}
-	a.observeRemaining(mc, plan, step)
+	observeRemaining(st, plan, step)
 	return a.report(ctx, st, cluster, plan, report, stepKey(step))
 }
 
@@ -179,11 +179,11 @@ func stepKey(step *decision.Step) string {
 
 // observeRemaining keeps the metric of the objects the cluster's current
 // step still acts on or waits for current, whatever the condition shows.
-func (a *ClusterTeardown) observeRemaining(mc *unstructured.Unstructured, plan *decision.Plan, step *decision.Step) {
+func observeRemaining(st *teardownState, plan *decision.Plan, step *decision.Step) {
 	if step == nil || plan.DryRun {
 		return
 	}
-	a.Metrics.observeRemaining(mc.GetName(), stepKey(step), stepObjects(step).Len())
+	st.observeRemaining(stepKey(step), stepObjects(step).Len())
 }
 
 // stepObjects are the objects a step acts on or waits for, which the

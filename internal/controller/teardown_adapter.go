@@ -79,7 +79,7 @@ func NewClusterTeardown(mgr manager.Manager, recorder events.EventRecorder, metr
 		progressInterval = DefaultProgressInterval
 	}
 	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, apiReader: mgr.GetAPIReader()},
-		Mapper: mgr.GetRESTMapper(), admissionSettle: AdmissionSettle, teardowns: newTeardowns(), progress: newProgress(progressInterval)}
+		Mapper: mgr.GetRESTMapper(), admissionSettle: AdmissionSettle, teardowns: newTeardowns(metrics), progress: newProgress(progressInterval)}
 	records.Namespace = record.Namespace(records.Namespace)
 	if configMaps == nil {
 		configMaps = mgr.GetClient()
@@ -145,15 +145,13 @@ func (a *ClusterTeardown) Reconcile(ctx context.Context, mc *unstructured.Unstru
 		// Governance's. A teardown kept under its name is of a cluster
 		// gone and recreated before its delete was seen: it has none.
 		a.teardowns.replaced(mc.GetName(), mc.GetUID())
-		a.Metrics.forget(mc.GetName())
 		return reconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
 		// Not the operator's cleanup (any more): a finalizer removed by
 		// hand ends it, or the cluster was deleted before governance could
 		// add it. Nor is OCM's cleanup held for it.
-		a.teardowns.drop(mc.GetUID())
-		a.Metrics.forget(mc.GetName())
+		a.teardowns.end(mc.GetUID(), false)
 		return reconcile.Result{}, a.unmark(ctx, mc.GetName())
 	}
 	return a.reconcileDeletion(ctx, mc, g)
@@ -163,7 +161,6 @@ func (a *ClusterTeardown) Reconcile(ctx context.Context, mc *unstructured.Unstru
 // cleanup ended.
 func (a *ClusterTeardown) Gone(key types.NamespacedName) {
 	a.teardowns.gone(key.Name)
-	a.Metrics.forget(key.Name)
 }
 
 // SawSuspended remembers a deleting cluster seen paused or under a

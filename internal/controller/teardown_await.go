@@ -117,9 +117,9 @@ func (st *teardownState) gone(uid types.UID) (quiet bool, step string, remaining
 func (t *teardowns) stateIn(namespace string) *teardownState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for uid, name := range t.names {
-		if name == namespace {
-			return t.states[uid]
+	for _, st := range t.states {
+		if st.cluster == namespace {
+			return st
 		}
 	}
 	return nil
@@ -154,7 +154,7 @@ func (a *ClusterTeardown) worksHandler() handler.EventHandler {
 				// when it may already.
 				quiet, step, remaining, last := st.gone(e.Object.GetUID())
 				if wait := a.progress.wait(last); quiet && wait > 0 {
-					a.Metrics.observeRemaining(ns, step, remaining)
+					st.observeRemaining(step, remaining)
 					others(e.Object, q)
 					q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}, wait)
 					return

@@ -56,12 +56,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster
 	if resumed {
 		st.resumeReported()
 	}
-	a.teardowns.waitOutside(mc.GetName(), r.WaitsOutside)
-	a.Metrics.observeStep(mc, plan, r.Reason)
-	if plan != nil {
-		a.teardowns.reported(mc.GetName(), plan.Policy, decision.ReportBegun(r))
-		observeBlastRadius(mc.GetName(), plan.Policy, r.Reason)
-	}
+	st.reported(mc, plan, r)
 	requeue := max(r.Requeue.Duration, 0)
 	if held > 0 && (requeue == 0 || held < requeue) {
 		requeue = held

@@ -4,10 +4,12 @@ import (
 	"slices"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
@@ -16,11 +18,15 @@ import (
 // up yet does not cause the same write twice; the progress last written;
 // the record as last written; whether the teardown was seen suspended. It
 // is made at the teardown's first step and dropped once, however the
-// teardown ends (teardowns.end, drop, gone). Durable facts live on the
+// teardown ends (teardowns.endLocked). Durable facts live on the
 // cluster and in the record, read back by the snapshot: after a restart a
 // teardown starts with an empty state and loses nothing.
 type teardownState struct {
 	mu sync.Mutex
+	// cluster is the cluster's name, which its metric series and wake-ups
+	// go by; metrics export them.
+	cluster string
+	metrics *Metrics
 	// stamps are the generations of works this process gave a
 	// deleteOption, so that a cache that has not caught up with the stamp
 	// is not taken for a work the agent applied it to; stampCount counts
@@ -56,6 +62,22 @@ type teardownState struct {
 	// (teardown_await.go), and seenGone the works seen deleted.
 	awaited  awaited
 	seenGone sets.Set[types.UID]
+	// begun: its last report said its first write was made; policy is the
+	// policy of that report ("" before it). A teardown not begun is one a
+	// blast radius may hold: the events of the policy's other clusters
+	// wake it (teardown_wake.go).
+	begun  bool
+	policy string
+	// outside are the namespaces ("" for cluster-scoped objects) outside
+	// its own where it waits for objects to go: the events there name no
+	// cluster.
+	outside []string
+	// series are the cluster's metric series: its step (nil: none yet),
+	// the step of its remaining count ("": none), and the policy whose
+	// blast radius it is counted held by ("": none).
+	series    *clusterSeries
+	remaining string
+	budget    string
 }
 
 // closedSince says whether the namespace and the admission objects, at
@@ -136,101 +158,42 @@ func (st *teardownState) resumeReported() {
 	st.suspended = false
 }
 
-// teardowns are the states of the teardowns this process runs, by cluster
-// UID, and the clusters whose finalizer it removed, until they are gone
-// (a cache that has not caught up yet still shows them deleting).
+// teardowns are the states of the teardowns this process runs, one per
+// cluster UID, and the clusters whose finalizer it removed, until they are
+// gone (a cache that has not caught up yet still shows them deleting).
+// Every way a teardown ends goes through endLocked, which drops its state
+// with its metric series.
 type teardowns struct {
 	mu       sync.Mutex
+	metrics  *Metrics
 	states   map[types.UID]*teardownState
-	names    map[types.UID]string
 	finished map[types.UID]string
 	// retiring are the stamps on signal works retired from clusters not
 	// being deleted, by cluster name: the plan of a teardown that begins
 	// meanwhile reads them too.
 	retiring map[string]map[types.UID]int64
-	// outside are the namespaces ("" for cluster-scoped objects) outside
-	// its own where a teardown waits for objects to go, by cluster name:
-	// the events there name no cluster.
-	outside map[string][]string
-	// notBegun are the teardowns that have not made their first write,
-	// the ones a blast radius may hold, by cluster name, with the policy
-	// of their last report ("" before it): the events of the policy's
-	// other clusters wake them (teardown_wake.go).
-	notBegun map[string]string
 }
 
-func newTeardowns() *teardowns {
-	return &teardowns{states: map[types.UID]*teardownState{}, names: map[types.UID]string{},
-		finished: map[types.UID]string{}, retiring: map[string]map[types.UID]int64{}, outside: map[string][]string{},
-		notBegun: map[string]string{}}
-}
-
-// waitOutside remembers where outside its namespace the cluster's
-// teardown waits; none: it waits there no more.
-func (t *teardowns) waitOutside(cluster string, namespaces []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(namespaces) == 0 {
-		delete(t.outside, cluster)
-		return
-	}
-	t.outside[cluster] = namespaces
-}
-
-// waitingIn are the clusters whose teardowns wait for objects in the
-// namespace ("" for cluster-scoped objects).
-func (t *teardowns) waitingIn(namespace string) []reconcile.Request {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var reqs []reconcile.Request
-	for cluster, namespaces := range t.outside {
-		if slices.Contains(namespaces, namespace) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cluster}})
-		}
-	}
-	return reqs
+// newTeardowns keeps the teardowns' metric series in m (nil: none).
+func newTeardowns(m *Metrics) *teardowns {
+	return &teardowns{metrics: m, states: map[types.UID]*teardownState{}, finished: map[types.UID]string{},
+		retiring: map[string]map[types.UID]int64{}}
 }
 
 // of returns the state of the cluster's teardown, made at its first step.
+// A cluster has one: the state of an earlier cluster of its name (gone and
+// recreated before its delete was seen) ends.
 func (t *teardowns) of(cluster string, uid types.UID) *teardownState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.states[uid]
 	if st == nil {
-		st = &teardownState{stamps: map[types.UID]int64{}, stampCount: map[types.UID]int{},
+		t.replacedLocked(cluster, uid)
+		st = &teardownState{cluster: cluster, metrics: t.metrics, stamps: map[types.UID]int64{}, stampCount: map[types.UID]int{},
 			deleted: sets.New[types.UID](), forced: sets.New[types.UID]()}
-		t.states[uid], t.names[uid] = st, cluster
-		t.notBegun[cluster] = ""
+		t.states[uid] = st
 	}
 	return st
-}
-
-// reported keeps whether the cluster's teardown has begun, by the report
-// of its last step under the policy.
-func (t *teardowns) reported(cluster, policy string, begun bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if begun {
-		delete(t.notBegun, cluster)
-		return
-	}
-	if _, ok := t.notBegun[cluster]; ok || policy != "" {
-		t.notBegun[cluster] = policy
-	}
-}
-
-// notBegunOf are the teardowns not begun of the policy, and those not
-// reported yet, but the cluster's own.
-func (t *teardowns) notBegunOf(policy, except string) []reconcile.Request {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var reqs []reconcile.Request
-	for cluster, p := range t.notBegun {
-		if cluster != except && (p == "" || p == policy) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cluster}})
-		}
-	}
-	return reqs
 }
 
 // peek returns the state of the cluster's teardown, or nil: it makes none.
@@ -238,6 +201,43 @@ func (t *teardowns) peek(uid types.UID) *teardownState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.states[uid]
+}
+
+// each calls f with each state, under the lock.
+func (t *teardowns) each(f func(*teardownState)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, st := range t.states {
+		f(st)
+	}
+}
+
+// waitingIn are the clusters whose teardowns wait for objects in the
+// namespace ("" for cluster-scoped objects).
+func (t *teardowns) waitingIn(namespace string) []reconcile.Request {
+	var reqs []reconcile.Request
+	t.each(func(st *teardownState) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if slices.Contains(st.outside, namespace) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: st.cluster}})
+		}
+	})
+	return reqs
+}
+
+// notBegunOf are the teardowns not begun of the policy, and those not
+// reported yet, but the cluster's own.
+func (t *teardowns) notBegunOf(policy, except string) []reconcile.Request {
+	var reqs []reconcile.Request
+	t.each(func(st *teardownState) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if !st.begun && st.cluster != except && (st.policy == "" || st.policy == policy) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: st.cluster}})
+		}
+	})
+	return reqs
 }
 
 // memory is what the plan of the cluster's teardown reads of this
@@ -254,64 +254,59 @@ func (t *teardowns) memory(cluster string, uid types.UID) decision.Memory {
 	return m
 }
 
-// end drops the state of a teardown the operator finished by removing its
-// finalizer, and remembers the cluster as finished until it is gone.
-func (t *teardowns) end(cluster string, uid types.UID) {
+// end ends a teardown: the operator finished it by removing its
+// finalizer (finished: the cluster is remembered until it is gone), or it
+// ended otherwise (its finalizer removed by hand, the cluster not being
+// deleted any more).
+func (t *teardowns) end(uid types.UID, finished bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.dropLocked(uid)
-	if len(t.finished) >= maxFinished {
-		clear(t.finished)
+	st := t.states[uid]
+	t.endLocked(uid)
+	if finished && st != nil {
+		if len(t.finished) >= maxFinished {
+			clear(t.finished)
+		}
+		t.finished[uid] = st.cluster
 	}
-	t.finished[uid] = cluster
 }
 
-// drop drops the state of a teardown that ended otherwise: its finalizer
-// removed by hand, or the cluster not being deleted (any more).
-func (t *teardowns) drop(uid types.UID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.dropLocked(uid)
-}
-
-func (t *teardowns) dropLocked(uid types.UID) {
-	if name, ok := t.names[uid]; ok {
-		delete(t.outside, name)
-		delete(t.notBegun, name)
+// endLocked drops a teardown's state and its metric series: the one way
+// every teardown ends.
+func (t *teardowns) endLocked(uid types.UID) {
+	st := t.states[uid]
+	if st == nil {
+		return
 	}
 	delete(t.states, uid)
-	delete(t.names, uid)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.metrics.drop(st.cluster, st.series, st.remaining, st.budget)
+	st.series, st.remaining, st.budget = nil, "", ""
 }
 
 // gone drops everything kept of a cluster that is gone, under any UID.
 func (t *teardowns) gone(cluster string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for uid, name := range t.names {
-		if name == cluster {
-			t.dropLocked(uid)
-		}
-	}
-	for uid, name := range t.finished {
-		if name == cluster {
-			delete(t.finished, uid)
-		}
-	}
+	t.replacedLocked(cluster, "")
 	delete(t.retiring, cluster)
-	delete(t.outside, cluster)
-	delete(t.notBegun, cluster)
 }
 
-// replaced drops what is kept of the teardowns of a cluster of that name
-// under another UID than uid: the cluster was recreated under its name
-// before its delete was seen (the queue merges a cluster's events by
-// name), so Gone never comes for it.
+// replaced ends the teardowns of a cluster of that name under another UID
+// than uid: the cluster was recreated under its name before its delete was
+// seen (the queue merges a cluster's events by name), so Gone never comes
+// for it.
 func (t *teardowns) replaced(cluster string, uid types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for old, name := range t.names {
-		if name == cluster && old != uid {
-			t.dropLocked(old)
+	t.replacedLocked(cluster, uid)
+}
+
+func (t *teardowns) replacedLocked(cluster string, uid types.UID) {
+	for old, st := range t.states {
+		if st.cluster == cluster && old != uid {
+			t.endLocked(old)
 		}
 	}
 	for old, name := range t.finished {
@@ -372,8 +367,8 @@ func (t *teardowns) held() int {
 func (t *teardowns) keeps(cluster string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, name := range t.names {
-		if name == cluster {
+	for _, st := range t.states {
+		if st.cluster == cluster {
 			return true
 		}
 	}
@@ -386,15 +381,51 @@ func (t *teardowns) keeps(cluster string) bool {
 }
 
 // Kept lists the clusters among names that this process still keeps
-// anything of in memory: a teardown's state, a finished teardown not yet
-// gone, the stamp of a signal work being retired, a cluster's metric
-// series.
+// anything of: a teardown's state, a finished teardown not yet gone, the
+// stamp of a signal work being retired, or a metric series exported with
+// the cluster's name.
 func (a *ClusterTeardown) Kept(names ...string) []string {
 	var out []string
 	for _, name := range names {
-		if a.teardowns.keeps(name) || a.Metrics.keeps(name) || blastRadiusKeeps(name) {
+		if a.teardowns.keeps(name) || a.Metrics.exports(name) {
 			out = append(out, name)
 		}
 	}
 	return out
+}
+
+// reported keeps what the report r of the teardown's step, under the plan
+// that decided it (nil when none could be made), says: whether the
+// teardown has begun, where outside its namespace it waits, its step's
+// metric series and whether its policy's blast radius holds it.
+func (st *teardownState) reported(mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report) {
+	m := st.metrics
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.outside = r.WaitsOutside
+	st.series = m.step(mc, st.series, plan, r.Reason)
+	if plan == nil {
+		return
+	}
+	switch begun := decision.ReportBegun(r); {
+	case begun:
+		st.begun = true
+	case !st.begun || plan.Policy != "":
+		st.begun, st.policy = false, plan.Policy
+	}
+	budget := ""
+	if r.Reason == v1alpha1.BlastRadiusExceededReason {
+		budget = plan.Policy
+	}
+	m.budget(st.budget, budget)
+	st.budget = budget
+}
+
+// observeRemaining exports the objects the teardown's current step still
+// acts on or waits for.
+func (st *teardownState) observeRemaining(step string, n int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.metrics.remaining(st.cluster, st.remaining, step, n)
+	st.remaining = step
 }

@@ -9,6 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // TestTeardownStateEnds: every way a teardown ends leaves nothing of the
@@ -16,7 +19,7 @@ import (
 // and a cluster recreated under the same name starts with a state of its
 // own.
 func TestTeardownStateEnds(t *testing.T) {
-	r := newTeardowns()
+	r := newTeardowns(NewMetrics())
 	st := r.of("c1", "u1")
 	st.stamp("w1", 3)
 	st.deletedAll(sets.New[types.UID]("w2"))
@@ -28,21 +31,21 @@ func TestTeardownStateEnds(t *testing.T) {
 		t.Fatalf("memory does not show the writes made: %+v", m)
 	}
 
-	r.end("c1", "u1")
+	r.end("u1", true)
 	if !r.isFinished("u1") || r.peek("u1") != nil {
 		t.Fatal("a teardown the operator finished keeps its state, or is not remembered as finished")
 	}
 	if got := r.of("c1", "u2").memory(); len(got.Stamped)+len(got.Deleted)+len(got.Forced) != 0 || got.Resumed {
 		t.Fatalf("a cluster recreated under the same name inherits the old one's memory: %+v", got)
 	}
-	r.drop("u2")
+	r.end("u2", false)
 	r.gone("c1")
 	if r.held() != 0 || r.keeps("c1") {
 		t.Fatalf("a cluster gone is still kept: %d", r.held())
 	}
 
 	r.of("c2", "u3").stamp("w5", 1)
-	r.drop("u3")
+	r.end("u3", false)
 	if r.held() != 0 {
 		t.Fatal("a finalizer removed by hand leaves the teardown's state")
 	}
@@ -51,9 +54,11 @@ func TestTeardownStateEnds(t *testing.T) {
 // TestFinishedBounded: the finished clusters remembered are bounded, should
 // their deletes be missed.
 func TestFinishedBounded(t *testing.T) {
-	r := newTeardowns()
+	r := newTeardowns(nil)
 	for i := range maxFinished + 1 {
-		r.end("c", types.UID(strconv.Itoa(i)))
+		uid := types.UID(strconv.Itoa(i))
+		r.of("c"+strconv.Itoa(i), uid)
+		r.end(uid, true)
 	}
 	if r.held() > maxFinished {
 		t.Fatalf("%d finished clusters remembered, more than %d", r.held(), maxFinished)
@@ -65,13 +70,14 @@ func TestFinishedBounded(t *testing.T) {
 // of a name) reaches the teardown as the new cluster, not being deleted:
 // what was kept of the old one's teardown goes.
 func TestTeardownStateOfAClusterRecreated(t *testing.T) {
-	a := &ClusterTeardown{clusterWriter: clusterWriter{Metrics: NewMetrics()}, teardowns: newTeardowns()}
-	a.teardowns.of("c1", "old").stamp("w1", 1)
-	a.teardowns.end("c1", "older")
-	a.teardowns.of("c2", "other").stamp("w2", 1)
+	m := NewMetrics()
+	a := &ClusterTeardown{clusterWriter: clusterWriter{Metrics: m}, teardowns: newTeardowns(m)}
 	old := &unstructured.Unstructured{Object: map[string]any{}}
 	old.SetName("c1")
-	a.Metrics.observeStep(old, nil, "ResourcesRemaining")
+	st := a.teardowns.of("c1", "old")
+	st.stamp("w1", 1)
+	st.reported(old, nil, &decision.Report{Reason: "ResourcesRemaining"})
+	a.teardowns.of("c2", "other").stamp("w2", 1)
 	if got := a.Kept("c1"); len(got) != 1 {
 		t.Fatalf("the old teardown is not kept to begin with: %v", got)
 	}
@@ -94,7 +100,7 @@ func TestTeardownStateOfAClusterRecreated(t *testing.T) {
 // policy not begun, and those not reported yet; a begun or ended one is
 // not kept.
 func TestNotBegunWakes(t *testing.T) {
-	td := newTeardowns()
+	td := newTeardowns(nil)
 	names := func(policy, except string) []string {
 		var out []string
 		for _, r := range td.notBegunOf(policy, except) {
@@ -103,13 +109,18 @@ func TestNotBegunWakes(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	td.of("held", "u1")
+	mc := &unstructured.Unstructured{Object: map[string]any{}}
+	report := func(cluster, uid, policy string, begun bool) {
+		r := &decision.Report{Reason: v1alpha1.BlastRadiusExceededReason, Pending: true}
+		if begun {
+			r.Reason = v1alpha1.DeletingStageReason
+		}
+		td.of(cluster, types.UID(uid)).reported(mc, &decision.Plan{Policy: policy}, r)
+	}
+	report("held", "u1", "p", false)
 	td.of("fresh", "u2")
-	td.of("begun", "u3")
-	td.of("other", "u4")
-	td.reported("held", "p", false)
-	td.reported("begun", "p", true)
-	td.reported("other", "q", false)
+	report("begun", "u3", "p", true)
+	report("other", "u4", "q", false)
 	if got := names("p", ""); !slices.Equal(got, []string{"fresh", "held"}) {
 		t.Errorf("woken for p: %v, want [fresh held]", got)
 	}
@@ -117,8 +128,8 @@ func TestNotBegunWakes(t *testing.T) {
 		t.Errorf("woken for p by held itself: %v, want [fresh]", got)
 	}
 	// A begun teardown reported again (its state lives on) stays out.
-	td.reported("begun", "p", true)
-	td.end("held", "u1")
+	report("begun", "u3", "p", true)
+	td.end("u1", true)
 	td.gone("fresh")
 	if got := names("p", ""); len(got) != 0 {
 		t.Errorf("woken for p after its teardowns ended: %v, want none", got)

@@ -274,10 +274,9 @@ func (a *ClusterTeardown) removeFinalizer(ctx context.Context, cluster *clusterP
 		return client.IgnoreNotFound(err) // not removed: a cache that has not caught up yet
 	}
 	if r.Reason != "" {
-		a.Metrics.observeDone(mc.GetName(), r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
+		a.Metrics.done(r.Reason, time.Since(mc.GetDeletionTimestamp().Time))
 	}
-	a.teardowns.end(mc.GetName(), mc.GetUID())
-	a.Metrics.forget(mc.GetName())
+	a.teardowns.end(mc.GetUID(), true)
 	a.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, r.Event, "Cleanup", "%s", r.Message)
 	logf.FromContext(ctx).Info("cluster cleanup finished", "cluster", mc.GetName(), "reason", r.Event)
 	return nil
