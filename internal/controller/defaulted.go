@@ -14,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // LastAppliedAnnotation is where a client-side apply (kubectl apply, Argo CD
@@ -95,14 +96,14 @@ func conflictOnlyOn(conflict error, path []string) (why string, only bool) {
 func managersThatNeverSent(live *unstructured.Unstructured, path []string) (managers []string, why string) {
 	lastApplied, hasLastApplied := live.GetAnnotations()[LastAppliedAnnotation]
 	for _, e := range live.GetManagedFields() {
-		if e.Manager == v1alpha1.FieldManager || e.FieldsV1 == nil || !ownsField(e.FieldsV1.Raw, path...) {
+		if e.Manager == v1alpha1.FieldManager || e.FieldsV1 == nil || !decision.OwnsField(e.FieldsV1.Raw, path...) {
 			continue
 		}
 		who := fmt.Sprintf("%q", e.Manager)
 		switch {
 		case e.Operation == metav1.ManagedFieldsOperationApply:
 			return nil, who + " applied it with server-side apply"
-		case !hasLastApplied || !ownsField(e.FieldsV1.Raw, "metadata", "annotations", LastAppliedAnnotation):
+		case !hasLastApplied || !decision.OwnsField(e.FieldsV1.Raw, "metadata", "annotations", LastAppliedAnnotation):
 			return nil, who + " set it, and no record says what it sent"
 		}
 		sent, err := sentField(lastApplied, path)
@@ -163,22 +164,6 @@ func applyDefaultedField(ctx context.Context, c client.Client, obj client.Object
 		return err
 	}
 	return c.Patch(ctx, patch, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
-}
-
-// ownsField says whether a managedFields entry's fieldsV1 holds path.
-func ownsField(raw []byte, path ...string) bool {
-	var node map[string]any
-	if err := json.Unmarshal(raw, &node); err != nil {
-		return false
-	}
-	for _, name := range path {
-		next, ok := node["f:"+name].(map[string]any)
-		if !ok {
-			return false
-		}
-		node = next
-	}
-	return true
 }
 
 // sentField says whether a last-applied configuration holds path.

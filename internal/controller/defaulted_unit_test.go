@@ -10,29 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-func TestOwnsField(t *testing.T) {
-	raw := []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},` +
-		`"f:spec":{".":{},"f:pruneObjectBehavior":{},"f:deleteOption":{".":{}}}}`)
-	cases := []struct {
-		path []string
-		want bool
-	}{
-		{[]string{"spec", "pruneObjectBehavior"}, true},
-		{[]string{"metadata", "annotations", LastAppliedAnnotation}, true},
-		{[]string{"spec", "deleteOption"}, true},
-		{[]string{"spec", "deleteOption", "propagationPolicy"}, false},
-		{[]string{"spec", "remediationAction"}, false},
-	}
-	for _, c := range cases {
-		if got := ownsField(raw, c.path...); got != c.want {
-			t.Errorf("ownsField(%v) = %v, want %v", c.path, got, c.want)
-		}
-	}
-	if ownsField([]byte("not json"), "spec") {
-		t.Errorf("an unreadable fieldsV1 owns nothing")
-	}
-}
-
 func TestSentField(t *testing.T) {
 	path := []string{"spec", "deleteOption", "propagationPolicy"}
 	cases := []struct {

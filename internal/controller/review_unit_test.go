@@ -22,6 +22,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // reviewSignalFixture: a deleted cluster c1 whose namespace is not labelled
@@ -100,7 +101,7 @@ func reviewAdapter(t *testing.T, rec *writes, objs ...client.Object) *ClusterTea
 	}).Build()
 	metrics := NewMetrics()
 	return &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: metrics}, teardowns: newTeardowns(metrics),
-		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
+		records: &record.Writer{Client: c, Reader: c, Namespace: "cleanup-operator-system"}}
 }
 
 // TestReviewSignalNotDeletedWhenLabelRefused: "labels ... before deletes"
@@ -170,7 +171,7 @@ func TestReviewForceWritesOnExactlyItsObject(t *testing.T) {
 	}).Build()
 	metrics := NewMetrics()
 	a := &ClusterTeardown{clusterWriter: clusterWriter{Client: c, Recorder: events.NewFakeRecorder(100), Metrics: metrics}, teardowns: newTeardowns(metrics),
-		records: newRecorder(c, c, RecordOptions{Namespace: "cleanup-operator-system"})}
+		records: &record.Writer{Client: c, Reader: c, Namespace: "cleanup-operator-system"}}
 
 	// What the cache still shows: the previous work of that name, deleting.
 	deleting := metav1.Now()

@@ -71,8 +71,8 @@ func (a *ClusterTeardown) reconcileDeletion(ctx context.Context, mc *unstructure
 // cache keeps their identity only).
 func (a *ClusterTeardown) reader() *snapshot.Reader {
 	return &snapshot.Reader{Client: a.Client, Lister: a.watches, Mapper: a.Mapper, APIReader: a.apiReader, CompactManifests: true, Leases: true,
-		NamespaceDeny: a.NamespaceDeny, BlastRadius: a.BlastRadius, RecordsNamespace: a.records.opts.Namespace,
-		Records: a.records.client}
+		NamespaceDeny: a.NamespaceDeny, BlastRadius: a.BlastRadius, RecordsNamespace: a.records.Namespace,
+		Records: a.records.Client}
 }
 
 // execute makes the writes of the plan's next step, and reports once, at
@@ -93,12 +93,12 @@ func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, cluste
 	switch {
 	case plan.Held != "":
 		report = plan.HeldReport()
-		if err := a.records.hold(ctx, st, mc, plan, s, plan.Held); err != nil {
+		if err := a.records.Hold(ctx, &st.record, mc, plan, s, plan.Held); err != nil {
 			return a.recordFailed(ctx, st, cluster, err)
 		}
 	case plan.DryRun:
 		report = plan.DryRunReport()
-		if err := a.records.dryRun(ctx, st, mc, plan, s); err != nil {
+		if err := a.records.DryRun(ctx, &st.record, mc, plan, s); err != nil {
 			return a.recordFailed(ctx, st, cluster, err)
 		}
 	case step == nil:
@@ -120,7 +120,7 @@ func (a *ClusterTeardown) execute(ctx context.Context, st *teardownState, cluste
 		if len(ran.holds) > 0 {
 			report = decision.OrphaningHeld(append(plannedHolds(step), ran.holds...))
 		}
-		if err := a.records.hold(ctx, st, mc, plan, s, record.HoldOf(plan, ran.holds)); err != nil {
+		if err := a.records.Hold(ctx, &st.record, mc, plan, s, record.HoldOf(plan, ran.holds)); err != nil {
 			return a.recordFailed(ctx, st, cluster, err)
 		}
 	}
@@ -216,7 +216,7 @@ func plannedHolds(step *decision.Step) []string {
 func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *clusterPatch, s *decision.Snapshot, plan *decision.Plan) (stepResult, error) {
 	mc, now := cluster.mc, plan.Now()
 	// The record first: the entries of the writes below, as intended.
-	if err := a.records.intend(ctx, st, mc, plan, s, now); err != nil {
+	if err := a.records.Intend(ctx, &st.record, mc, plan, s, now); err != nil {
 		return stepResult{stop: stepNoRecord}, err
 	}
 	byVerb := map[decision.Verb][]decision.Action{}
@@ -233,12 +233,12 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *c
 			return stepResult{stop: stepStale}, nil
 		}
 	}
-	a.records.done(st, plan, labels, func(decision.Action) bool { return true })
+	a.records.Done(&st.record, plan, labels, func(decision.Action) bool { return true })
 	stamped, holds := a.stampAll(ctx, s, byVerb[decision.VerbStamp])
 	for uid, generation := range stamped {
 		st.stamp(uid, generation)
 	}
-	a.records.done(st, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { _, ok := stamped[act.UID]; return ok })
+	a.records.Done(&st.record, plan, byVerb[decision.VerbStamp], func(act decision.Action) bool { _, ok := stamped[act.UID]; return ok })
 	if acts := byVerb[decision.VerbRecordUnconfirmed]; len(acts) > 0 {
 		st.note()
 		if err := a.recordUnconfirmed(ctx, cluster, plan, acts[0]); err != nil {
@@ -247,7 +247,7 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *c
 	}
 	deleted, err := a.deleteAll(ctx, mc, plan, byVerb[decision.VerbDelete])
 	st.deletedAll(deleted)
-	a.records.done(st, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
+	a.records.Done(&st.record, plan, byVerb[decision.VerbDelete], func(act decision.Action) bool { return deleted.Has(act.UID) })
 	if err != nil {
 		return stepResult{}, err
 	}
@@ -264,7 +264,7 @@ func (a *ClusterTeardown) run(ctx context.Context, st *teardownState, cluster *c
 	}
 	forced, err := a.force(ctx, cluster, plan, force)
 	st.forcedAll(forced)
-	a.records.done(st, plan, force, func(act decision.Action) bool { return forced.Has(act.UID) })
+	a.records.Done(&st.record, plan, force, func(act decision.Action) bool { return forced.Has(act.UID) })
 	return stepResult{holds: holds}, err
 }
 
@@ -307,7 +307,7 @@ func (a *ClusterTeardown) finish(ctx context.Context, st *teardownState, cluster
 	}
 	// The record ends before the finalizer goes: a cluster gone is a
 	// record ended.
-	if err := a.records.finish(ctx, st, mc, plan, s, r); err != nil {
+	if err := a.records.Finish(ctx, &st.record, mc, plan, s, r); err != nil {
 		return stepNoRecord, err
 	}
 	if plan.Policy == "" {

@@ -54,7 +54,7 @@ type ClusterTeardown struct {
 	// admissionSettle is AdmissionSettle, but in tests.
 	admissionSettle time.Duration
 	// records writes the teardown records.
-	records *recorder
+	records *record.Writer
 }
 
 var (
@@ -84,7 +84,7 @@ func NewClusterTeardown(mgr manager.Manager, recorder events.EventRecorder, metr
 	if configMaps == nil {
 		configMaps = mgr.GetClient()
 	}
-	a.records = newRecorder(configMaps, mgr.GetAPIReader(), records)
+	a.records = &record.Writer{Client: configMaps, Reader: mgr.GetAPIReader(), Namespace: records.Namespace, Retention: records.Retention}
 	var watching *prometheus.GaugeVec
 	if metrics != nil {
 		watching = metrics.WatchedResources

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // teardownState is all this process keeps in memory of one cluster's
@@ -43,11 +44,8 @@ type teardownState struct {
 	suspended bool
 	// progress is the step last written on the cluster, and when.
 	progress *progressMark
-	// record is the teardown record as last written or read; nil until
-	// read once.
-	record *openRecord
-	// dryRun is the fingerprint of the dry-run record written.
-	dryRun string
+	// record is the teardown record as last written or read.
+	record record.Open
 	// closedAt is the resourceVersions the cluster namespace and the
 	// admission policy and binding had, read live, when the API server
 	// refused a dry-run create in the namespace: while none of them has
