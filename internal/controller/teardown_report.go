@@ -56,7 +56,7 @@ func (a *ClusterTeardown) report(ctx context.Context, st *teardownState, cluster
 	if resumed {
 		st.resumeReported()
 	}
-	st.reported(mc, plan, r)
+	a.teardowns.reported(st, mc, plan, r)
 	requeue := max(r.Requeue.Duration, 0)
 	if held > 0 && (requeue == 0 || held < requeue) {
 		requeue = held

@@ -27,7 +27,11 @@ type teardownState struct {
 	// cluster is the cluster's name, which its metric series and wake-ups
 	// go by; metrics export them.
 	cluster string
+	uid     types.UID
 	metrics *Metrics
+	// ended: teardowns.endLocked dropped it; an event handler holding it
+	// still exports nothing through it.
+	ended bool
 	// stamps are the generations of works this process gave a
 	// deleteOption, so that a cache that has not caught up with the stamp
 	// is not taken for a work the agent applied it to; stampCount counts
@@ -166,6 +170,9 @@ type teardowns struct {
 	metrics  *Metrics
 	states   map[types.UID]*teardownState
 	finished map[types.UID]string
+	// waiting and notBegun index the states that wait for objects outside
+	// their namespace, and those not begun, which events look up.
+	waiting, notBegun sets.Set[types.UID]
 	// retiring are the stamps on signal works retired from clusters not
 	// being deleted, by cluster name: the plan of a teardown that begins
 	// meanwhile reads them too.
@@ -175,7 +182,7 @@ type teardowns struct {
 // newTeardowns keeps the teardowns' metric series in m (nil: none).
 func newTeardowns(m *Metrics) *teardowns {
 	return &teardowns{metrics: m, states: map[types.UID]*teardownState{}, finished: map[types.UID]string{},
-		retiring: map[string]map[types.UID]int64{}}
+		retiring: map[string]map[types.UID]int64{}, waiting: sets.New[types.UID](), notBegun: sets.New[types.UID]()}
 }
 
 // of returns the state of the cluster's teardown, made at its first step.
@@ -187,9 +194,10 @@ func (t *teardowns) of(cluster string, uid types.UID) *teardownState {
 	st := t.states[uid]
 	if st == nil {
 		t.replacedLocked(cluster, uid)
-		st = &teardownState{cluster: cluster, metrics: t.metrics, stamps: map[types.UID]int64{}, stampCount: map[types.UID]int{},
+		st = &teardownState{cluster: cluster, uid: uid, metrics: t.metrics, stamps: map[types.UID]int64{}, stampCount: map[types.UID]int{},
 			deleted: sets.New[types.UID](), forced: sets.New[types.UID]()}
 		t.states[uid] = st
+		t.notBegun.Insert(uid)
 	}
 	return st
 }
@@ -201,12 +209,36 @@ func (t *teardowns) peek(uid types.UID) *teardownState {
 	return t.states[uid]
 }
 
-// each calls f with each state, under the lock.
-func (t *teardowns) each(f func(*teardownState)) {
+// each calls f with each state of uids, under the lock.
+func (t *teardowns) each(uids sets.Set[types.UID], f func(*teardownState)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, st := range t.states {
-		f(st)
+	for uid := range uids {
+		if st := t.states[uid]; st != nil {
+			f(st)
+		}
+	}
+}
+
+// reported keeps what the report r of a teardown's step says
+// (teardownState.reported), and indexes the teardown as waiting outside
+// its namespace or not begun.
+func (t *teardowns) reported(st *teardownState, mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report) {
+	waits, begun := st.reported(mc, plan, r)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.states[st.uid] != st {
+		return // ended meanwhile
+	}
+	if waits {
+		t.waiting.Insert(st.uid)
+	} else {
+		t.waiting.Delete(st.uid)
+	}
+	if begun {
+		t.notBegun.Delete(st.uid)
+	} else {
+		t.notBegun.Insert(st.uid)
 	}
 }
 
@@ -214,7 +246,7 @@ func (t *teardowns) each(f func(*teardownState)) {
 // namespace ("" for cluster-scoped objects).
 func (t *teardowns) waitingIn(namespace string) []reconcile.Request {
 	var reqs []reconcile.Request
-	t.each(func(st *teardownState) {
+	t.each(t.waiting, func(st *teardownState) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if slices.Contains(st.outside, namespace) {
@@ -228,7 +260,7 @@ func (t *teardowns) waitingIn(namespace string) []reconcile.Request {
 // reported yet, but the cluster's own.
 func (t *teardowns) notBegunOf(policy, except string) []reconcile.Request {
 	var reqs []reconcile.Request
-	t.each(func(st *teardownState) {
+	t.each(t.notBegun, func(st *teardownState) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if !st.begun && st.cluster != except && (st.policy == "" || st.policy == policy) {
@@ -277,10 +309,12 @@ func (t *teardowns) endLocked(uid types.UID) {
 		return
 	}
 	delete(t.states, uid)
+	t.waiting.Delete(uid)
+	t.notBegun.Delete(uid)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.metrics.drop(st.cluster, st.series, st.remaining, st.budget)
-	st.series, st.remaining, st.budget = nil, "", ""
+	st.series, st.remaining, st.budget, st.ended = nil, "", "", true
 }
 
 // gone drops everything kept of a cluster that is gone, under any UID.
@@ -395,11 +429,21 @@ func (a *ClusterTeardown) Kept(names ...string) []string {
 // reported keeps what the report r of the teardown's step, under the plan
 // that decided it (nil when none could be made), says: whether the
 // teardown has begun, where outside its namespace it waits, its step's
-// metric series and whether its policy's blast radius holds it.
-func (st *teardownState) reported(mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report) {
-	m := st.metrics
+// metric series and whether its policy's blast radius holds it. It returns
+// whether the teardown waits outside its namespace, and whether it has
+// begun.
+func (st *teardownState) reported(mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report) (waits, begun bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if !st.ended {
+		st.keepReport(mc, plan, r)
+	}
+	return len(st.outside) > 0, st.begun
+}
+
+// keepReport is reported's, under the state's lock.
+func (st *teardownState) keepReport(mc *unstructured.Unstructured, plan *decision.Plan, r *decision.Report) {
+	m := st.metrics
 	st.outside = r.WaitsOutside
 	st.series = m.step(mc, st.series, plan, r.Reason)
 	if plan == nil {
@@ -424,6 +468,9 @@ func (st *teardownState) reported(mc *unstructured.Unstructured, plan *decision.
 func (st *teardownState) observeRemaining(step string, n int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.ended {
+		return
+	}
 	st.metrics.remaining(st.cluster, st.remaining, step, n)
 	st.remaining = step
 }

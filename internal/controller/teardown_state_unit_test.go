@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -115,7 +116,7 @@ func TestNotBegunWakes(t *testing.T) {
 		if begun {
 			r.Reason = v1alpha1.DeletingStageReason
 		}
-		td.of(cluster, types.UID(uid)).reported(mc, &decision.Plan{Policy: policy}, r)
+		td.reported(td.of(cluster, types.UID(uid)), mc, &decision.Plan{Policy: policy}, r)
 	}
 	report("held", "u1", "p", false)
 	td.of("fresh", "u2")
@@ -136,5 +137,37 @@ func TestNotBegunWakes(t *testing.T) {
 	}
 	if got := names("q", ""); !slices.Equal(got, []string{"other"}) {
 		t.Errorf("woken for q: %v, want [other]", got)
+	}
+}
+
+// TestEndedStateExportsNothing: an event handler that took a teardown's
+// state before the teardown ended (its finalizer removed by hand while
+// works go) exports nothing through it after: no series outlives the
+// cluster. The teardowns waiting outside their namespace are found until
+// they end.
+func TestEndedStateExportsNothing(t *testing.T) {
+	m := NewMetrics()
+	td := newTeardowns(m)
+	mc := &unstructured.Unstructured{Object: map[string]any{}}
+	mc.SetName("c1")
+	st := td.of("c1", "u1")
+	td.reported(st, mc, &decision.Plan{Policy: "p"}, &decision.Report{Reason: v1alpha1.DeletingStageReason, WaitsOutside: []string{"ops"}})
+	st.observeRemaining("stage/works", 2)
+	if got := td.waitingIn("ops"); len(got) != 1 || got[0].Name != "c1" {
+		t.Fatalf("the teardown waiting in ops is not found: %v", got)
+	}
+
+	td.end("u1", false)
+	st.observeRemaining("stage/works", 1)
+	td.reported(st, mc, &decision.Plan{Policy: "p"}, &decision.Report{Reason: v1alpha1.DeletingStageReason, WaitsOutside: []string{"ops"}})
+	td.gone("c1")
+	if m.exports("c1") || td.keeps("c1") {
+		t.Fatal("a state taken before its teardown ended exported a series after it")
+	}
+	if got := td.waitingIn("ops"); len(got) != 0 {
+		t.Fatalf("an ended teardown is still found waiting: %v", got)
+	}
+	if got := testutil.ToFloat64(m.InCleanup.WithLabelValues(v1alpha1.DeletingStageReason)); got != 0 {
+		t.Fatalf("clusters in cleanup: %v, want 0", got)
 	}
 }
