@@ -1,80 +1,36 @@
 package crash
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
-// auditEvent is what the checks read of one line of the audit log.
-type auditEvent struct {
-	AuditID string `json:"auditID"`
-	Stage   string `json:"stage"`
-	Verb    string `json:"verb"`
-	User    struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	RequestObject  json.RawMessage `json:"requestObject"`
-	ResponseObject json.RawMessage `json:"responseObject"`
-	// RequestReceived is when the API server received the request.
-	RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
-}
+// auditEvent is one line of the audit log (testenv.AuditEvent), with what
+// the checks read of it.
+type auditEvent struct{ testenv.AuditEvent }
 
-func (e *auditEvent) succeeded() bool {
-	return e.ResponseStatus != nil && e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300
-}
+func (e *auditEvent) succeeded() bool { return e.Succeeded() }
 
-func (e *auditEvent) resource() string {
-	if e.ObjectRef == nil {
-		return ""
-	}
-	return e.ObjectRef.Resource
-}
+func (e *auditEvent) resource() string { return e.ObjectRef.Resource }
 
-func (e *auditEvent) namespace() string {
-	if e.ObjectRef == nil {
-		return ""
-	}
-	return e.ObjectRef.Namespace
-}
+func (e *auditEvent) namespace() string { return e.ObjectRef.Namespace }
 
-func (e *auditEvent) name() string {
-	if e.ObjectRef == nil {
-		return ""
-	}
-	return e.ObjectRef.Name
-}
+func (e *auditEvent) name() string { return e.ObjectRef.Name }
 
 func (e *auditEvent) String() string {
-	code := 0
-	if e.ResponseStatus != nil {
-		code = e.ResponseStatus.Code
-	}
 	ref := ""
-	if e.ObjectRef != nil {
-		ref = e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			ref += "/" + e.ObjectRef.Subresource
+	if r := e.ObjectRef; r.Resource != "" {
+		ref = r.Resource
+		if r.Subresource != "" {
+			ref += "/" + r.Subresource
 		}
-		ref += " " + e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
+		ref += " " + r.Namespace + "/" + r.Name
 	}
-	return fmt.Sprintf("%s %s %s -> %d", e.User.Username, e.Verb, ref, code)
+	return fmt.Sprintf("%s %s %s -> %d", e.User.Username, e.Verb, ref, e.ResponseStatus.Code)
 }
 
 // responseMeta is the metadata of the object a write returned.
@@ -123,50 +79,24 @@ func (m *responseMeta) revision() (int64, error) {
 
 // auditLog reads the audit log as the API server appends to it.
 type auditLog struct {
-	path    string
-	mu      sync.Mutex
-	offset  int64
-	partial []byte
-	events  []auditEvent
+	path   string
+	mu     sync.Mutex
+	offset int64
+	events []auditEvent
 }
 
 // poll reads what was appended since the last call.
 func (a *auditLog) poll() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	f, err := os.Open(a.path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
-		return err
-	}
-	defer f.Close()
-	if _, err := f.Seek(a.offset, io.SeekStart); err != nil {
-		return err
-	}
-	raw, err := io.ReadAll(f)
+	events, next, err := testenv.ReadAuditFrom(a.path, a.offset)
 	if err != nil {
 		return err
 	}
-	a.offset += int64(len(raw))
-	raw = append(a.partial, raw...)
-	end := bytes.LastIndexByte(raw, '\n')
-	if end < 0 {
-		a.partial = raw
-		return nil
-	}
-	a.partial = append([]byte(nil), raw[end+1:]...)
-	for _, line := range bytes.Split(raw[:end], []byte{'\n'}) {
-		if len(line) == 0 {
-			continue
-		}
-		var e auditEvent
-		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("audit log line %q: %w", line, err)
-		}
+	a.offset = next
+	for _, e := range events {
 		if e.Stage == "ResponseComplete" {
-			a.events = append(a.events, e)
+			a.events = append(a.events, auditEvent{e})
 		}
 	}
 	return nil

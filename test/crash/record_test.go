@@ -111,7 +111,7 @@ func checkRecords(events []auditEvent, w *witness, tds []*teardown, records map[
 			}
 			if !d.event.succeeded() {
 				started, ok := w.deleting(d.key)
-				if !ok || d.event.ResponseStatus == nil || d.event.ResponseStatus.Code != 504 {
+				if !ok || d.event.ResponseStatus.Code != 504 {
 					continue
 				}
 				rev = started.revision

@@ -18,21 +18,14 @@ type history struct {
 }
 
 func deleteEvent(user string, key objectKey, code int, revision int64) auditEvent {
-	e := auditEvent{Stage: "ResponseComplete", Verb: "delete"}
+	var e auditEvent
+	e.Stage, e.Verb = "ResponseComplete", "delete"
 	e.User.Username = user
-	e.ObjectRef = &struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-		Subresource string `json:"subresource"`
-	}{Resource: key.resource, Namespace: key.namespace, Name: key.name}
+	e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name = key.resource, key.namespace, key.name
 	if key.resource == "namespaces" {
 		e.ObjectRef.Namespace = key.name
 	}
-	e.ResponseStatus = &struct {
-		Code int `json:"code"`
-	}{code}
+	e.ResponseStatus.Code = code
 	e.ResponseObject = fmt.Appendf(nil, `{"metadata":{"resourceVersion":"%d"}}`, revision)
 	return e
 }

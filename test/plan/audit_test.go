@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // auditPolicy records every write of the operator's identity with its
@@ -35,32 +33,9 @@ rules:
 `
 }
 
-// auditEvent is what the test reads of one line of the audit log.
-type auditEvent struct {
-	AuditID string `json:"auditID"`
-	Stage   string `json:"stage"`
-	Verb    string `json:"verb"`
-	User    struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	RequestObject  json.RawMessage `json:"requestObject"`
-	ResponseObject json.RawMessage `json:"responseObject"`
-	// RequestReceived is when the API server received the request. A
-	// write sent after another's response came back was received after it:
-	// this order follows the operator's, where the log's order (of
-	// completion) may not.
-	RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
-}
+// auditEvent is one line of the audit log (testenv.AuditEvent), with what
+// the comparison reads of it.
+type auditEvent struct{ testenv.AuditEvent }
 
 // Write is one write of the operator to one object, as the comparison
 // sees it.
@@ -129,7 +104,7 @@ func (e *auditEvent) resourceName() string {
 func (e *auditEvent) touches(cluster string) bool {
 	r := e.ObjectRef
 	switch {
-	case r == nil:
+	case r.Resource == "":
 		return false
 	case r.Namespace == cluster:
 		return true
@@ -143,9 +118,8 @@ func (e *auditEvent) touches(cluster string) bool {
 // object: a successful create, update, patch or delete, not of a
 // subresource (status).
 func (e *auditEvent) isObjectWrite(user string) bool {
-	return e.Stage == "ResponseComplete" && e.User.Username == user && e.ObjectRef != nil &&
-		e.ObjectRef.Subresource == "" && e.ResponseStatus != nil &&
-		e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300 &&
+	return e.Stage == "ResponseComplete" && e.User.Username == user && e.ObjectRef.Resource != "" &&
+		e.ObjectRef.Subresource == "" && e.Succeeded() &&
 		slices.Contains([]string{"create", "update", "patch", "delete", "deletecollection"}, e.Verb)
 }
 
@@ -294,44 +268,22 @@ func (a auditLog) size() (int64, error) {
 // may be half-way through a line when the mark is taken; that line was
 // begun before the mark and is left out with it.
 func (a auditLog) since(mark int64) ([]auditEvent, error) {
-	f, err := os.Open(a.path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	from := max(mark-1, 0) // the byte before the mark says whether a line begins there
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return nil, err
-	}
-	raw, err := io.ReadAll(f)
-	if err != nil {
-		return nil, err
-	}
-	if mark > 0 {
-		raw = raw[bytes.IndexByte(raw, '\n')+1:]
-	}
-	return parseAudit(raw)
+	events, _, err := testenv.ReadAuditFrom(a.path, mark)
+	return wrap(events), err
 }
 
-// parseAudit decodes the complete lines of an audit log; a last line not
-// yet complete is left out.
+// parseAudit decodes the complete lines of an audit log.
 func parseAudit(raw []byte) ([]auditEvent, error) {
-	end := bytes.LastIndexByte(raw, '\n')
-	if end < 0 {
-		return nil, nil
+	events, err := testenv.ParseAudit(raw)
+	return wrap(events), err
+}
+
+func wrap(events []testenv.AuditEvent) []auditEvent {
+	out := make([]auditEvent, len(events))
+	for i := range events {
+		out[i] = auditEvent{events[i]}
 	}
-	var out []auditEvent
-	for _, line := range bytes.Split(raw[:end], []byte{'\n'}) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var e auditEvent
-		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, fmt.Errorf("audit log line %q: %w", line, err)
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return out
 }
 
 // writesTo are the writes user made to the cluster, its namespace and the

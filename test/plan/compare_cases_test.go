@@ -1,9 +1,6 @@
 package plan
 
 import (
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -312,64 +309,6 @@ func TestAuditWrites(t *testing.T) {
 	for i := range want {
 		if got[i].String() != want[i] {
 			t.Errorf("write #%d: got %q, want %q", i+1, got[i], want[i])
-		}
-	}
-}
-
-// TestAuditSinceMidLine: a mark taken while the API server was half-way
-// through a line leaves that line out, and reads every line after it.
-func TestAuditSinceMidLine(t *testing.T) {
-	line := func(name string) string {
-		return `{"stage":"ResponseComplete","verb":"delete","user":{"username":"op"},"objectRef":{"resource":"manifestworks","namespace":"c1","name":"` + name + `","apiGroup":"work.open-cluster-management.io"},"responseStatus":{"code":200}}` + "\n"
-	}
-	log := auditLog{path: filepath.Join(t.TempDir(), "audit.log")}
-	before, during := line("before"), line("during")
-	half := len(during) / 2
-	if err := os.WriteFile(log.path, []byte(before+during[:half]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	midLine, err := log.size()
-	if err != nil {
-		t.Fatal(err)
-	}
-	atLineStart := int64(len(before))
-	if events, err := log.since(midLine); err != nil || len(events) != 0 {
-		t.Fatalf("since a mark in a line not yet complete: %v, %v; want nothing", events, err)
-	}
-	f, err := os.OpenFile(log.path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(during[half:] + line("after")); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	end, err := log.size()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		mark int64
-		want []string
-	}{
-		{0, []string{"before", "during", "after"}},
-		{atLineStart - 1, []string{"during", "after"}}, // on the newline that ends "before"
-		{atLineStart, []string{"during", "after"}},
-		{midLine, []string{"after"}},
-		{end, nil},
-	} {
-		events, err := log.since(c.mark)
-		if err != nil {
-			t.Fatalf("since(%d): %v", c.mark, err)
-		}
-		var got []string
-		for _, e := range events {
-			got = append(got, e.ObjectRef.Name)
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("since(%d) read %v, want %v", c.mark, got, c.want)
 		}
 	}
 }

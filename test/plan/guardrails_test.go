@@ -63,7 +63,7 @@ func guardWork(namespace, name string) *workv1.ManifestWork {
 func operatorRequests(events []auditEvent) []string {
 	var out []string
 	for _, e := range events {
-		if e.Stage != "ResponseComplete" || e.User.Username != testenv.OperatorUser || e.ObjectRef == nil {
+		if e.Stage != "ResponseComplete" || e.User.Username != testenv.OperatorUser || e.ObjectRef.Resource == "" {
 			continue
 		}
 		r := e.ObjectRef
@@ -173,7 +173,7 @@ func touchingAny(clusters []string, policies ...string) func(e *auditEvent) bool
 				return true
 			}
 		}
-		return e.ObjectRef != nil && e.ObjectRef.Resource == "cleanuppolicies" && slices.Contains(policies, e.ObjectRef.Name)
+		return e.ObjectRef.Resource == "cleanuppolicies" && slices.Contains(policies, e.ObjectRef.Name)
 	}
 }
 
