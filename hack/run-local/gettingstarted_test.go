@@ -202,10 +202,8 @@ func checkColumns(t *testing.T, c docCommand, out string) {
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-cleanup"), "./cmd/kubectl-cleanup")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
+	if _, err := testenv.Build(dir, "kubectl-cleanup", "./cmd/kubectl-cleanup", ""); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 const (
@@ -37,9 +39,9 @@ const (
 // with no object deleted twice and nothing deleted outside the clusters.
 func TestCrashSafety(t *testing.T) {
 	seed := seedFor(t)
-	minPoints := envInt(t, "CRASH_KILL_POINTS", 20)
+	minPoints := testenv.EnvInt(t, "CRASH_KILL_POINTS", 20)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	h := newHarness(t, seed, time.Duration(envInt(t, "CRASH_MINUTES", 6))*time.Minute)
+	h := newHarness(t, seed, time.Duration(testenv.EnvInt(t, "CRASH_MINUTES", 6))*time.Minute)
 	users := []string{operatorUser}
 
 	var mgr *process

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -87,7 +86,7 @@ func setup(t *testing.T) (*controlPlane, string) {
 		if shared.err != nil {
 			return
 		}
-		if shared.manager, shared.err = buildManager(shared.dir); shared.err != nil {
+		if shared.manager, shared.err = testenv.Build(shared.dir, "manager", "./cmd", "CRASH_MANAGER"); shared.err != nil {
 			return
 		}
 		shared.cp, shared.err = startControlPlane(shared.dir)
@@ -113,25 +112,6 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(shared.dir)
 	}
 	os.Exit(code)
-}
-
-// buildManager builds cmd/ (the manager as it ships), unless CRASH_MANAGER
-// names a binary.
-func buildManager(dir string) (string, error) {
-	if bin := os.Getenv("CRASH_MANAGER"); bin != "" {
-		return bin, nil
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "manager")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the manager: %v\n%s", err, out)
-	}
-	return bin, nil
 }
 
 func startControlPlane(dir string) (*controlPlane, error) {

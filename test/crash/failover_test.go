@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 const (
@@ -115,7 +117,7 @@ func TestLeaderFailover(t *testing.T) {
 	// teardowns cannot end within the poll that sees the kill point.
 	var wg sync.WaitGroup
 	mark := h.audit.len()
-	deletions := 2 * (1 + 1 + 3*envInt(t, "CRASH_WORKS_PER_GROUP", worksPerGroup) + 1)
+	deletions := 2 * (1 + 1 + 3*testenv.EnvInt(t, "CRASH_WORKS_PER_GROUP", worksPerGroup) + 1)
 	killAt := 1 + rng.IntN(deletions-4)
 	h.deleteClusters(tds, rng, &wg)
 	leaderDeletes := func() (int, *auditEvent) {

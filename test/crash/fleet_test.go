@@ -23,6 +23,8 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 const (
@@ -118,7 +120,7 @@ func createCluster(ctx context.Context, c client.Client, name string, s v1alpha1
 	if err := c.Create(ctx, mc); err != nil {
 		return nil, err
 	}
-	if err := setAvailable(ctx, c, name, metav1.ConditionTrue); err != nil {
+	if err := testenv.SetAvailable(ctx, c, name, metav1.ConditionTrue); err != nil {
 		return nil, err
 	}
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{decision.OCMClusterNameLabel: name}}}); err != nil {
@@ -174,35 +176,6 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// setAvailable sets the ManagedClusterConditionAvailable condition, as the
-// registration controller does.
-func setAvailable(ctx context.Context, c client.Client, name string, status metav1.ConditionStatus) error {
-	for {
-		mc := &unstructured.Unstructured{}
-		mc.SetAPIVersion("cluster.open-cluster-management.io/v1")
-		mc.SetKind("ManagedCluster")
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
-			return err
-		}
-		raw, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
-		raw = slices.DeleteFunc(raw, func(c any) bool {
-			m, _ := c.(map[string]any)
-			return m["type"] == clusterv1.ManagedClusterConditionAvailable
-		})
-		raw = append(raw, map[string]any{
-			"type": clusterv1.ManagedClusterConditionAvailable, "status": string(status), "reason": "Test",
-			"message": "set by the test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		})
-		if err := unstructured.SetNestedSlice(mc.Object, raw, "status", "conditions"); err != nil {
-			return err
-		}
-		err := c.Status().Update(ctx, mc)
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-	}
 }
 
 // governed says whether the operator took the cluster in: its finalizer,

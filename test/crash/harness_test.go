@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // seedFor returns CRASH_SEED, or a new seed, and prints it.
@@ -38,19 +40,6 @@ func seedFor(t *testing.T) uint64 {
 		}
 	})
 	return seed
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive number", name, s)
-	}
-	return n
 }
 
 // writesTo counts the operator's writes to the clusters of a round and to
@@ -143,7 +132,7 @@ func (h *harness) fleet(prefix string, ss []v1alpha1.RemoveStrategyType, running
 	var tds []*teardown
 	for _, s := range ss {
 		td, err := createCluster(h.ctx, h.cp.admin, prefix+"-"+strings.ToLower(string(s)), s,
-			envInt(h.t, "CRASH_ADDONS", addonsPerCluster), envInt(h.t, "CRASH_WORKS_PER_GROUP", worksPerGroup))
+			testenv.EnvInt(h.t, "CRASH_ADDONS", addonsPerCluster), testenv.EnvInt(h.t, "CRASH_WORKS_PER_GROUP", worksPerGroup))
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -195,7 +184,7 @@ func (h *harness) deleteClusters(tds []*teardown, rng *rand.Rand, wg *sync.WaitG
 	for _, td := range tds {
 		if td.strategy == v1alpha1.RemoveStrategyBestEffort {
 			h.agent.setOffline(td.cluster)
-			if err := setAvailable(h.ctx, h.cp.admin, td.cluster, metav1.ConditionUnknown); err != nil {
+			if err := testenv.SetAvailable(h.ctx, h.cp.admin, td.cluster, metav1.ConditionUnknown); err != nil {
 				h.t.Fatal(err)
 			}
 		}

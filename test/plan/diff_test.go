@@ -29,7 +29,7 @@ import (
 func TestDiffMatchesTeardown(t *testing.T) {
 	ss := seeds(t)
 	w := setup(t)
-	n := envInt(t, "PLAN_CLUSTERS", 3)
+	n := testenv.EnvInt(t, "PLAN_CLUSTERS", 3)
 	for _, seed := range ss {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Cleanup(func() {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // The labels the generated objects carry and the generated expressions read.
@@ -312,7 +314,7 @@ func (f *fleet) create(ctx context.Context, c client.Client) error {
 		if err := c.Create(ctx, mc); err != nil {
 			return fmt.Errorf("creating ManagedCluster %s: %w", cl.name, err)
 		}
-		if err := setAvailable(ctx, c, cl.name, metav1.ConditionTrue); err != nil {
+		if err := testenv.SetAvailable(ctx, c, cl.name, metav1.ConditionTrue); err != nil {
 			return err
 		}
 		for _, o := range cl.objects {

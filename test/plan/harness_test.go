@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +22,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -96,7 +93,7 @@ func start() (w *world, err error) {
 	built := make(chan error, 1)
 	go func() {
 		var err error
-		w.plugin, err = buildPlugin(w.dir)
+		w.plugin, err = testenv.Build(w.dir, "kubectl-cleanup", "./cmd/kubectl-cleanup", "PLAN_PLUGIN")
 		built <- err
 	}()
 	log, err := os.Create(filepath.Join(w.dir, "operator.log"))
@@ -162,24 +159,6 @@ func runAgent(ctx context.Context, agent *testenv.WorkAgent) (stop func()) {
 		agent.Run(ctx, 100*time.Millisecond)
 	}()
 	return func() { cancel(); <-done }
-}
-
-// buildPlugin builds cmd/kubectl-cleanup, unless PLAN_PLUGIN names a binary.
-func buildPlugin(dir string) (string, error) {
-	if bin := os.Getenv("PLAN_PLUGIN"); bin != "" {
-		return bin, nil
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "kubectl-cleanup")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/kubectl-cleanup")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the plugin: %v\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // plan runs `kubectl cleanup plan CLUSTER -o json` as the administrator.
@@ -281,33 +260,6 @@ func appliedAt(w *workv1.ManifestWork) int64 {
 	return -1
 }
 
-// setAvailable sets the ManagedClusterConditionAvailable condition, as the
-// registration controller does.
-func setAvailable(ctx context.Context, c client.Client, name string, status metav1.ConditionStatus) error {
-	for {
-		mc := newManagedCluster(name)
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
-			return err
-		}
-		raw, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
-		raw = slices.DeleteFunc(raw, func(c any) bool {
-			m, _ := c.(map[string]any)
-			return m["type"] == clusterv1.ManagedClusterConditionAvailable
-		})
-		raw = append(raw, map[string]any{
-			"type": clusterv1.ManagedClusterConditionAvailable, "status": string(status), "reason": "Test",
-			"message": "set by the test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		})
-		if err := unstructured.SetNestedSlice(mc.Object, raw, "status", "conditions"); err != nil {
-			return err
-		}
-		err := c.Status().Update(ctx, mc)
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-}
-
 // contentDeleteReason is the reason of the cluster's ContentDeleteSuccess
 // condition and its message; gone is true once the cluster is.
 func (w *world) contentDeleteReason(ctx context.Context, name string) (reason, message string, gone bool, err error) {
@@ -327,19 +279,6 @@ func (w *world) contentDeleteReason(ctx context.Context, name string) (reason, m
 		}
 	}
 	return reason, message, false, nil
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive number", name, s)
-	}
-	return n
 }
 
 func copyFiles(from, to string) error {

@@ -51,7 +51,7 @@ func seeds(t *testing.T) []uint64 {
 	}
 	n := *seedsFlag
 	if n == 0 {
-		n = envInt(t, "PLAN_SEEDS", 2)
+		n = testenv.EnvInt(t, "PLAN_SEEDS", 2)
 	}
 	out := make([]uint64, n)
 	for i := range out {
@@ -71,7 +71,7 @@ var runs atomic.Int64
 func TestPlanMatchesTeardown(t *testing.T) {
 	ss := seeds(t)
 	w := setup(t)
-	n := envInt(t, "PLAN_CLUSTERS", 3)
+	n := testenv.EnvInt(t, "PLAN_CLUSTERS", 3)
 	timeout := 3 * time.Minute
 	if s := os.Getenv("PLAN_TIMEOUT"); s != "" {
 		var err error
@@ -179,7 +179,7 @@ func (w *world) steady(ctx context.Context, f *fleet) error {
 	for _, c := range f.clusters {
 		if !c.available {
 			w.agent.SetOffline(c.name, true)
-			if err := setAvailable(ctx, w.admin, c.name, metav1.ConditionUnknown); err != nil {
+			if err := testenv.SetAvailable(ctx, w.admin, c.name, metav1.ConditionUnknown); err != nil {
 				return err
 			}
 		}
