@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,12 +45,6 @@ type StandaloneAdapter interface {
 	Standalone() bool
 }
 
-// GoneAdapter is an Adapter told when an object it reconciled is gone, so
-// that it drops what it keeps in memory of it.
-type GoneAdapter interface {
-	Gone(key types.NamespacedName)
-}
-
 // ForgetAdapter is an Adapter that has nothing to do for an object being
 // deleted, or gone, but forget what it keeps of it: it forgets the object
 // on the event that marks it deleting and on its delete event, which then
@@ -83,18 +76,6 @@ type FilterAdapter interface {
 	Events() predicate.Predicate
 }
 
-// RuntimeWatcher is an Adapter that adds watches at run time: it is handed
-// the built controller.
-type RuntimeWatcher interface {
-	SetController(controller.Controller)
-}
-
-// SuspendWatcher is an Adapter told of each object it did not reconcile
-// because it was suspended or paused; it writes nothing then.
-type SuspendWatcher[T client.Object] interface {
-	SawSuspended(T)
-}
-
 // Reconciler is the one reconciler of every target kind: it fetches the
 // object, finds the policy that governs its cluster, and hands both to the
 // kind's adapter.
@@ -114,9 +95,6 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	obj := r.Adapter.New()
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
-		if gone, ok := r.Adapter.(GoneAdapter); ok && apierrors.IsNotFound(err) {
-			gone.Gone(req.NamespacedName)
-		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	g, err := r.govern(ctx, r.Adapter.ClusterName(obj))
@@ -203,34 +181,24 @@ func (r *Reconciler[T]) govern(ctx context.Context, cluster string) (*decision.G
 }
 
 // suspended says whether g's policy is suspended or its cluster paused: no
-// write at all for objs then, and a SuspendWatcher is told of each.
-// Resuming changes the policy's generation or the cluster's annotations,
-// whose events bring them back.
+// write at all for objs then. Resuming changes the policy's generation or
+// the cluster's annotations, whose events bring them back.
 func (r *Reconciler[T]) suspended(ctx context.Context, g *decision.Governed, objs ...T) bool {
 	if g.Suspended == "" {
 		return false
 	}
 	logf.FromContext(ctx).V(1).Info("suspended, nothing written", "kind", r.Adapter.Name(), "objects", len(objs), "reason", g.Suspended)
-	if w, ok := r.Adapter.(SuspendWatcher[T]); ok {
-		for _, obj := range objs {
-			w.SawSuspended(obj)
-		}
-	}
 	return true
 }
 
-// ownEvents filters the events of the adapter's own kind. An adapter not
-// told of gone objects through a reconcile (GoneAdapter) gets no reconcile
-// for a delete event: it would read nothing and do nothing, and a
-// cluster's teardown deletes its works by the hundred. A ForgetAdapter
+// ownEvents filters the events of the adapter's own kind. A delete event
+// reconciles nothing: the reconcile would read nothing and do nothing, and
+// a cluster's teardown deletes its works by the hundred. A ForgetAdapter
 // forgets the object there instead (tombstones of a missed delete
 // included), and on an update of an object being deleted, which costs no
 // reconcile either; an update to another object of the same name (a
 // deletion and re-creation the watch missed) forgets the old one.
 func ownEvents[T client.Object](adapter Adapter[T]) predicate.Predicate {
-	if _, ok := adapter.(GoneAdapter); ok {
-		return predicate.Funcs{}
-	}
 	forget, _ := adapter.(ForgetAdapter)
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -271,19 +239,10 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 	b := builder.ControllerManagedBy(mgr).Named(r.Adapter.Name()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)})
 	if _, ok := r.Adapter.(NamespaceAdapter[T]); ok {
-		if _, gone := r.Adapter.(GoneAdapter); gone {
-			return fmt.Errorf("%s: a NamespaceAdapter is never told of a gone object; it cannot be a GoneAdapter", r.Adapter.Name())
-		}
 		b = b.Watches(r.Adapter.New(), handler.EnqueueRequestsFromMapFunc(namespaceOf), builder.WithPredicates(preds...))
 	} else {
 		b = b.For(r.Adapter.New(), builder.WithPredicates(preds...))
 	}
-	c, err := r.Adapter.Watches(b).Build(r)
-	if err != nil {
-		return err
-	}
-	if s, ok := r.Adapter.(RuntimeWatcher); ok {
-		s.SetController(c)
-	}
-	return nil
+	_, err := r.Adapter.Watches(b).Build(r)
+	return err
 }

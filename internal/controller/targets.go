@@ -24,7 +24,9 @@ var Targets = []Target{
 	{Name: "ManagedCluster", Adapt: adaptTimes(governConcurrencyFactor, func(d *Deps) Adapter[*unstructured.Unstructured] {
 		return NewManagedClusterAdapter(d)
 	})},
-	{Name: "ManagedCluster teardown", Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] { return d.Teardown() })},
+	{Name: "ManagedCluster teardown", Adapt: func(d *Deps, m manager.Manager) error {
+		return d.Teardown().SetupWithManager(m, d.Reader, cmp.Or(d.Concurrency, 1))
+	}},
 	{Name: "ManifestWork", Adapt: adapt(func(d *Deps) Adapter[*workv1.ManifestWork] {
 		return NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally, d.Metrics)
 	})},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,6 +27,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
 // ClusterTeardown runs the teardown of each ManagedCluster being deleted
@@ -55,15 +58,11 @@ type ClusterTeardown struct {
 	admissionSettle time.Duration
 	// records writes the teardown records.
 	records *record.Writer
+	// governor resolves the policy that governs a cluster.
+	governor *snapshot.Reader
 }
 
-var (
-	_ Adapter[*unstructured.Unstructured]        = &ClusterTeardown{}
-	_ RuntimeWatcher                             = &ClusterTeardown{}
-	_ GoneAdapter                                = &ClusterTeardown{}
-	_ SuspendWatcher[*unstructured.Unstructured] = &ClusterTeardown{}
-	_ FilterAdapter                              = &ClusterTeardown{}
-)
+var _ reconcile.Reconciler = &ClusterTeardown{}
 
 // NewClusterTeardown returns the teardown; it adds watches at run time
 // through the manager's cache and REST mapper. A step's progress is
@@ -108,23 +107,53 @@ func (a *ClusterTeardown) AllowAddOns(manager.Manager) error {
 	return nil
 }
 
-// Name implements Adapter.
-func (a *ClusterTeardown) Name() string { return "teardown" }
+// SetupWithManager registers the teardown's controller, "teardown", with
+// workers reconciles at once (0: one), For the ManagedClusters its events
+// pass; the watches of stage and monitored resources are added at run
+// time. governor resolves the policy that governs a cluster.
+func (a *ClusterTeardown) SetupWithManager(mgr manager.Manager, governor *snapshot.Reader, workers int) error {
+	a.governor = governor
+	b := builder.ControllerManagedBy(mgr).Named("teardown").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
+		For(newManagedCluster(), builder.WithPredicates(a.Events()))
+	c, err := a.Watches(b).Build(a)
+	if err != nil {
+		return err
+	}
+	a.watches.SetController(c)
+	return nil
+}
 
-// New implements Adapter.
-func (a *ClusterTeardown) New() *unstructured.Unstructured { return newManagedCluster() }
+// Reconcile implements reconcile.Reconciler: the cluster as the cache has
+// it (gone: what is kept of it is dropped), the policy that governs it,
+// then one step of its teardown. Nothing is written for a cluster whose
+// policy is suspended or that is paused; resuming changes the policy's
+// generation or the cluster's annotations, whose events bring it back.
+func (a *ClusterTeardown) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	mc := newManagedCluster()
+	if err := a.Client.Get(ctx, req.NamespacedName, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			a.teardowns.gone(req.Name)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	g, err := a.governor.Govern(ctx, mc.GetName(), false)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if g.Suspended != "" {
+		logf.FromContext(ctx).V(1).Info("suspended, nothing written", "kind", "teardown", "cluster", mc.GetName(), "reason", g.Suspended)
+		a.sawSuspended(mc)
+		return reconcile.Result{}, nil
+	}
+	return a.reconcileCluster(ctx, mc, g)
+}
 
-// ClusterName implements Adapter.
-func (a *ClusterTeardown) ClusterName(mc *unstructured.Unstructured) string { return mc.GetName() }
-
-// SetController implements RuntimeWatcher: the watches of stage and
-// monitored resources are added at run time.
-func (a *ClusterTeardown) SetController(c controller.Controller) { a.watches.SetController(c) }
-
-// Events implements FilterAdapter: a cluster being deleted that carries
-// the operator's finalizer; one whose finalizer was just removed (by hand:
-// its teardown's state is dropped); one just deleted or found deleting at
-// start without it (its namespace's mark is taken off); one gone.
+// Events are the cluster events the teardown reconciles: a cluster being
+// deleted that carries the operator's finalizer; one whose finalizer was
+// just removed (by hand: its teardown's state is dropped); one just
+// deleted or found deleting at start without it (its namespace's mark is
+// taken off); one gone.
 func (a *ClusterTeardown) Events() predicate.Predicate {
 	tornDown := func(o client.Object) bool {
 		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, v1alpha1.ClusterCleanupFinalizer)
@@ -139,8 +168,8 @@ func (a *ClusterTeardown) Events() predicate.Predicate {
 	}
 }
 
-// Reconcile implements Adapter.
-func (a *ClusterTeardown) Reconcile(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
+// reconcileCluster reconciles a cluster under the policy that governs it.
+func (a *ClusterTeardown) reconcileCluster(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if mc.GetDeletionTimestamp() == nil {
 		// Governance's. A teardown kept under its name is of a cluster
 		// gone and recreated before its delete was seen: it has none.
@@ -157,22 +186,16 @@ func (a *ClusterTeardown) Reconcile(ctx context.Context, mc *unstructured.Unstru
 	return a.reconcileDeletion(ctx, mc, g)
 }
 
-// Gone drops all that is kept of a cluster that is gone, however its
-// cleanup ended.
-func (a *ClusterTeardown) Gone(key types.NamespacedName) {
-	a.teardowns.gone(key.Name)
-}
-
-// SawSuspended remembers a deleting cluster seen paused or under a
+// sawSuspended remembers a deleting cluster seen paused or under a
 // suspended policy: its first teardown reconcile after the resume reports
 // it, and its timeout counts from there.
-func (a *ClusterTeardown) SawSuspended(mc *unstructured.Unstructured) {
+func (a *ClusterTeardown) sawSuspended(mc *unstructured.Unstructured) {
 	if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
 		a.teardowns.of(mc.GetName(), mc.GetUID()).sawSuspended()
 	}
 }
 
-// Watches implements Adapter: the works and namespaces of the clusters
+// Watches adds the teardown's other watches: the works and namespaces of the clusters
 // being torn down, the policies, whose change can change a teardown, the
 // CRDs, whose installation can end a hold on a resource not served, and
 // the other clusters of a held teardown's policy. Add-ons and the other

@@ -86,7 +86,7 @@ func TestTeardownStateOfAClusterRecreated(t *testing.T) {
 	recreated := &unstructured.Unstructured{Object: map[string]any{}}
 	recreated.SetName("c1")
 	recreated.SetUID("new")
-	if _, err := a.Reconcile(context.Background(), recreated, nil); err != nil {
+	if _, err := a.reconcileCluster(context.Background(), recreated, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.Kept("c1"); len(got) != 0 {
