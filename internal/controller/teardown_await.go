@@ -14,20 +14,19 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
-// A stage that deleted a group of works waits for them to be gone: the
-// work agent removes its finalizer from each, one after another, and each
-// work's removal is an event. Planning the whole teardown again at each of
-// them (reading the snapshot, ordering every object) changes nothing until
-// the last one is gone, and was most of what the manager spent in a
-// teardown. So a reconcile whose next step only waits for works being
-// deleted remembers them, and the removal of one of them while others
-// remain does not queue the cluster at once: the metric of what remains
-// follows it, and the cluster is queued for the end of the progress
-// interval, when the condition may say the new count. The removal of the
-// last one, any update of a work (its labels, finalizers or the agent's
-// Deleting condition may change the plan or its message), any other event
-// of the namespace, the cluster or the policy, and the step's own requeues
-// (progress, timeouts) still plan at once.
+// A stage that deleted a group of works waits for them to be gone: the work
+// agent removes its finalizer from each, one after another, and each work's
+// removal is an event. Planning the whole teardown again at each of them
+// (reading the snapshot, ordering every object) changes nothing until the
+// last one is gone, and would be most of a teardown's cost. So a reconcile
+// whose next step only waits for works being deleted remembers them, and
+// the removal of one of them while others remain does not queue the cluster
+// at once: the metric of what remains follows it, and the cluster is queued
+// for the end of the progress interval, when the condition may say the new
+// count. The removal of the last one, any update of a work (its labels,
+// finalizers or the agent's Deleting condition may change the plan or its
+// message), any other event of the namespace, the cluster or the policy,
+// and the step's own requeues (progress, timeouts) still plan at once.
 //
 // The works seen removed are kept for the teardown's life, so that a plan
 // read before a removal, and remembered after it, does not wait for an
