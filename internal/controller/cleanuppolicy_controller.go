@@ -31,6 +31,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	"github.com/fleetops-dev/cleanup-operator/internal/watch"
 )
 
 // maxReported bounds the clusters and errors a status or event names.
@@ -50,7 +51,7 @@ type CleanupPolicyReconciler struct {
 	Recorder   events.EventRecorder
 	Tally      *Tally
 	// Optional says which optional kinds are off; the Ready message names them.
-	Optional *Optional
+	Optional *watch.Optional
 	// Mapper says which resources the API server serves.
 	Mapper meta.RESTMapper
 	// Metrics exports each policy's conditions and counts; nil exports none.
@@ -349,7 +350,7 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	}
 	if r.Optional != nil {
 		// An optional kind turned on or off changes every Ready message.
-		b = b.WatchesRawSource(r.Optional.source(allPolicies))
+		b = b.WatchesRawSource(r.Optional.Source(allPolicies))
 	}
 	if r.Guard != nil {
 		// A restore, or the guard's start, changes every policy's Guarded.

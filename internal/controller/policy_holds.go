@@ -57,7 +57,7 @@ func (r *CleanupPolicyReconciler) readySummary(p *v1alpha1.CleanupPolicy) string
 		msg += fmt.Sprintf("; ties with CleanupPolicy %s (the same priority) on %d cluster(s), which %s governs by its lower name: give one a higher priority",
 			o.Policy, o.Clusters, o.GovernedBy)
 	}
-	msg += r.Optional.offMessage()
+	msg += r.Optional.OffMessage()
 	if n := p.Status.NotOwned; n > 0 {
 		msg += fmt.Sprintf("; %d object(s) that the operator did not create hold a step (no %s: %s label): %s",
 			n, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy, strings.Join(r.Tally.examples(notOwnedMark, p.Name, maxReported), ", "))

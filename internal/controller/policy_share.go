@@ -206,7 +206,7 @@ func (r *CleanupPolicyReconciler) countStamped(ctx context.Context, p *v1alpha1.
 	// Read from the cache only while the kind is served: a read of a kind
 	// whose CRD is gone would wait for an informer that never syncs.
 	p.Status.PoliciesStamped = 0
-	if err := r.Optional.whileOn(ConfigurationPolicyCRD, func() (err error) {
+	if err := r.Optional.WhileOn(ConfigurationPolicyCRD, func() (err error) {
 		p.Status.PoliciesStamped, err = count(configurationPolicyGVK, v1alpha1.PruneAnnotation, standalone)
 		return err
 	}); err != nil {

@@ -13,9 +13,17 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+)
+
+// Names of the CRDs of the kinds a hub may not serve.
+const (
+	ConfigurationPolicyCRD = cel.ConfigurationPolicyCRD
+	PolicyCRD              = "policies.policy.open-cluster-management.io"
+	AddOnCRD               = "managedclusteraddons.addon.open-cluster-management.io"
 )
 
 // Targets are the kinds the operator governs, one line each: adding a kind

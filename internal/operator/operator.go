@@ -33,6 +33,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	"github.com/fleetops-dev/cleanup-operator/internal/watch"
 	webhookv1alpha1 "github.com/fleetops-dev/cleanup-operator/internal/webhook/v1alpha1"
 )
 
@@ -174,7 +175,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 // the compile cache, the governance and the tally with the targets'
 // reconcilers, so a policy's status counts what they decided, and guard
 // with the admission guard, so that it says whether that runs.
-func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.Deps, optional *controller.Optional, guard *controller.GuardState) error {
+func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.Deps, optional *watch.Optional, guard *controller.GuardState) error {
 	if err := (&controller.CleanupPolicyReconciler{
 		Tally:      deps.Tally,
 		Client:     mgr.GetClient(),
@@ -288,11 +289,11 @@ func newEnv(ctx context.Context, mgr manager.Manager) (*cel.Env, []string, error
 // setupTargets registers the reconciler of every governed kind
 // (controller.Targets): at once, or, for an optional kind, while its CRD
 // is installed, with the other optional kinds.
-func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cache.Cache, untypedPolicy bool) (*controller.Optional, error) {
-	var kinds []*controller.OptionalKind
+func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cache.Cache, untypedPolicy bool) (*watch.Optional, error) {
+	var kinds []*watch.OptionalKind
 	for _, t := range controller.Targets {
 		if t.CRD != "" {
-			k := &controller.OptionalKind{CRD: t.CRD, Does: t.Does, Setup: func(m manager.Manager) error { return t.Adapt(deps, m) }}
+			k := &watch.OptionalKind{CRD: t.CRD, Does: t.Does, Setup: func(m manager.Manager) error { return t.Adapt(deps, m) }}
 			if untypedPolicy && t.CRD == controller.ConfigurationPolicyCRD {
 				// The CEL environment is built once, at start.
 				k.Note = "`policy` in prune rules stays dynamically typed (checked when evaluated) until the operator restarts"
@@ -304,20 +305,20 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cach
 			return nil, fmt.Errorf("setting up the %s controller: %w", t.Name, err)
 		}
 	}
-	kinds = append(kinds, &controller.OptionalKind{
+	kinds = append(kinds, &watch.OptionalKind{
 		CRD:  controller.PolicyCRD,
 		Does: "prune decisions for Policy templates",
 		Setup: func(m manager.Manager) error {
 			return (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: deps.Tally, APIReader: mgr.GetAPIReader(),
 				ConfigMaps: ownConfigMaps, Reader: deps.Reader, Recorder: deps.Recorder}).SetupWithManager(m)
 		},
-	}, &controller.OptionalKind{
+	}, &watch.OptionalKind{
 		CRD:     controller.AddOnCRD,
 		Does:    "deleting ManagedClusterAddOns in cleanups",
 		Setup:   deps.Teardown().AllowAddOns,
 		Stopped: deps.Teardown().ForgetAddOns,
 	})
-	optional := controller.NewOptional(mgr, kinds...)
+	optional := watch.NewOptional(mgr, kinds...)
 	if err := optional.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the optional kinds: %w", err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package watch
 
 import (
 	"context"
@@ -21,18 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-
-	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-
-// Names of the CRDs of the kinds a hub may not serve.
-const (
-	ConfigurationPolicyCRD = cel.ConfigurationPolicyCRD
-	PolicyCRD              = "policies.policy.open-cluster-management.io"
-	AddOnCRD               = "managedclusteraddons.addon.open-cluster-management.io"
-)
 
 // discoveryPoll is how soon a CRD that is established but not yet in
 // discovery is looked at again: discovery has no watch.
@@ -57,7 +48,7 @@ type OptionalKind struct {
 
 	known, on bool
 	// mu is held for reading by whoever reads the kind from the cache
-	// (whileOn), and for writing while the kind is turned off, so that
+	// (WhileOn), and for writing while the kind is turned off, so that
 	// no read recreates an informer of a kind that is no longer served.
 	mu        sync.RWMutex
 	groupKind schema.GroupKind
@@ -247,8 +238,8 @@ func (o *Optional) turnOff(k *OptionalKind) {
 	}
 }
 
-// whileOn runs read if the kind is on, and keeps it on until read returns.
-func (o *Optional) whileOn(crd string, read func() error) error {
+// WhileOn runs read if the kind is on, and keeps it on until read returns.
+func (o *Optional) WhileOn(crd string, read func() error) error {
 	if o == nil || o.kinds[crd] == nil {
 		return read()
 	}
@@ -279,9 +270,9 @@ func (o *Optional) Off() []string {
 	return out
 }
 
-// offMessage is what a CleanupPolicy's Ready message says of the kinds
+// OffMessage is what a CleanupPolicy's Ready message says of the kinds
 // that are off; empty when none is.
-func (o *Optional) offMessage() string {
+func (o *Optional) OffMessage() string {
 	off := o.Off()
 	if len(off) == 0 {
 		return ""
@@ -297,6 +288,6 @@ func (o *Optional) notify() {
 }
 
 // source wakes its handler when a kind turns on or off.
-func (o *Optional) source(h handler.EventHandler) source.Source {
+func (o *Optional) Source(h handler.EventHandler) source.Source {
 	return source.Channel(o.changed, h)
 }
