@@ -95,3 +95,14 @@ const (
 	// gone. The message names the missing rights.
 	GuardUnrestorableReason = "GuardUnrestorable"
 )
+
+// MaxConditionMessage is the longest condition message the API accepts.
+const MaxConditionMessage = 32768
+
+// ConditionMessage is message cut to what the API accepts, marked as cut.
+func ConditionMessage(message string) string {
+	if len(message) > MaxConditionMessage {
+		return message[:MaxConditionMessage-3] + "..."
+	}
+	return message
+}

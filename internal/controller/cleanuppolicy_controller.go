@@ -76,7 +76,7 @@ type CleanupPolicyReconciler struct {
 
 // Reconcile compiles the policy and evaluates it against every ManagedCluster.
 func (r *CleanupPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	u := newCleanupPolicy()
+	u := snapshot.NewCleanupPolicy()
 	if err := r.Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forgetPolicy(req.Name)
@@ -144,7 +144,7 @@ func (r *CleanupPolicyReconciler) reconcileFleet(ctx context.Context, p *v1alpha
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	clusters := newManagedClusterList()
+	clusters := snapshot.NewManagedClusterList()
 	// Read-only (selectors, counts, names): no copy of the cache's
 	// clusters, which a fleet's governing lists once per cluster event.
 	if err := r.List(ctx, clusters, client.UnsafeDisableDeepCopy); err != nil {
@@ -338,10 +338,10 @@ func (r *CleanupPolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	allPolicies := handler.EnqueueRequestsFromMapFunc(r.allPolicies)
 	b := builder.ControllerManagedBy(mgr).
 		Named("cleanuppolicy").
-		For(newCleanupPolicy(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(snapshot.NewCleanupPolicy(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Another policy's change can change this one's overlaps.
-		Watches(newCleanupPolicy(), allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(newManagedCluster(), r.pacedPolicies()).
+		Watches(snapshot.NewCleanupPolicy(), allPolicies, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(snapshot.NewManagedCluster(), r.pacedPolicies()).
 		// A CRD installed or removed can serve a resource a policy names.
 		Watches(crdMetadata(), allPolicies).
 		WatchesRawSource(r.Tally.source())

@@ -13,15 +13,12 @@ import (
 // setContentDeleteCondition sets ContentDeleteSuccess on the cluster and
 // reports whether it changed. Other controllers' conditions are kept as they are.
 func setContentDeleteCondition(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) bool {
-	if len(message) > maxMessage {
-		message = message[:maxMessage-3] + "..."
-	}
 	conds := decision.ClusterConditions(mc)
 	changed := meta.SetStatusCondition(&conds, metav1.Condition{
 		Type:    v1alpha1.ContentDeleteSuccessCondition,
 		Status:  status,
 		Reason:  reason,
-		Message: message,
+		Message: v1alpha1.ConditionMessage(message),
 	})
 	if !changed {
 		return false

@@ -10,9 +10,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
 
-// maxMessage is the longest condition message the API accepts.
-const maxMessage = 32768
-
 // setReadyCondition marks the policy ready, or not, and drops Reconciling
 // and Stalled, which kstatus wants present only while true.
 func setReadyCondition(p *v1alpha1.CleanupPolicy, status metav1.ConditionStatus, reason, message string) {
@@ -62,14 +59,11 @@ func isExpressionField(path string) bool {
 }
 
 func setCondition(p *v1alpha1.CleanupPolicy, typ string, status metav1.ConditionStatus, reason, message string) {
-	if len(message) > maxMessage {
-		message = message[:maxMessage-3] + "..."
-	}
 	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
 		Type:               typ,
 		Status:             status,
 		Reason:             reason,
-		Message:            message,
+		Message:            v1alpha1.ConditionMessage(message),
 		ObservedGeneration: p.Generation,
 	})
 }

@@ -105,7 +105,7 @@ func TestConditionMessageIsBounded(t *testing.T) {
 		long[i] = 'x'
 	}
 	setReadyCondition(p, metav1.ConditionFalse, v1alpha1.EvaluationErrorReason, string(long))
-	if n := len(p.Status.Conditions[0].Message); n > maxMessage {
-		t.Fatalf("message of %d bytes, the API accepts %d", n, maxMessage)
+	if n := len(p.Status.Conditions[0].Message); n > v1alpha1.MaxConditionMessage {
+		t.Fatalf("message of %d bytes, the API accepts %d", n, v1alpha1.MaxConditionMessage)
 	}
 }

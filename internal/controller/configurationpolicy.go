@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -131,7 +133,7 @@ func (a *ConfigurationPolicyAdapter) ofPolicy(ctx context.Context, p client.Obje
 	}
 	all := sets.New[string]()
 	if selectsAll {
-		clusters := newManagedClusterList()
+		clusters := snapshot.NewManagedClusterList()
 		if err := a.Client.List(ctx, clusters, client.UnsafeDisableDeepCopy); err != nil { // names only: not copied
 			logf.FromContext(ctx).Error(err, "listing ManagedClusters")
 			return nil

@@ -260,9 +260,9 @@ func (r *DecisionsReconciler) SetupWithManager(mgr manager.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
 		}))).
-		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
+		Watches(snapshot.NewManagedCluster(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
+		Watches(snapshot.NewCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(r.rootNamespaces),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }

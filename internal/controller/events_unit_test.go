@@ -25,13 +25,13 @@ import (
 
 // TestOwnEvents: a stamped kind's delete event, and the update that marks
 // an object deleting, cost no reconcile (it would do nothing but forget
-// the object) and forget the object's marks in the tally (controller-runtime
+// the object) and forget the object's marks in the counts (controller-runtime
 // hands a missed delete's tombstone on as its object, so that is the same
 // event); spec changes and creates reach the reconcile; the cluster adapter, told of gone
 // clusters by a reconcile, keeps its delete events. A re-creation under the
 // same name reaches the reconcile even when it comes as an update.
 func TestOwnEvents(t *testing.T) {
-	tally := NewTally()
+	counts := NewTally()
 	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", Generation: 1, UID: "one"}}
 	cp := &unstructured.Unstructured{}
 	cp.SetNamespace("c1")
@@ -43,23 +43,23 @@ func TestOwnEvents(t *testing.T) {
 		own        predicate.Predicate
 		obj        client.Object
 	}{
-		{"manifestwork", "ManifestWork", ownEvents[*workv1.ManifestWork](&ManifestWorkAdapter{stamper: stamper{Tally: tally}}), work},
-		{"configurationpolicy", "ConfigurationPolicy", ownEvents[*unstructured.Unstructured](&ConfigurationPolicyAdapter{stamper: stamper{Tally: tally}}), cp},
+		{"manifestwork", "ManifestWork", ownEvents[*workv1.ManifestWork](&ManifestWorkAdapter{stamper: stamper{Tally: counts}}), work},
+		{"configurationpolicy", "ConfigurationPolicy", ownEvents[*unstructured.Unstructured](&ConfigurationPolicyAdapter{stamper: stamper{Tally: counts}}), cp},
 	} {
 		// Both filters the controller applies to its own kind.
 		keep := predicate.And(stampEvents, tc.own)
 		key := tallyKey(tc.kind, tc.obj)
-		tally.set(dryRunMark, "dry", key, true)
-		tally.record("p", key, true, false, false)
+		counts.set(dryRunMark, "dry", key, true)
+		counts.record("p", key, true, false, false)
 		if keep.Delete(event.DeleteEvent{Object: tc.obj}) {
 			t.Errorf("%s: a delete event reaches the reconcile", tc.name)
 		}
-		if tally.count(dryRunMark, "dry") != 0 || tally.count(conflictMark, "p") != 0 {
-			t.Errorf("%s: the tally still counts a deleted object", tc.name)
+		if counts.count(dryRunMark, "dry") != 0 || counts.count(conflictMark, "p") != 0 {
+			t.Errorf("%s: the counts still counts a deleted object", tc.name)
 		}
 		// The mark of a deletion (the API server counts it as a
 		// generation) forgets the object too, and costs no reconcile.
-		tally.set(dryRunMark, "dry", key, true)
+		counts.set(dryRunMark, "dry", key, true)
 		marked := tc.obj.DeepCopyObject().(client.Object)
 		now := metav1.Now()
 		marked.SetDeletionTimestamp(&now)
@@ -67,8 +67,8 @@ func TestOwnEvents(t *testing.T) {
 		if keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: marked}) {
 			t.Errorf("%s: the mark of a deletion reaches the reconcile", tc.name)
 		}
-		if tally.count(dryRunMark, "dry") != 0 {
-			t.Errorf("%s: the tally still counts an object being deleted", tc.name)
+		if counts.count(dryRunMark, "dry") != 0 {
+			t.Errorf("%s: the counts still counts an object being deleted", tc.name)
 		}
 		// A spec change and a create reach it.
 		changed := tc.obj.DeepCopyObject().(client.Object)
@@ -82,12 +82,12 @@ func TestOwnEvents(t *testing.T) {
 		// The old object is forgotten.
 		again := tc.obj.DeepCopyObject().(client.Object)
 		again.SetUID("another")
-		tally.record("p", key, true, false, false)
+		counts.record("p", key, true, false, false)
 		if !keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: again}) {
 			t.Errorf("%s: a re-creation seen as an update does not reach the reconcile", tc.name)
 		}
-		if tally.count(conflictMark, "p") != 0 {
-			t.Errorf("%s: the tally still counts the object a re-creation replaced", tc.name)
+		if counts.count(conflictMark, "p") != 0 {
+			t.Errorf("%s: the counts still counts the object a re-creation replaced", tc.name)
 		}
 		if keep.Update(event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: tc.obj.DeepCopyObject().(client.Object)}) {
 			t.Errorf("%s: an update that changes nothing watched reaches the reconcile", tc.name)

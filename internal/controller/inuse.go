@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +37,7 @@ const maxWaitingNamed = 10
 // The policy is handled as stored, undecoded: a finalizer is metadata, and a
 // policy the operator cannot decode still gets and loses it.
 func (r *CleanupPolicyReconciler) reconcileInUse(ctx context.Context, p *unstructured.Unstructured) (teardowns []string, err error) {
-	clusters := newManagedClusterList()
+	clusters := snapshot.NewManagedClusterList()
 	// Read-only: no copy of the cache.
 	if err := r.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: p.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the clusters of CleanupPolicy %s: %w", p.GetName(), err)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -30,20 +30,6 @@ import (
 // +kubebuilder:rbac:groups=addon.open-cluster-management.io,resources=managedclusteraddons,verbs=get;list;watch;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
-
-// clusterWriter is what the governance of clusters and their teardown
-// both write with.
-type clusterWriter struct {
-	Client   client.Client
-	Recorder events.EventRecorder
-	Metrics  *Metrics
-	// Tally counts, per policy, the objects the operator leaves alone
-	// because it did not create them.
-	Tally *Tally
-	// apiReader reads a work, managedFields included, when orphaning it
-	// conflicts, and a signal work the cache may not show applied yet.
-	apiReader client.Reader
-}
 
 // ManagedClusterAdapter keeps governed ManagedClusters under the operator's
 // finalizer with their deletion-signal work, and their deletion protection.
@@ -68,17 +54,16 @@ var _ Adapter[*unstructured.Unstructured] = &ManagedClusterAdapter{}
 
 // NewManagedClusterAdapter returns the adapter of the clusters not being
 // deleted; it shares the teardown's writer, watches and states.
-func NewManagedClusterAdapter(d *Deps) *ManagedClusterAdapter {
-	t := d.Teardown()
+func NewManagedClusterAdapter(t *ClusterTeardown, confirmationMaxAge time.Duration, limits admissionpolicy.SignalLimits) *ManagedClusterAdapter {
 	return &ManagedClusterAdapter{clusterWriter: t.clusterWriter, watches: t.watches, teardowns: t.teardowns,
-		ConfirmationMaxAge: d.ConfirmationMaxAge, SignalLimits: d.SignalLimits}
+		ConfirmationMaxAge: confirmationMaxAge, SignalLimits: limits}
 }
 
 // Name implements Adapter.
 func (a *ManagedClusterAdapter) Name() string { return "managedcluster" }
 
 // New implements Adapter.
-func (a *ManagedClusterAdapter) New() *unstructured.Unstructured { return newManagedCluster() }
+func (a *ManagedClusterAdapter) New() *unstructured.Unstructured { return snapshot.NewManagedCluster() }
 
 // ClusterName implements Adapter.
 func (a *ManagedClusterAdapter) ClusterName(mc *unstructured.Unstructured) string {
@@ -204,7 +189,7 @@ func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		})).
-		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.allClusters),
+		Watches(snapshot.NewCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.allClusters),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 }
 
@@ -216,23 +201,8 @@ func signalWorkToCluster(ctx context.Context, o client.Object) []reconcile.Reque
 	return namespaceToCluster(ctx, o)
 }
 
-// deletingClusterOf maps an object in a cluster namespace to the cluster,
-// if that cluster is being deleted.
-func (a *ClusterTeardown) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
-	// The teardowns that wait for objects here, outside their own
-	// namespace (a stage's namespaces, or cluster-scoped objects).
-	reqs := a.teardowns.waitingIn(o.GetNamespace())
-	mc := newManagedCluster()
-	// Read, not kept: no copy of the cache.
-	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc, client.UnsafeDisableDeepCopy) != nil ||
-		mc.GetDeletionTimestamp() == nil {
-		return reqs
-	}
-	return append(namespaceToCluster(ctx, o), reqs...)
-}
-
 func (a *ManagedClusterAdapter) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := newManagedClusterList()
+	list := snapshot.NewManagedClusterList()
 	// Names only: no copy of the cache.
 	if err := a.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
@@ -243,19 +213,4 @@ func (a *ManagedClusterAdapter) allClusters(ctx context.Context, _ client.Object
 		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].GetName()}}
 	}
 	return reqs
-}
-
-func setAnnotation(o metav1.Object, key, value string) {
-	a := o.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[key] = value
-	o.SetAnnotations(a)
-}
-
-func removeAnnotation(o metav1.Object, key string) {
-	a := o.GetAnnotations()
-	delete(a, key)
-	o.SetAnnotations(a)
 }

@@ -71,7 +71,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 			}
 		}
 		current := desired.Equal(decision.CurrentDeleteOption(w))
-		return stampDecision{current: current, pending: !current, stamp: stamp{gvk: manifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
+		return stampDecision{current: current, pending: !current, stamp: stamp{gvk: snapshot.ManifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
 			field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation, value: desired.PropagationPolicy,
 			spec: deleteOptionPatch(desired), describe: desired.Describe(),
 			defaulted: defaultedPropagationPolicy, released: releasedDeleteOption}}, nil
@@ -137,7 +137,7 @@ type policyOrClusterEvents struct{ predicate.Funcs }
 
 func (policyOrClusterEvents) Update(e event.UpdateEvent) bool {
 	gvk := e.ObjectNew.GetObjectKind().GroupVersionKind()
-	return gvk == cleanupPolicyGVK || gvk == managedClusterGVK
+	return gvk == snapshot.CleanupPolicyGVK || gvk == snapshot.ManagedClusterGVK
 }
 
 func (a *ManifestWorkAdapter) worksOfCluster(_ context.Context, mc client.Object) []reconcile.Request {

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -13,19 +12,9 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
 
-var (
-	managedClusterGVK     = snapshot.ManagedClusterGVK
-	newManagedCluster     = snapshot.NewManagedCluster
-	newManagedClusterList = snapshot.NewManagedClusterList
-	cleanupPolicyGVK      = snapshot.CleanupPolicyGVK
-	newCleanupPolicy      = snapshot.NewCleanupPolicy
-)
-
-var manifestWorkGVK = schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork"}
-
 // SetupIndexes registers the cache indexes the controllers read.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, newManagedCluster(), GoverningPolicyIndex, IndexGoverningPolicy); err != nil {
+	if err := indexer.IndexField(ctx, snapshot.NewManagedCluster(), GoverningPolicyIndex, IndexGoverningPolicy); err != nil {
 		return err
 	}
 	return indexer.IndexField(ctx, &workv1.ManifestWork{}, OrphaningStampedIndex, indexOrphaningStamped)

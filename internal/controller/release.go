@@ -6,11 +6,14 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -65,7 +68,7 @@ func (a *clusterWriter) deletingNow(ctx context.Context, name string) (bool, err
 	if reader == nil {
 		reader = a.Client
 	}
-	mc := newManagedCluster()
+	mc := snapshot.NewManagedCluster()
 	if err := reader.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
@@ -125,4 +128,33 @@ func hasClusterAnnotations(mc *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// clusterWriter is what the governance of clusters and their teardown
+// both write with.
+type clusterWriter struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	// Tally counts, per policy, the objects the operator leaves alone
+	// because it did not create them.
+	Tally *Tally
+	// apiReader reads a work, managedFields included, when orphaning it
+	// conflicts, and a signal work the cache may not show applied yet.
+	apiReader client.Reader
+}
+
+func setAnnotation(o metav1.Object, key, value string) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	o.SetAnnotations(a)
+}
+
+func removeAnnotation(o metav1.Object, key string) {
+	a := o.GetAnnotations()
+	delete(a, key)
+	o.SetAnnotations(a)
 }

@@ -1,17 +1,10 @@
 package controller
 
 import (
-	"context"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
@@ -33,24 +26,6 @@ func setNotServedCondition(p *v1alpha1.CleanupPolicy, fields []decision.Unserved
 	return msg
 }
 
-// deletingClusters maps an event that can end a hold (a CRD installed,
-// changed or removed) to every cluster being torn down.
-func (a *ClusterTeardown) deletingClusters(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := newManagedClusterList()
-	if err := a.Client.List(ctx, list); err != nil {
-		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		mc := &list.Items[i]
-		if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: mc.GetName()}})
-		}
-	}
-	return reqs
-}
-
 // policyUnserved is what the policy reconciler reports of a compiled policy.
 func policyUnserved(mapper meta.RESTMapper, p *cel.Policy) ([]decision.UnservedField, error) {
 	if mapper == nil {
@@ -59,11 +34,4 @@ func policyUnserved(mapper meta.RESTMapper, p *cel.Policy) ([]decision.UnservedF
 	return decision.UnservedFields(p.Spec, func(gvr schema.GroupVersionResource) (decision.Scope, error) {
 		return snapshot.ScopeOf(mapper, gvr)
 	})
-}
-
-// crdMetadata is a CustomResourceDefinition watched as metadata only.
-func crdMetadata() *metav1.PartialObjectMetadata {
-	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-	return crd
 }

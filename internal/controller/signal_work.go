@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,8 +51,8 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 		return err
 	}
 	work := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": manifestWorkGVK.GroupVersion().String(),
-		"kind":       manifestWorkGVK.Kind,
+		"apiVersion": snapshot.ManifestWorkGVK.GroupVersion().String(),
+		"kind":       snapshot.ManifestWorkGVK.Kind,
 		"metadata": map[string]any{
 			"name":        name,
 			"namespace":   namespace,
@@ -150,7 +152,7 @@ func (a *ManagedClusterAdapter) retireSignalWorks(ctx context.Context, namespace
 			checked = true
 		}
 		if !isOrphan(w) {
-			result, _, err := a.stampDeleteOption(ctx, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)})
+			result, _, err := stampDeleteOption(ctx, a.Client, a.apiReader, a.Metrics, &w.ObjectMeta, decision.DeleteOption{PropagationPolicy: string(workv1.DeletePropagationPolicyTypeOrphan)})
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -256,9 +258,9 @@ func (recreated) Update(e event.UpdateEvent) bool {
 func stampWatches(b *builder.Builder, ofCluster, ofPolicy handler.MapFunc) *builder.Builder {
 	return b.
 		WithEventFilter(stampEvents).
-		Watches(newManagedCluster(), handler.EnqueueRequestsFromMapFunc(ofCluster),
+		Watches(snapshot.NewManagedCluster(), handler.EnqueueRequestsFromMapFunc(ofCluster),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(ofPolicy),
+		Watches(snapshot.NewCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(ofPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 }
 
@@ -267,7 +269,7 @@ func stampWatches(b *builder.Builder, ofCluster, ofPolicy handler.MapFunc) *buil
 // is not copied from the cache, which at a policy's change would copy every
 // cluster it governs at once (a 10,000-cluster fleet's peak memory).
 func clustersOf(ctx context.Context, c client.Reader, policy string) (sets.Set[string], error) {
-	clusters := newManagedClusterList()
+	clusters := snapshot.NewManagedClusterList()
 	if err := c.List(ctx, clusters, client.MatchingFields{GoverningPolicyIndex: policy}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}

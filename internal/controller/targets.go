@@ -30,7 +30,7 @@ const (
 // is its adapter's file and a line here.
 var Targets = []Target{
 	{Name: "ManagedCluster", Adapt: adaptTimes(governConcurrencyFactor, func(d *Deps) Adapter[*unstructured.Unstructured] {
-		return NewManagedClusterAdapter(d)
+		return NewManagedClusterAdapter(d.Teardown(), d.ConfirmationMaxAge, d.SignalLimits)
 	})},
 	{Name: "ManagedCluster teardown", Adapt: func(d *Deps, m manager.Manager) error {
 		return d.Teardown().SetupWithManager(m, d.Reader, cmp.Or(d.Concurrency, 1))

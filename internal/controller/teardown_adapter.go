@@ -91,7 +91,7 @@ func NewClusterTeardown(mgr manager.Manager, recorder events.EventRecorder, metr
 	a.watches = newResourceWatches(mgr.GetCache(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper(), a.deletingClusterOf, watching)
 	// Watched from the start by Watches; works whole, as the ManifestWork
 	// controller caches them whole anyway.
-	a.watches.watchedFromStart(decision.ManifestWorks, manifestWorkGVK)
+	a.watches.watchedFromStart(decision.ManifestWorks, snapshot.ManifestWorkGVK)
 	// Add-ons, whose CRD a hub may lack, are watched at run time like
 	// any stage resource, from when a policy that deletes them governs a
 	// cluster (watches.prepare).
@@ -115,7 +115,7 @@ func (a *ClusterTeardown) SetupWithManager(mgr manager.Manager, governor *snapsh
 	a.governor = governor
 	b := builder.ControllerManagedBy(mgr).Named("teardown").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
-		For(newManagedCluster(), builder.WithPredicates(a.Events()))
+		For(snapshot.NewManagedCluster(), builder.WithPredicates(a.Events()))
 	c, err := a.Watches(b).Build(a)
 	if err != nil {
 		return err
@@ -130,7 +130,7 @@ func (a *ClusterTeardown) SetupWithManager(mgr manager.Manager, governor *snapsh
 // policy is suspended or that is paused; resuming changes the policy's
 // generation or the cluster's annotations, whose events bring it back.
 func (a *ClusterTeardown) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	mc := newManagedCluster()
+	mc := snapshot.NewManagedCluster()
 	if err := a.Client.Get(ctx, req.NamespacedName, mc); err != nil {
 		if apierrors.IsNotFound(err) {
 			a.teardowns.gone(req.Name)
@@ -204,18 +204,51 @@ func (a *ClusterTeardown) Watches(b *builder.Builder) *builder.Builder {
 	return b.
 		Watches(&workv1.ManifestWork{}, a.worksHandler()).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(a.deletingClusterNamed)).
-		Watches(newCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters),
+		Watches(snapshot.NewCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(crdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters)).
-		Watches(newManagedCluster(), a.wakeHeld())
+		Watches(snapshot.NewManagedCluster(), a.wakeHeld())
 }
 
 // deletingClusterNamed maps a namespace to the cluster of its name, if
 // that cluster is being deleted.
 func (a *ClusterTeardown) deletingClusterNamed(ctx context.Context, o client.Object) []reconcile.Request {
-	mc := newManagedCluster()
+	mc := snapshot.NewManagedCluster()
 	if a.Client.Get(ctx, client.ObjectKey{Name: o.GetName()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+}
+
+// deletingClusters maps an event that can end a hold (a CRD installed,
+// changed or removed) to every cluster being torn down.
+func (a *ClusterTeardown) deletingClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := snapshot.NewManagedClusterList()
+	if err := a.Client.List(ctx, list); err != nil {
+		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		mc := &list.Items[i]
+		if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: mc.GetName()}})
+		}
+	}
+	return reqs
+}
+
+// deletingClusterOf maps an object in a cluster namespace to the cluster,
+// if that cluster is being deleted.
+func (a *ClusterTeardown) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
+	// The teardowns that wait for objects here, outside their own
+	// namespace (a stage's namespaces, or cluster-scoped objects).
+	reqs := a.teardowns.waitingIn(o.GetNamespace())
+	mc := snapshot.NewManagedCluster()
+	// Read, not kept: no copy of the cache.
+	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc, client.UnsafeDisableDeepCopy) != nil ||
+		mc.GetDeletionTimestamp() == nil {
+		return reqs
+	}
+	return append(namespaceToCluster(ctx, o), reqs...)
 }

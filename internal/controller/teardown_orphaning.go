@@ -1,21 +1,11 @@
 package controller
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 
-	workv1 "open-cluster-management.io/api/work/v1"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
@@ -32,7 +22,7 @@ func (a *ClusterTeardown) stampAll(ctx context.Context, s *decision.Snapshot, ac
 			continue
 		}
 		want := *act.Option
-		result, why, err := a.stampDeleteOption(ctx, &w.ObjectMeta, want)
+		result, why, err := stampDeleteOption(ctx, a.Client, a.apiReader, a.Metrics, &w.ObjectMeta, want)
 		switch {
 		case err == nil && result.written():
 			stamped[w.UID] = int64(result)
@@ -44,85 +34,4 @@ func (a *ClusterTeardown) stampAll(ctx context.Context, s *decision.Snapshot, ac
 		}
 	}
 	return stamped, holds
-}
-
-// stampResult is what became of a stamp: the generation of the work that
-// carries it (positive), or why none does.
-type stampResult int64
-
-const (
-	stampConflict stampResult = -1 // another field manager owns deleteOption
-	stampStale    stampResult = -2 // the work was replaced, changed or deleted meanwhile
-)
-
-// written says whether the stamp was written.
-func (r stampResult) written() bool { return r > 0 }
-
-// stampDeleteOption gives a work the deleteOption want and returns the
-// generation that carries it. The operator's own signal works get a merge
-// patch: it owns their whole spec, and an apply of deleteOption alone would
-// drop the fields it applied before, the manifests among them. Other works
-// get a server-side apply of deleteOption and the annotation recording the
-// decision, never forced unless another manager holds only the CRD's
-// default propagationPolicy, which it never wrote (see takeDefault); why
-// says who holds it otherwise. Both carry the UID: they never touch a work
-// recreated under the same name.
-func (a *clusterWriter) stampDeleteOption(ctx context.Context, w *metav1.ObjectMeta, want decision.DeleteOption) (result stampResult, why string, err error) {
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(manifestWorkGVK)
-	obj.SetNamespace(w.Namespace)
-	obj.SetName(w.Name)
-	// A work with the signal label is the operator's signal work or a copy
-	// of one: its whole spec may be the operator's, so only deleteOption
-	// is patched.
-	if w.Labels[v1alpha1.SignalWorkLabel] == "true" {
-		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"uid": w.UID},
-			"spec":     map[string]any{"deleteOption": deleteOptionSpec(want)},
-		})
-		err = a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
-	} else {
-		obj.Object["metadata"] = map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID),
-			"annotations": map[string]any{v1alpha1.OrphaningAnnotation: want.PropagationPolicy}}
-		obj.Object["spec"] = map[string]any{"deleteOption": deleteOptionSpec(want)}
-		err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-		if apierrors.IsConflict(err) && fieldManagerConflict(err) {
-			st := stamp{gvk: manifestWorkGVK, spec: deleteOptionPatch(want), defaulted: defaultedPropagationPolicy}
-			took, why, terr := takeDefault(ctx, a.Client, a.apiReader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, st, err)
-			switch {
-			case terr != nil:
-				return stampStale, "", client.IgnoreNotFound(terr)
-			case !took:
-				return stampConflict, cmp.Or(why, "another manager owns it"), nil
-			}
-			err = a.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-		}
-	}
-	switch {
-	case apierrors.IsConflict(err) && fieldManagerConflict(err):
-		return stampConflict, "another manager owns it", nil
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		return stampStale, "", nil // a UID precondition that failed: the watch brings the new work
-	case err != nil:
-		return stampStale, "", err
-	}
-	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
-		a.Metrics.OrphanedWorks.Inc()
-	}
-	return stampResult(max(obj.GetGeneration(), 1)), "", nil
-}
-
-// fieldManagerConflict says whether a server-side apply was refused
-// because another manager owns a field it sets.
-func fieldManagerConflict(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) || status.Status().Details == nil {
-		return false
-	}
-	for _, c := range status.Status().Details.Causes {
-		if c.Type == metav1.CauseTypeFieldManagerConflict {
-			return true
-		}
-	}
-	return false
 }

@@ -335,7 +335,7 @@ func listWorksMetadata(ctx context.Context, c client.Reader, opts ...client.List
 	}
 	out := make([]metav1.PartialObjectMetadata, len(list.Items))
 	for i := range list.Items {
-		out[i].SetGroupVersionKind(manifestWorkGVK)
+		out[i].SetGroupVersionKind(snapshot.ManifestWorkGVK)
 		out[i].ObjectMeta = list.Items[i].ObjectMeta
 	}
 	return out, nil
@@ -356,4 +356,11 @@ func namespaceToCluster(_ context.Context, obj client.Object) []reconcile.Reques
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetNamespace()}}}
+}
+
+// crdMetadata is a CustomResourceDefinition watched as metadata only.
+func crdMetadata() *metav1.PartialObjectMetadata {
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	return crd
 }

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
@@ -10,6 +11,9 @@ import (
 // ManagedClusters are read unstructured: CEL evaluates their content as is,
 // with no conversion per evaluation.
 var ManagedClusterGVK = clusterv1.GroupVersion.WithKind("ManagedCluster")
+
+// ManifestWorkGVK is ManifestWork's group, version and kind.
+var ManifestWorkGVK = workv1.GroupVersion.WithKind("ManifestWork")
 
 // NewManagedCluster returns an empty ManagedCluster to read into.
 func NewManagedCluster() *unstructured.Unstructured {
