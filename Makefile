@@ -100,16 +100,16 @@ test: manifests generate fmt vet envtest-bins crds ## Run every unit and envtest
 	cd hack/tools/bundle && $(BUNDLE_ENV) go test $(GO_TEST_FLAGS) ./...
 	cd test/monitoring && go test $(GO_TEST_FLAGS) -timeout 30m ./...
 
-# The packages whose tests need no API server; internal/controller's unit
-# tests run without its envtest suite, TestControllers.
+# The packages whose tests need no API server (internal/controller holds the
+# envtest suite of the reconcilers together).
 UNIT_PACKAGES = ./api/... ./cmd ./hack/fleetrss ./hack/krew ./hack/shardsim ./internal/cel/... ./internal/decision/... \
-	./internal/fuzzrand ./internal/operator/heartbeat ./internal/record/... ./internal/review/... ./internal/scheme \
-	./internal/testenv ./internal/webhook/... ./test/codesize ./test/docs ./test/repo
+	./internal/fuzzrand ./internal/governance ./internal/metrics ./internal/operator/heartbeat ./internal/policy \
+	./internal/record/... ./internal/review/... ./internal/scheme ./internal/stamp ./internal/tally ./internal/teardown \
+	./internal/testenv ./internal/watch ./internal/webhook/... ./test/codesize ./test/docs ./test/repo
 
 .PHONY: test-unit
-test-unit: crds ## Run the tests that need no API server: the pure packages and internal/controller's unit tests (about 30 s warm).
+test-unit: crds ## Run the tests that need no API server: the pure packages and the reconcilers' unit tests (about 30 s warm).
 	go test $(GO_TEST_FLAGS) $(UNIT_PACKAGES)
-	go test $(GO_TEST_FLAGS) -skip '^TestControllers$$' ./internal/controller
 
 .PHONY: test-monitoring
 test-monitoring: ## Check the alerts and the dashboard: the rules' unit tests in promtool (built from hack/tools/promtool), and every query against the metrics the operator exports.

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,7 +32,6 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
@@ -106,7 +107,7 @@ func (f flags) options() (operator.Options, error) {
 	opts := operator.Options{ClusterConcurrency: f.clusterConcurrency,
 		FlowControl: f.createFlowControl, ProgressInterval: f.progressInterval,
 		ConfirmationMaxAge: f.confirmationMaxAge, NamespaceDeny: splitPatterns(f.namespaceDeny),
-		Records: controller.RecordOptions{Namespace: f.operatorNamespace,
+		Records: teardown.RecordOptions{Namespace: f.operatorNamespace,
 			Retention: record.Retention{PerCluster: f.recordsPerCluster, MaxAge: f.recordMaxAge}}}
 	opts.OCMCleanupUsers = append([]string{}, splitPatterns(f.ocmCleanupUsers)...)
 	opts.SignalLimits = admissionpolicy.SignalLimits{Kinds: f.signalKinds, MaxBytes: f.signalMaxBytes, MaxTotalBytes: f.signalMaxTotalBytes}
@@ -193,7 +194,7 @@ func (f *flags) bindOperator(fs *flag.FlagSet) {
 		"Create the operator's FlowSchema and PriorityLevelConfiguration at start when they are absent.")
 	fs.IntVar(&f.clusterConcurrency, "cluster-concurrency", operator.DefaultClusterConcurrency,
 		"How many ManagedClusters are torn down at once; clusters governed (a finalizer and an annotation written) go four times as many at once.")
-	fs.DurationVar(&f.progressInterval, "progress-interval", controller.DefaultProgressInterval,
+	fs.DurationVar(&f.progressInterval, "progress-interval", teardown.DefaultProgressInterval,
 		"How often, at most, the progress of a running cleanup step (its counts) is written on the ManagedCluster's "+
 			"ContentDeleteSuccess condition; a new step is written at once, and the metrics stay current. 0 writes every change.")
 	fs.DurationVar(&f.confirmationMaxAge, "delete-confirmation-max-age", operator.DefaultConfirmationMaxAge,

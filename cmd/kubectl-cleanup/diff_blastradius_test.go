@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	teardownctl "github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/review"
@@ -52,7 +53,7 @@ func TestDiffBlastRadius(t *testing.T) {
 	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
 	two := intstr.FromInt32(2)
 	running, err := env.StartOperatorWith(ctx, nil, operator.Options{BlastRadius: v1alpha1.BlastRadius{MaxTeardowns: &two},
-		Records: controller.RecordOptions{Retention: record.Retention{MaxAge: 2 * time.Hour}}})
+		Records: teardownctl.RecordOptions{Retention: record.Retention{MaxAge: 2 * time.Hour}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
 	g.Expect(err).NotTo(HaveOccurred())

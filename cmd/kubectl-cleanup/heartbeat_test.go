@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	teardownctl "github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator/heartbeat"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
@@ -84,7 +85,7 @@ func TestPluginSeesAnOperatorThatIsNotADeployment(t *testing.T) {
 
 	// A manager started by hand, as the administrator, with another namespace.
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ops"}})).To(Succeed())
-	other, err := env.StartOperatorWith(ctx, nil, operator.Options{Records: controller.RecordOptions{Namespace: "ops"}})
+	other, err := env.StartOperatorWith(ctx, nil, operator.Options{Records: teardownctl.RecordOptions{Namespace: "ops"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(other.Stop()).To(Succeed()) }()
 	g.Eventually(func(g Gomega) {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // burstFleet makes governed clusters, each with one work, and returns the
@@ -154,7 +155,7 @@ var _ = Describe("Blast radius", func() {
 			}
 		}, "2s").Should(Succeed())
 		Expect(strings.Join(events("br-c"), "\n")).To(ContainSubstring("BlastRadiusExceeded: held by the blast radius"))
-		Eventually(func() float64 { return controller.BlastRadiusHeld(op.Teardown, "br-burst") }).Should(BeEquivalentTo(3))
+		Eventually(func() float64 { return testutil.ToFloat64(op.Metrics.BlastRadiusHeld.WithLabelValues("br-burst")) }).Should(BeEquivalentTo(3))
 
 		By("an admin releasing one held teardown")
 		release("br-c", 1, time.Now())

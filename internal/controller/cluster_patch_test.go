@@ -3,12 +3,12 @@ package controller_test
 import (
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // The teardown writes a ManagedCluster through one helper: these specs
@@ -42,7 +42,7 @@ var _ = Describe("Cluster patch helper", func() {
 	}
 
 	It("flushes the metadata and the status that changed, once, and nothing when nothing changed", func() {
-		p := controller.NewClusterPatch(k8s, getClusterNow(name))
+		p := teardown.NewClusterPatch(k8s, getClusterNow(name))
 		p.Annotate(note, "1")
 		Expect(p.SetCondition("Testing", "a step")).To(BeTrue())
 		metadata, status, err := p.Flush(ctx)
@@ -65,7 +65,7 @@ var _ = Describe("Cluster patch helper", func() {
 	})
 
 	It("never writes over a change another writer made since the read", func() {
-		p := controller.NewClusterPatch(k8s, getClusterNow(name))
+		p := teardown.NewClusterPatch(k8s, getClusterNow(name))
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetAnnotations(map[string]string{other: "theirs"}) })
 
 		p.Annotate(note, "1")
@@ -74,7 +74,7 @@ var _ = Describe("Cluster patch helper", func() {
 		Expect(getClusterNow(name).GetAnnotations()).To(Equal(map[string]string{other: "theirs"}))
 
 		By("the status too: the conditions list is written whole")
-		p = controller.NewClusterPatch(k8s, getClusterNow(name))
+		p = teardown.NewClusterPatch(k8s, getClusterNow(name))
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetLabels(map[string]string{"env": "theirs"}) })
 		p.SetCondition("Testing", "a step")
 		_, _, err = p.Flush(ctx)
@@ -84,13 +84,13 @@ var _ = Describe("Cluster patch helper", func() {
 	})
 
 	It("checks, before a force, a cluster it has nothing to write to: one changed since the read is a conflict", func() {
-		p := controller.NewClusterPatch(k8s, getClusterNow(name))
+		p := teardown.NewClusterPatch(k8s, getClusterNow(name))
 		checked, err := p.FlushForcing(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(checked).To(BeTrue(), "the batch recorded already: an empty patch on the resourceVersion")
 
 		By("a cluster that became available again since the read is not forced on")
-		p = controller.NewClusterPatch(k8s, getClusterNow(name))
+		p = teardown.NewClusterPatch(k8s, getClusterNow(name))
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetLabels(map[string]string{"env": "theirs"}) })
 		_, err = p.FlushForcing(ctx)
 		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a conflict, so nothing is forced: %v", err)
@@ -101,7 +101,7 @@ var _ = Describe("Cluster patch helper", func() {
 			mc.SetFinalizers(append(mc.GetFinalizers(), held))
 			mc.SetAnnotations(map[string]string{other: "theirs", note: "1"})
 		})
-		p := controller.NewClusterPatch(k8s, getClusterNow(name))
+		p := teardown.NewClusterPatch(k8s, getClusterNow(name))
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetLabels(map[string]string{"env": "theirs"}) })
 		removed, err := p.RemoveFinalizer(ctx, hold, note)
 		Expect(err).NotTo(HaveOccurred())
@@ -112,7 +112,7 @@ var _ = Describe("Cluster patch helper", func() {
 		Expect(mc.GetLabels()).To(HaveKeyWithValue("env", "theirs"))
 
 		By("a finalizer moved since the read is refused")
-		p = controller.NewClusterPatch(k8s, getClusterNow(name))
+		p = teardown.NewClusterPatch(k8s, getClusterNow(name))
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetFinalizers(append([]string{hold}, mc.GetFinalizers()...)) })
 		_, err = p.RemoveFinalizer(ctx, held)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "refused, not removed: %v", err)
@@ -120,14 +120,14 @@ var _ = Describe("Cluster patch helper", func() {
 	})
 
 	It("removes the last finalizer only while it is the only one: one added since the read is refused", func() {
-		p := controller.NewClusterPatch(k8s, getClusterNow(name))
+		p := teardown.NewClusterPatch(k8s, getClusterNow(name))
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetFinalizers(append(mc.GetFinalizers(), held)) })
 		_, err := p.RemoveLastFinalizer(ctx, hold)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "refused, not removed: %v", err)
 		Expect(getClusterNow(name).GetFinalizers()).To(Equal([]string{hold, held}))
 
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetFinalizers([]string{hold}) })
-		p = controller.NewClusterPatch(k8s, getClusterNow(name))
+		p = teardown.NewClusterPatch(k8s, getClusterNow(name))
 		byAnother(func(mc *unstructured.Unstructured) { mc.SetLabels(map[string]string{"env": "theirs"}) })
 		removed, err := p.RemoveLastFinalizer(ctx, hold)
 		Expect(err).NotTo(HaveOccurred())

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -22,7 +24,6 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 	"k8s.io/utils/ptr"
@@ -144,7 +145,7 @@ func newWork(namespace, name string, opts ...client.CreateOption) error {
 
 // settled waits until the admission policy and its binding have been as
 // they are for the operator's settle time.
-func settled() { settledFor(controller.AdmissionSettle + time.Second) }
+func settled() { settledFor(teardown.AdmissionSettle + time.Second) }
 
 // settledFor waits until neither has been written for d.
 func settledFor(d time.Duration) {
@@ -153,7 +154,7 @@ func settledFor(d time.Duration) {
 		keys := []string{admissionpolicy.DeletingClusterPolicy, admissionpolicy.BindingName(admissionpolicy.DeletingClusterPolicy)}
 		for i, obj := range objs {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: keys[i]}, obj)).To(Succeed())
-			g.Expect(time.Since(controller.LastWritten(obj))).To(BeNumerically(">", d), keys[i])
+			g.Expect(time.Since(teardown.LastWritten(obj))).To(BeNumerically(">", d), keys[i])
 		}
 	}).Should(Succeed())
 }
@@ -203,7 +204,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		signalWork("coll-1")
 		acts := groupOf("coll-1", "w-0", "w-1", "w-2", "w-3", "w-4")
 		labelDeleting("coll-1")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
 			// Between the check and the request: refused.
 			Expect(newWork("coll-1", "late")).To(Satisfy(apierrors.IsForbidden))
 		})
@@ -226,7 +227,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		// later group or stage: not in the plan's group either way.
 		work("coll-2", "kept", nil)
 		labelDeleting("coll-2")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
 			w := getWork(Default, "coll-2", "kept")
 			before := w.DeepCopy()
 			w.SetLabels(map[string]string{"changed": "yes"})
@@ -245,13 +246,13 @@ var _ = Describe("Deleting a group in one request", func() {
 		}
 		acts := groupOf("coll-many", "w-0", "w-1")
 		labelDeleting("coll-many")
-		ok, err := controller.DeleteCollectionLeavingOut(ctx, k8s, k8s, mc, plan, acts, 1)
+		ok, err := teardown.DeleteCollectionLeavingOut(ctx, k8s, k8s, mc, plan, acts, 1)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ok).To(BeFalse())
 		Expect(deletingWorks("coll-many", "w-0", "w-1", "w-2", "w-3")).To(BeEmpty())
 		Expect(auditVerbs("coll-many", "deletecollection")).To(Equal(0))
 
-		ok, err = controller.DeleteCollectionLeavingOut(ctx, k8s, k8s, mc, plan, acts, 2)
+		ok, err = teardown.DeleteCollectionLeavingOut(ctx, k8s, k8s, mc, plan, acts, 2)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ok).To(BeTrue())
 		Expect(deletingWorks("coll-many", "w-0", "w-1", "w-2", "w-3")).To(Equal([]string{"w-0", "w-1"}))
@@ -268,7 +269,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		w.SetLabels(map[string]string{"changed": "yes"})
 		Expect(k8s.Patch(ctx, w, client.MergeFrom(before))).To(Succeed())
 		labelDeleting("coll-3")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, nil)
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ok).To(BeFalse())
 		Expect(deletingWorks("coll-3", "w-0", "w-1", "w-2")).To(BeEmpty())
@@ -280,7 +281,7 @@ var _ = Describe("Deleting a group in one request", func() {
 			work("coll-nolabel", fmt.Sprintf("w-%d", i), nil)
 		}
 		acts := groupOf("coll-nolabel", "w-0", "w-1", "w-2")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, nil)
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ok).To(BeFalse())
 		Expect(deletingWorks("coll-nolabel", "w-0", "w-1", "w-2")).To(BeEmpty())
@@ -294,7 +295,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		}
 		acts := groupOf("coll-young", "w-0", "w-1", "w-2")
 		labelDeleting("coll-young")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 24*time.Hour, nil)
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 24*time.Hour, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ok).To(BeFalse())
 		Expect(deletingWorks("coll-young", "w-0", "w-1", "w-2")).To(BeEmpty())
@@ -339,7 +340,7 @@ var _ = Describe("Deleting a group in one request", func() {
 			original := edit.obj.DeepCopyObject().(client.Object)
 			edit.set(edit.obj)
 			Expect(k8s.Update(ctx, edit.obj)).To(Succeed())
-			edited := controller.LastWritten(edit.obj)
+			edited := teardown.LastWritten(edit.obj)
 			DeferCleanup(func() {
 				Eventually(func() error {
 					current := original.DeepCopyObject().(client.Object)
@@ -354,7 +355,7 @@ var _ = Describe("Deleting a group in one request", func() {
 			// The operator's guard puts the edited object back within moments;
 			// what it wrote stays unsettled for AdmissionSettle, so the
 			// collection is refused whether the edit or the restore is seen.
-			ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, controller.AdmissionSettle, nil)
+			ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, teardown.AdmissionSettle, nil)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(ok).To(BeFalse())
 			Expect(deletingWorks(namespace, "w-0", "w-1", "w-2")).To(BeEmpty())
@@ -368,7 +369,7 @@ var _ = Describe("Deleting a group in one request", func() {
 				current := original.DeepCopyObject().(client.Object)
 				g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, current)).To(Succeed())
 				g.Expect(specOf(current)).To(Equal(specOf(original)), "the guard puts the object back")
-				g.Expect(controller.LastWritten(current)).To(BeTemporally(">=", edited), "the restore is a write")
+				g.Expect(teardown.LastWritten(current)).To(BeTemporally(">=", edited), "the restore is a write")
 			}).Should(Succeed())
 		})
 	}
@@ -389,7 +390,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		acts := groupOf("coll-recreate", "w-0", "w-1", "w-2")
 		labelDeleting("coll-recreate")
 		settled()
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, controller.AdmissionSettle, func() {
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, teardown.AdmissionSettle, func() {
 			old := getWork(Default, "coll-recreate", "w-1")
 			Expect(k8s.Delete(ctx, old)).To(Succeed())
 			if old = (&unstructured.Unstructured{}); k8s.Get(ctx, client.ObjectKey{Namespace: "coll-recreate", Name: "w-1"}, withGVK(old)) == nil {
@@ -416,13 +417,13 @@ var _ = Describe("Deleting a group in one request", func() {
 			n := 0
 			for _, e := range events {
 				if e.Stage == "ResponseComplete" && e.Verb == "create" && e.ObjectRef.Namespace == "coll-reprobe" &&
-					e.ObjectRef.Name == controller.AdmissionProbe {
+					e.ObjectRef.Name == teardown.AdmissionProbe {
 					n++
 				}
 			}
 			return n
 		}
-		closed := controller.NamespaceClosed(k8s, k8s, mc, controller.AdmissionSettle)
+		closed := teardown.NamespaceClosed(k8s, k8s, mc, teardown.AdmissionSettle)
 		Expect(closed(ctx)).To(BeTrue())
 		Expect(closed(ctx)).To(BeTrue())
 		Eventually(probes).Should(Equal(1), "the namespace unchanged: one dry run")
@@ -466,7 +467,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		}
 		acts := groupOf("coll-changed", "w-0", "w-1", "w-2")
 		labelDeleting("coll-changed")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
 			w := getWork(Default, "coll-changed", "w-2")
 			before := w.DeepCopy()
 			w.SetAnnotations(map[string]string{"open-cluster-management.io/cleanup-priority": "90"})
@@ -489,7 +490,7 @@ var _ = Describe("Deleting a group in one request", func() {
 		work("coll-reprio", "last", map[string]string{"open-cluster-management.io/cleanup-priority": "100"})
 		acts := groupOf("coll-reprio", "w-0", "w-1", "w-2")
 		labelDeleting("coll-reprio")
-		ok, err := controller.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
+		ok, err := teardown.DeleteCollection(ctx, k8s, k8s, mc, plan, acts, 0, func() {
 			for name, prio := range map[string]string{"w-2": "200", "last": "0"} {
 				w := getWork(Default, "coll-reprio", name)
 				before := w.DeepCopy()
@@ -519,7 +520,7 @@ var _ = Describe("Deleting a group in one request", func() {
 			}
 			forward(w, r)
 		})
-		done, count, err := controller.DeleteAll(ctx, short, short, mc, plan, acts, "manifestworks")
+		done, count, err := teardown.DeleteAll(ctx, short, short, mc, plan, acts, "manifestworks")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(done).To(HaveLen(3))
 		Expect(count).To(Equal(3.0))
@@ -546,7 +547,7 @@ var _ = Describe("Deleting a group in one request", func() {
 			http.Error(w, "the connection to the API server was lost", http.StatusBadGateway)
 		})
 
-		done, count, err := controller.DeleteAll(ctx, lossy, lossy, mc, plan, acts, "manifestworks")
+		done, count, err := teardown.DeleteAll(ctx, lossy, lossy, mc, plan, acts, "manifestworks")
 		Expect(err).To(MatchError(ContainSubstring("the connection to the API server was lost")))
 		Expect(done).To(HaveLen(5), "each work the server deleted, being deleted now")
 		Expect(count).To(Equal(5.0))
@@ -607,7 +608,7 @@ var _ = Describe("Deleting a group in one request", func() {
 			switch {
 			case e.Verb == "deletecollection" && e.ResponseStatus.Code < 300:
 				collections++
-			case e.Verb == "create" && e.ObjectRef.Resource == "manifestworks" && e.ObjectRef.Name == controller.AdmissionProbe:
+			case e.Verb == "create" && e.ObjectRef.Resource == "manifestworks" && e.ObjectRef.Name == teardown.AdmissionProbe:
 				probes++
 			}
 		}
@@ -724,7 +725,7 @@ var _ = Describe("A deletecollection refused part way", func() {
 
 		mc := managedCluster(ns, nil)
 		plan := &decision.Plan{Cluster: ns, Steps: []decision.Step{{Kind: decision.StepSignal, Name: "cleanup-signal"}}}
-		done, counted, err := controller.DeleteAll(ctx, k8s, k8s, mc, plan, acts, "managedclusteraddons")
+		done, counted, err := teardown.DeleteAll(ctx, k8s, k8s, mc, plan, acts, "managedclusteraddons")
 		Expect(err).To(Satisfy(apierrors.IsForbidden), "a-2's own delete is refused too")
 		Expect(done).To(ConsistOf(acts[0].UID, acts[1].UID))
 		Expect(counted).To(Equal(2.0))

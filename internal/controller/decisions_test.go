@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/stamp"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // readsDecisions is the hub template the contract gives for a template named name.
@@ -51,7 +52,7 @@ func rootPolicy(namespace, name string, templates []map[string]any, clusters ...
 		replicated := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "policy.open-cluster-management.io/v1", "kind": "Policy",
 			"metadata": map[string]any{"name": namespace + "." + name, "namespace": c, "labels": map[string]any{
-				controller.RootPolicyLabel: namespace + "." + name, controller.ClusterNameLabel: c,
+				stamp.RootPolicyLabel: namespace + "." + name, stamp.ClusterNameLabel: c,
 			}},
 			"spec": map[string]any{"disabled": false, "policy-templates": list},
 		}}
@@ -125,7 +126,7 @@ var _ = Describe("Prune decisions for Policy templates", func() {
 		replicated := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "policy.open-cluster-management.io/v1", "kind": "Policy",
 			"metadata": map[string]any{"name": "policies-2.first", "namespace": "tpl-c", "labels": map[string]any{
-				controller.RootPolicyLabel: "policies-2.first", controller.ClusterNameLabel: "tpl-c",
+				stamp.RootPolicyLabel: "policies-2.first", stamp.ClusterNameLabel: "tpl-c",
 			}},
 			"spec": map[string]any{"disabled": false, "policy-templates": []any{cpTemplate("hardcoded", "enforce", nil, "None")}},
 		}}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +16,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
@@ -69,7 +70,7 @@ var _ = Describe("What holds a policy that compiles", func() {
 		BeforeEach(func() {
 			logs.start()
 			stopManager()
-			startManagerWith(nil, operator.Options{Records: controller.RecordOptions{Namespace: missing}})
+			startManagerWith(nil, operator.Options{Records: teardown.RecordOptions{Namespace: missing}})
 			DeferCleanup(func() {
 				stopManager()
 				startManager()

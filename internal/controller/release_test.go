@@ -4,6 +4,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/governance"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 func getPolicy(g Gomega, name string) *v1alpha1.CleanupPolicy {
@@ -150,11 +153,11 @@ var _ = Describe("Teardown ownership", func() {
 		ns.Labels[v1alpha1.ClusterDeletingLabel] = "true"
 		Expect(k8s.Patch(ctx, ns, client.MergeFrom(nsBefore))).To(Succeed())
 
-		Expect(controller.UnlabelNamespace(ctx, k8s, k8s, "ul-a")).To(Succeed())
+		Expect(teardown.UnlabelNamespace(ctx, k8s, k8s, "ul-a")).To(Succeed())
 		Expect(namespaceLabels(Default, "ul-a")).To(HaveKeyWithValue(v1alpha1.ClusterDeletingLabel, "true"))
 
 		By("nor retires the signal work that teardown sends")
-		Expect(controller.RetireSignalWorks(ctx, k8s, k8s, "ul-a", "")).To(Succeed())
+		Expect(governance.RetireSignalWorks(ctx, k8s, k8s, "ul-a", "")).To(Succeed())
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(signal), signal)).To(Succeed())
 		Expect(signal.GetDeletionTimestamp()).To(BeNil())
 		Expect(signal.Object["spec"]).NotTo(HaveKey("deleteOption"), "the signal work was stamped to be retired")

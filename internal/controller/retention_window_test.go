@@ -3,6 +3,8 @@ package controller_test
 import (
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
@@ -59,7 +60,7 @@ var _ = Describe("Teardown records a blast-radius window still counts", func() {
 
 		By("the operator restarted keeping records one hour: its sweep runs at start")
 		stopManager()
-		startManagerWith(nil, operator.Options{Records: controller.RecordOptions{Retention: record.Retention{MaxAge: time.Hour}}})
+		startManagerWith(nil, operator.Options{Records: teardown.RecordOptions{Retention: record.Retention{MaxAge: time.Hour}}})
 		DeferCleanup(func() {
 			stopManager()
 			startManager()

@@ -4,6 +4,12 @@ import (
 	"cmp"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/governance"
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+	"github.com/fleetops-dev/cleanup-operator/internal/stamp"
+	"github.com/fleetops-dev/cleanup-operator/internal/tally"
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,18 +35,18 @@ const (
 // Targets are the kinds the operator governs, one line each: adding a kind
 // is its adapter's file and a line here.
 var Targets = []Target{
-	{Name: "ManagedCluster", Adapt: adaptTimes(governConcurrencyFactor, func(d *Deps) Adapter[*unstructured.Unstructured] {
-		return NewManagedClusterAdapter(d.Teardown(), d.ConfirmationMaxAge, d.SignalLimits)
+	{Name: "ManagedCluster", Adapt: adaptTimes(governConcurrencyFactor, func(d *Deps) stamp.Adapter[*unstructured.Unstructured] {
+		return governance.NewManagedClusterAdapter(d.Teardown(), d.ConfirmationMaxAge, d.SignalLimits)
 	})},
 	{Name: "ManagedCluster teardown", Adapt: func(d *Deps, m manager.Manager) error {
 		return d.Teardown().SetupWithManager(m, d.Reader, cmp.Or(d.Concurrency, 1))
 	}},
-	{Name: "ManifestWork", Adapt: adapt(func(d *Deps) Adapter[*workv1.ManifestWork] {
-		return NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally, d.Metrics)
+	{Name: "ManifestWork", Adapt: adapt(func(d *Deps) stamp.Adapter[*workv1.ManifestWork] {
+		return stamp.NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally, d.Metrics)
 	})},
 	{Name: "ConfigurationPolicy", CRD: ConfigurationPolicyCRD, Does: "prune decisions on ConfigurationPolicies",
-		Adapt: adapt(func(d *Deps) Adapter[*unstructured.Unstructured] {
-			return NewConfigurationPolicyAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Recorder, d.Tally, d.Metrics)
+		Adapt: adapt(func(d *Deps) stamp.Adapter[*unstructured.Unstructured] {
+			return stamp.NewConfigurationPolicyAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Recorder, d.Tally, d.Metrics)
 		})},
 }
 
@@ -62,8 +68,8 @@ type Deps struct {
 	Manager  manager.Manager
 	Reader   *snapshot.Reader
 	Recorder events.EventRecorder
-	Tally    *Tally
-	Metrics  *Metrics
+	Tally    *tally.Tally
+	Metrics  *metrics.Metrics
 	// Concurrency is how many objects of a kind are reconciled at once;
 	// 0 means one.
 	Concurrency int
@@ -73,7 +79,7 @@ type Deps struct {
 	// ConfirmationMaxAge is how long a deletion confirmation counts.
 	ConfirmationMaxAge time.Duration
 	// Records say where teardown records are kept, and for how long.
-	Records RecordOptions
+	Records teardown.RecordOptions
 	// SignalLimits bound the deletion-signal manifests the operator applies.
 	SignalLimits admissionpolicy.SignalLimits
 	// NamespaceDeny are namespaces, beyond decision.DefaultNamespaceDeny
@@ -85,15 +91,15 @@ type Deps struct {
 	// from a cache of them alone, and writes them.
 	ConfigMaps client.Client
 
-	teardown *ClusterTeardown
+	teardown *teardown.ClusterTeardown
 }
 
 // Teardown is the ManagedCluster teardown, built once: governance shares
 // its watches and states, and the optional add-on kind turns its add-on
 // watches on and off.
-func (d *Deps) Teardown() *ClusterTeardown {
+func (d *Deps) Teardown() *teardown.ClusterTeardown {
 	if d.teardown == nil {
-		d.teardown = NewClusterTeardown(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records, d.ConfigMaps)
+		d.teardown = teardown.NewClusterTeardown(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records, d.ConfigMaps)
 		d.teardown.Tally = d.Tally
 		d.teardown.NamespaceDeny = decision.NamespaceDenyList(record.Namespace(d.Records.Namespace), d.NamespaceDeny)
 		d.teardown.BlastRadius = d.BlastRadius
@@ -109,15 +115,15 @@ func (d *Deps) Teardown() *ClusterTeardown {
 const governConcurrencyFactor = 4
 
 // adapt registers the generic Reconciler of one adapter.
-func adapt[T client.Object](build func(d *Deps) Adapter[T]) func(*Deps, manager.Manager) error {
+func adapt[T client.Object](build func(d *Deps) stamp.Adapter[T]) func(*Deps, manager.Manager) error {
 	return adaptTimes(1, build)
 }
 
 // adaptTimes registers the generic Reconciler of one adapter, with factor
 // times Deps.Concurrency workers.
-func adaptTimes[T client.Object](factor int, build func(d *Deps) Adapter[T]) func(*Deps, manager.Manager) error {
+func adaptTimes[T client.Object](factor int, build func(d *Deps) stamp.Adapter[T]) func(*Deps, manager.Manager) error {
 	return func(d *Deps, m manager.Manager) error {
-		return (&Reconciler[T]{
+		return (&stamp.Reconciler[T]{
 			Client:                  d.Manager.GetClient(),
 			Reader:                  d.Reader,
 			Adapter:                 build(d),

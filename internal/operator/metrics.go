@@ -4,11 +4,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 )
 
 // current is the operator the metrics read; a process may set up more than
@@ -16,7 +17,7 @@ import (
 var (
 	current      atomic.Pointer[Operator]
 	registerOnce sync.Once
-	cleanup      = controller.NewMetrics()
+	cleanup      = metrics.NewMetrics()
 	collectors   = append(cleanup.Collectors(), admissionpolicy.Restores, admissionpolicy.Unrestorable,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cleanup_cel_compilations_total",
@@ -34,7 +35,7 @@ var (
 )
 
 // sharedMetrics are the process's cleanup metrics, shared by every manager.
-func sharedMetrics() *controller.Metrics { return cleanup }
+func sharedMetrics() *metrics.Metrics { return cleanup }
 
 // Collectors are the operator's own metrics, every one that Setup registers
 // with controller-runtime's registry (which serves them beside its own).
@@ -52,6 +53,6 @@ func readOperator[T int | int64](read func(*Operator) T) float64 {
 func registerMetrics(op *Operator) {
 	current.Store(op)
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(collectors...)
+		crmetrics.Registry.MustRegister(collectors...)
 	})
 }

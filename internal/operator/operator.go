@@ -10,6 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+	"github.com/fleetops-dev/cleanup-operator/internal/policy"
+	"github.com/fleetops-dev/cleanup-operator/internal/stamp"
+	"github.com/fleetops-dev/cleanup-operator/internal/tally"
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,14 +84,14 @@ type Options struct {
 	FlowControl bool
 	// ProgressInterval is how often, at most, a running teardown step's
 	// progress is written on its ManagedCluster; 0 means
-	// controller.DefaultProgressInterval, negative on every change.
+	// teardown.DefaultProgressInterval, negative on every change.
 	ProgressInterval time.Duration
 	// ConfirmationMaxAge is how long a deletion confirmation of a
 	// deletion-protected ManagedCluster counts. 0 means DefaultConfirmationMaxAge.
 	ConfirmationMaxAge time.Duration
 	// Records say where teardown records are kept (empty namespace:
 	// record.Namespace) and for how long.
-	Records controller.RecordOptions
+	Records teardown.RecordOptions
 	// SignalLimits bound the deletion-signal manifests; zero: the defaults.
 	SignalLimits admissionpolicy.SignalLimits
 	// NamespaceDeny are namespaces (path.Match patterns), beyond
@@ -113,9 +119,9 @@ const DefaultClusterConcurrency = 10
 type Operator struct {
 	Cache      *cel.Cache
 	Governance *decision.Governance
-	Metrics    *controller.Metrics
+	Metrics    *metrics.Metrics
 	// Teardown is the ManagedCluster teardown, whose memory tests observe.
-	Teardown *controller.ClusterTeardown
+	Teardown *teardown.ClusterTeardown
 }
 
 // Setup reads the schemas of the OCM and policy CRDs, builds the CEL
@@ -132,7 +138,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		Manager:          mgr,
 		Reader:           &snapshot.Reader{Client: mgr.GetClient(), Cache: op.Cache, Governance: op.Governance},
 		Recorder:         mgr.GetEventRecorder(v1alpha1.FieldManager),
-		Tally:            controller.NewTally(),
+		Tally:            tally.NewTally(),
 		Metrics:          op.Metrics,
 		Concurrency:      cmp.Or(opts.ClusterConcurrency, DefaultClusterConcurrency),
 		ProgressInterval: opts.ProgressInterval,
@@ -154,11 +160,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 		return nil, err
 	}
 	op.Teardown = deps.Teardown()
-	guard := controller.NewGuardState()
+	guard := policy.NewGuardState()
 	if err := setupPolicyController(mgr, op, deps, optional, guard); err != nil {
 		return nil, err
 	}
-	if err := controller.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := watch.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the cache indexes: %w", err)
 	}
 	if err := setupAdmission(ctx, mgr, opts, env, guard); err != nil {
@@ -175,8 +181,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Operator, e
 // the compile cache, the governance and the tally with the targets'
 // reconcilers, so a policy's status counts what they decided, and guard
 // with the admission guard, so that it says whether that runs.
-func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.Deps, optional *watch.Optional, guard *controller.GuardState) error {
-	if err := (&controller.CleanupPolicyReconciler{
+func setupPolicyController(mgr manager.Manager, op *Operator, deps *controller.Deps, optional *watch.Optional, guard *policy.GuardState) error {
+	if err := (&policy.CleanupPolicyReconciler{
 		Tally:      deps.Tally,
 		Client:     mgr.GetClient(),
 		Cache:      op.Cache,
@@ -235,7 +241,7 @@ func SettingsOf(opts Options) *settings.Settings {
 // flow-control objects, when the operator may watch and write them; when
 // it may not, it says so (log, metric, every policy's Guarded condition
 // through state) and the operator runs without it.
-func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, objs []client.Object, state *controller.GuardState) error {
+func setupGuard(ctx context.Context, mgr manager.Manager, direct client.Client, objs []client.Object, state *policy.GuardState) error {
 	why, err := admissionpolicy.CanRestore(ctx, direct, objs)
 	if err != nil {
 		return err
@@ -309,7 +315,7 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cach
 		CRD:  controller.PolicyCRD,
 		Does: "prune decisions for Policy templates",
 		Setup: func(m manager.Manager) error {
-			return (&controller.DecisionsReconciler{Client: mgr.GetClient(), Tally: deps.Tally, APIReader: mgr.GetAPIReader(),
+			return (&stamp.DecisionsReconciler{Client: mgr.GetClient(), Tally: deps.Tally, APIReader: mgr.GetAPIReader(),
 				ConfigMaps: ownConfigMaps, Reader: deps.Reader, Recorder: deps.Recorder}).SetupWithManager(m)
 		},
 	}, &watch.OptionalKind{
@@ -328,7 +334,7 @@ func setupTargets(mgr manager.Manager, deps *controller.Deps, ownConfigMaps cach
 // setupAdmission creates the admission policies the operator relies on and,
 // if asked to, its flow control objects, when absent, starts their guard,
 // which reports to guard, and registers the CleanupPolicy webhook if asked to.
-func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env *cel.Env, guard *controller.GuardState) error {
+func setupAdmission(ctx context.Context, mgr manager.Manager, opts Options, env *cel.Env, guard *policy.GuardState) error {
 	// With a direct client, as the manager's cache is not started yet.
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
 	if err != nil {

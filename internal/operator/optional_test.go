@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/stamp"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -261,7 +263,7 @@ func (h *hub) rootPolicy(cluster, name, template string) {
 	spec := map[string]any{"disabled": false, "policy-templates": templates}
 	h.create("Policy", "default", name, spec)
 	replicated := object("Policy", cluster, "default."+name)
-	replicated.SetLabels(map[string]string{controller.RootPolicyLabel: "default." + name, controller.ClusterNameLabel: cluster})
+	replicated.SetLabels(map[string]string{stamp.RootPolicyLabel: "default." + name, stamp.ClusterNameLabel: cluster})
 	replicated.Object["spec"] = spec
 	h.g.Expect(h.k8s.Create(h.ctx, replicated)).To(Succeed())
 }

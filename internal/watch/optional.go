@@ -287,7 +287,7 @@ func (o *Optional) notify() {
 	}
 }
 
-// source wakes its handler when a kind turns on or off.
+// Source wakes its handler when a kind turns on or off.
 func (o *Optional) Source(h handler.EventHandler) source.Source {
 	return source.Channel(o.changed, h)
 }

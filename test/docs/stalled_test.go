@@ -111,14 +111,14 @@ func stalledReasonsInDocs(md markdown) (map[string]bool, []string) {
 	return out, problems
 }
 
-// stalledReasonsInCode reads internal/controller for the reasons that reach
+// stalledReasonsInCode reads internal/policy for the reasons that reach
 // setStalledCondition, by constant name: a constant passed to it; or a
 // variable of the calling function, set from constants or from the first
 // results of a function of the package returning them. What it cannot
 // resolve it returns as positions.
 func stalledReasonsInCode(t *testing.T, reasons map[string]string) (map[string]string, []string) {
 	t.Helper()
-	dir := filepath.Join(testenv.RepoRoot(), "internal", "controller")
+	dir := filepath.Join(testenv.RepoRoot(), "internal", "policy")
 	fset := token.NewFileSet()
 	funcs := map[string]*ast.FuncDecl{}
 	entries, err := os.ReadDir(dir)

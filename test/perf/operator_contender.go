@@ -176,7 +176,7 @@ func startOperatorPaced(settled bool, maxConcurrent int, extra ...string) func(c
 	}
 }
 
-// admissionSettle is the operator's AdmissionSettle (internal/controller)
+// admissionSettle is the operator's AdmissionSettle (internal/teardown)
 // with a second's margin: the API server's timestamps are whole seconds.
 const admissionSettle = 6 * time.Second
 

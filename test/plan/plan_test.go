@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,7 +23,6 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
-	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -209,7 +210,7 @@ func (w *world) tearDown(ctx context.Context, t *testing.T, f *fleet, seed uint6
 					last = m.Time.Time
 				}
 			}
-			if time.Since(last) < controller.AdmissionSettle+time.Second {
+			if time.Since(last) < teardown.AdmissionSettle+time.Second {
 				return false, nil
 			}
 		}

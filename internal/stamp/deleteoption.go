@@ -1,0 +1,101 @@
+package stamp
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Result is what became of a stamp: the generation of the work that
+// carries it (positive), or why none does.
+type Result int64
+
+const (
+	Conflict Result = -1 // another field manager owns deleteOption
+	stale    Result = -2 // the work was replaced, changed or deleted meanwhile
+)
+
+// Written says whether the stamp was written.
+func (r Result) Written() bool { return r > 0 }
+
+// DeleteOption gives a work the deleteOption want and returns the
+// generation that carries it. The operator's own signal works get a merge
+// patch: it owns their whole spec, and an apply of deleteOption alone would
+// drop the fields it applied before, the manifests among them. Other works
+// get a server-side apply of deleteOption and the annotation recording the
+// decision, never forced unless another manager holds only the CRD's
+// default propagationPolicy, which it never wrote (see takeDefault); why
+// says who holds it otherwise. Both carry the UID: they never touch a work
+// recreated under the same name.
+func DeleteOption(ctx context.Context, c client.Client, reader client.Reader, m *metrics.Metrics, w *metav1.ObjectMeta, want decision.DeleteOption) (result Result, why string, err error) {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(snapshot.ManifestWorkGVK)
+	obj.SetNamespace(w.Namespace)
+	obj.SetName(w.Name)
+	// A work with the signal label is the operator's signal work or a copy
+	// of one: its whole spec may be the operator's, so only deleteOption
+	// is patched.
+	if w.Labels[v1alpha1.SignalWorkLabel] == "true" {
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": w.UID},
+			"spec":     map[string]any{"deleteOption": deleteOptionSpec(want)},
+		})
+		err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+	} else {
+		obj.Object["metadata"] = map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID),
+			"annotations": map[string]any{v1alpha1.OrphaningAnnotation: want.PropagationPolicy}}
+		obj.Object["spec"] = map[string]any{"deleteOption": deleteOptionSpec(want)}
+		err = c.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		if apierrors.IsConflict(err) && fieldManagerConflict(err) {
+			st := stamp{gvk: snapshot.ManifestWorkGVK, spec: deleteOptionPatch(want), defaulted: defaultedPropagationPolicy}
+			took, why, terr := takeDefault(ctx, c, reader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, st, err)
+			switch {
+			case terr != nil:
+				return stale, "", client.IgnoreNotFound(terr)
+			case !took:
+				return Conflict, cmp.Or(why, "another manager owns it"), nil
+			}
+			err = c.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+		}
+	}
+	switch {
+	case apierrors.IsConflict(err) && fieldManagerConflict(err):
+		return Conflict, "another manager owns it", nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return stale, "", nil // a UID precondition that failed: the watch brings the new work
+	case err != nil:
+		return stale, "", err
+	}
+	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
+		m.OrphanedWorks.Inc()
+	}
+	return Result(max(obj.GetGeneration(), 1)), "", nil
+}
+
+// fieldManagerConflict says whether a server-side apply was refused
+// because another manager owns a field it sets.
+func fieldManagerConflict(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == metav1.CauseTypeFieldManagerConflict {
+			return true
+		}
+	}
+	return false
+}
