@@ -244,7 +244,7 @@ func budgetVerdict(policy string, b Budget, f *Fleet, mc *unstructured.Unstructu
 // A held teardown, or one waiting its turn, looks again on the events of
 // the other clusters of its policy (a deletion starting, a teardown
 // beginning, held or ending: what Turn says of it changing; the operator
-// wakes it, controller/teardown_wake.go), and at the
+// wakes it, teardown.ClusterTeardown.wakeHeld), and at the
 // times no event tells: when a counted teardown leaves the window (its
 // deletion, or its teardown's beginning, it was counted by), and when a
 // release written by a clock ahead of this one comes to count.

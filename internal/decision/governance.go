@@ -3,15 +3,16 @@ package decision
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
 
 // Match is one policy's selector evaluated on one cluster.
@@ -185,3 +186,173 @@ func (g *Governance) Forget(keep func(policy types.UID, generation int64, cluste
 		}
 	}
 }
+
+// Governed is the decision context of one reconcile: the cluster, the
+// policy that governs it, or why no decision may be taken now.
+type Governed struct {
+	// Cluster is the ManagedCluster; nil when there is none of that name.
+	Cluster *unstructured.Unstructured
+	// Policy governs the cluster; nil when none does.
+	Policy *cel.Policy
+	// Held, when set, says why no decision may be taken now: a policy that
+	// could govern the cluster failed, or the policy that governs it does
+	// not compile. The object is held as it is and the hold reported.
+	Held error
+	// Budget is this reconcile's CEL budget.
+	Budget *cel.Budget
+	// Activation binds the cluster for the policy's expressions.
+	Activation *cel.Activation
+	// Suspended, when set, says why the operator makes no write for the
+	// cluster and what it governs: a suspended policy, or the cluster's
+	// paused annotation. The decisions may still be computed (a preview).
+	Suspended string
+	// Selection is what the selectors say of the cluster; nil when they
+	// were not evaluated (no cluster, a held pin, or the pin of a deleting
+	// cluster, which the selectors do not decide).
+	Selection *Selection
+}
+
+// Input is what governance reads of the API server for one cluster.
+type Input struct {
+	// Cluster is the ManagedCluster; nil when the namespace names none.
+	Cluster *unstructured.Unstructured
+	// Standalone asks, when Cluster is nil, for the standalone rule: the
+	// object is governed by the highest-priority policy with no
+	// clusterSelector, with `cluster` null. Otherwise nothing governs it.
+	Standalone bool
+	// Ranked are the valid policies not being deleted, by precedence.
+	Ranked []*cel.Policy
+	// Invalid are the errors of the policies not being deleted that do not
+	// compile or decode, by name.
+	Invalid map[string]error
+	// Pinned is the policy named by a deleting cluster's governing-policy
+	// annotation, even while it is being deleted; nil when there is none of
+	// that name or it does not compile (PinnedErr).
+	Pinned    *cel.Policy
+	PinnedErr error
+	// Suspended are the names of the policies stored with spec.suspend
+	// true, read raw: valid or not, being deleted or not. A cluster whose
+	// governing-policy annotation names one is suspended.
+	Suspended map[string]bool
+}
+
+// Pin is the policy a cluster names in its governing-policy annotation.
+func Pin(cluster *unstructured.Unstructured) string {
+	if cluster == nil {
+		return ""
+	}
+	return PinOf(cluster)
+}
+
+// PinOf is the governing-policy annotation of any object (Pin of a cluster
+// that is there), read without a copy of its annotations.
+func PinOf(o interface{ GetAnnotations() map[string]string }) string {
+	pin, _ := Annotation(o, v1alpha1.GoverningPolicyAnnotation)
+	return pin
+}
+
+// Pinned says whether the cluster's governing policy is fixed by its
+// annotation rather than by the selectors: a teardown is finished by the
+// policy that started it.
+func Pinned(cluster *unstructured.Unstructured) bool {
+	return cluster != nil && cluster.GetDeletionTimestamp() != nil && Pin(cluster) != ""
+}
+
+// Resolve decides which policy governs in.Cluster. A cluster being deleted
+// stays with the policy named in its annotation while that policy exists,
+// even while it is being deleted (its in-use finalizer keeps it until the
+// teardown ends). A cluster whose named policy does not compile is held,
+// not released. Otherwise the selectors decide (see Select); a failed
+// selector of a policy ranked before the governor holds the cluster.
+//
+// Suspended is set when the cluster is paused, its governor suspended, or
+// the policy its annotation names suspended (that policy keeps it).
+func (g *Governance) Resolve(ctx context.Context, budget *cel.Budget, in Input) *Governed {
+	gov := g.resolve(ctx, budget, in)
+	gov.Suspended = suspension(in.Cluster, gov.Policy, in.suspended())
+	return gov
+}
+
+// suspended are the names of the suspended policies: in.Suspended, and
+// the ranked or pinned policies that say so.
+func (in Input) suspended() map[string]bool {
+	out := make(map[string]bool, len(in.Suspended))
+	for name, s := range in.Suspended {
+		out[name] = s
+	}
+	for _, p := range in.Ranked {
+		if p.Spec.Suspend {
+			out[p.Name] = true
+		}
+	}
+	if in.Pinned != nil && in.Pinned.Spec.Suspend {
+		out[in.Pinned.Name] = true
+	}
+	return out
+}
+
+func (g *Governance) resolve(ctx context.Context, budget *cel.Budget, in Input) *Governed {
+	gov := &Governed{Cluster: in.Cluster, Budget: budget}
+	if in.Cluster == nil {
+		if p := Standalone(in.Ranked); in.Standalone && p != nil {
+			gov.Policy = p
+			gov.Activation = p.Bind(ctx, budget, nil)
+		}
+		return gov
+	}
+	pin := Pin(in.Cluster)
+	if Pinned(in.Cluster) {
+		switch {
+		case in.PinnedErr != nil:
+			gov.Held = &InvalidPolicyError{Name: pin, Err: in.PinnedErr}
+			return gov
+		case in.Pinned != nil:
+			gov.Policy = in.Pinned
+			gov.Activation = in.Pinned.Bind(ctx, budget, in.Cluster.Object)
+			return gov
+		}
+	}
+	if err, broken := in.Invalid[pin]; broken && pin != "" {
+		gov.Held = &InvalidPolicyError{Name: pin, Err: err}
+		return gov
+	}
+	sel := g.Select(ctx, budget, in.Ranked, in.Cluster)
+	gov.Selection = &sel
+	if sel.Governor == nil && len(sel.Errors) > 0 {
+		msgs := make([]string, 0, len(sel.Errors))
+		for p, err := range sel.Errors {
+			msgs = append(msgs, fmt.Sprintf("CleanupPolicy %s: %v", p.Name, err))
+		}
+		slices.Sort(msgs)
+		gov.Held = errors.New(strings.Join(msgs, "; "))
+		return gov
+	}
+	if sel.Governor != nil {
+		gov.Policy = sel.Governor
+		gov.Activation = sel.Governor.Bind(ctx, budget, in.Cluster.Object)
+	}
+	return gov
+}
+
+// Standalone is the policy that governs objects in namespaces that name no
+// ManagedCluster: the first of the ranked policies with no clusterSelector.
+func Standalone(ranked []*cel.Policy) *cel.Policy {
+	for _, p := range ranked {
+		if p.ClusterSelector == nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// InvalidPolicyError says the policy that governs a cluster does not compile.
+type InvalidPolicyError struct {
+	Name string
+	Err  error
+}
+
+func (e *InvalidPolicyError) Error() string {
+	return fmt.Sprintf("CleanupPolicy %s, which governs this cluster, does not compile: %v", e.Name, e.Err)
+}
+
+func (e *InvalidPolicyError) Unwrap() error { return e.Err }

@@ -2,17 +2,19 @@ package decision
 
 import (
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/meta"
-	workv1 "open-cluster-management.io/api/work/v1"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
 )
 
 // unservedRetry is how soon a teardown held on an unserved resource looks
@@ -316,4 +318,191 @@ func AgentDeleting(w *workv1.ManifestWork) string {
 		return ""
 	}
 	return fmt.Sprintf("%s=%s since %s (%s: %s)", c.Type, c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason, c.Message)
+}
+
+// Hooks are the pre-cleanup hook annotations of a cluster, by key: while
+// any remains, its cleanup holds before its first write.
+func Hooks(cluster interface{ GetAnnotations() map[string]string }) []string {
+	var out []string
+	for key := range cluster.GetAnnotations() {
+		if strings.HasPrefix(key, v1alpha1.PreCleanupHookPrefix) {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Paused says whether the cluster carries the paused annotation with a
+// value other than a false one ("false", "0", ...): a value the operator
+// cannot read ("yes", "") pauses too, as no write beats a guess.
+func Paused(cluster interface{ GetAnnotations() map[string]string }) bool {
+	if cluster == nil {
+		return false
+	}
+	v, ok := Annotation(cluster, v1alpha1.PausedAnnotation)
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	return err != nil || b
+}
+
+// suspension says why the operator makes no write for a cluster and what
+// it governs: the cluster's paused annotation, the suspend of the policy
+// that governs it, or the suspend of the policy its governing-policy
+// annotation names (a suspended policy keeps the clusters it had, even
+// those another policy's selector would take, until it is resumed; even
+// while it is being deleted or does not decode). suspended are the names
+// of the suspended policies, read raw. Empty: writes may be made.
+func suspension(cluster *unstructured.Unstructured, governor *cel.Policy, suspended map[string]bool) string {
+	if cluster != nil && Paused(cluster) {
+		return fmt.Sprintf("paused by the annotation %s: %q on the ManagedCluster", v1alpha1.PausedAnnotation, cluster.GetAnnotations()[v1alpha1.PausedAnnotation])
+	}
+	if governor != nil && governor.Spec.Suspend {
+		return fmt.Sprintf("suspended by CleanupPolicy %s (spec.suspend)", governor.Name)
+	}
+	if pin := Pin(cluster); pin != "" && suspended[pin] {
+		return fmt.Sprintf("suspended by CleanupPolicy %s (spec.suspend), which the cluster names as its governor", pin)
+	}
+	return ""
+}
+
+// hooks adds, while pre-cleanup hooks remain, the step that holds the
+// teardown before its first step: it writes nothing but the condition
+// (Unknown: the cleanup has not started), and no strategy or timeout ever
+// forces past it. The steps after it are planned, to say what follows. A
+// cluster without hooks has no such step.
+func (t *teardown) hooks() bool {
+	hooks := Hooks(t.s.Cluster)
+	if len(hooks) == 0 {
+		return true
+	}
+	st := Step{Kind: StepHooks}
+	for _, h := range hooks {
+		st.Actions = append(st.Actions, Action{Verb: VerbHold, Resource: ManagedClustersResource, Name: t.plan.Cluster,
+			For: "the pre-cleanup hook " + h + " to be removed"})
+	}
+	st.Report = &Report{Pending: true, Reason: v1alpha1.WaitingForHooksReason, Event: v1alpha1.WaitingForHooksReason, Action: "Hooks",
+		Message: fmt.Sprintf("waiting for %d pre-cleanup hook(s) to be removed from the ManagedCluster: %s; nothing is written or deleted until the last one goes",
+			len(hooks), strings.Join(hooks, ", "))}
+	return t.add(st, false, false)
+}
+
+// resumed is the only step of the first teardown reconcile after the
+// operator saw the cluster paused or its policy suspended: it writes the
+// condition alone (Unknown, Resumed), and the timeout counts from it, as
+// after pre-cleanup hooks, so that the time spent paused or suspended
+// never lets a timeout force anything. A dry run reports its plan instead.
+func (t *teardown) resumed() bool {
+	if !t.s.Memory.Resumed || !t.plan.Deleting || t.plan.DryRun {
+		return true
+	}
+	st := Step{Kind: StepResumed}
+	st.Report = &Report{Pending: true, Reason: v1alpha1.ResumedReason, Action: "Resume",
+		Message: "the cleanup resumes after a pause or a suspended policy; its timeout counts from now"}
+	return t.add(st, false, false)
+}
+
+// CleanupStart is when the cleanup of a deleted cluster started, the
+// moment its timeout counts from: its deletion, or, when pre-cleanup hooks
+// held it or the cleanup resumed after a pause (reason Resumed), the
+// moment the first step after that was reported (ContentDeleteSuccess
+// turned from Unknown to False then). While hooks
+// hold it (the condition is Unknown) it has not started: the start is now.
+// A time spent held by hooks never lets a timeout force anything. ok is
+// false for a cluster that is not being deleted.
+func CleanupStart(s *Snapshot) (time.Time, bool) {
+	ts := s.Cluster.GetDeletionTimestamp()
+	if ts == nil {
+		return time.Time{}, false
+	}
+	start := ts.Time
+	for _, c := range ClusterConditions(s.Cluster) {
+		if c.Type != v1alpha1.ContentDeleteSuccessCondition {
+			continue
+		}
+		switch {
+		case c.Status == metav1.ConditionUnknown && slices.Contains(notStarted, c.Reason):
+			start = s.Now
+		case c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(start):
+			start = c.LastTransitionTime.Time
+		}
+	}
+	return start, true
+}
+
+// outOfOrder finds the add-ons and works of the cluster namespace being
+// deleted before the step of the teardown that deletes them, and makes the
+// next step report them (DeletedOutOfOrder); the record notes them as a
+// hold (OutOfOrderHold).
+// The operator deletes a stage's objects only once the stage is the next
+// step, and the signal work in the signal step: any other deletion is
+// someone else's, such as OCM's own cleanup when admission does not hold
+// it. The teardown goes on as planned. A dry run holds nothing of OCM's
+// and expects its deletions.
+func (t *teardown) outOfOrder() {
+	next := t.plan.Next()
+	if t.plan.DryRun || next == nil || next.Report == nil {
+		return
+	}
+	before := !slices.Contains([]StepKind{StepStage, StepNamespace, StepFinish}, next.Kind)
+	later := map[types.UID]bool{}
+	for _, st := range t.plan.Steps {
+		if st.State == StateLater && st.Kind == StepStage {
+			for _, a := range st.Actions {
+				later[a.UID] = true
+			}
+		}
+	}
+	for _, gvr := range []schema.GroupVersionResource{ManagedClusterAddOns, ManifestWorks} {
+		for _, o := range t.s.Objects[gvr] {
+			m := o.Meta
+			if m.DeletionTimestamp == nil || t.s.Memory.Deleted[m.UID] || m.Labels[v1alpha1.SignalWorkLabel] == "true" ||
+				m.Namespace != t.plan.Cluster || !before && !later[m.UID] || ofAddOn(m) {
+				continue
+			}
+			t.plan.OutOfOrder = append(t.plan.OutOfOrder, ResourceName(gvr)+"/"+m.Name)
+		}
+	}
+	if len(t.plan.OutOfOrder) == 0 {
+		return
+	}
+	slices.Sort(t.plan.OutOfOrder)
+	msg := fmt.Sprintf("%d add-on(s) and work(s) of the cluster are being deleted by someone other than the operator, "+
+		"before the step of the teardown that deletes them: %s; %s", len(t.plan.OutOfOrder), Bounded(t.plan.OutOfOrder, ", "), t.deleter())
+	r := *next.Report
+	r.Reason, r.Event, r.Message = v1alpha1.DeletedOutOfOrderReason, v1alpha1.DeletedOutOfOrderReason, msg+"; meanwhile: "+r.Message
+	next.Report = &r
+}
+
+// OutOfOrderHold is why the record notes a hold while add-ons or works are
+// deleted out of order; "" when none is.
+func (p *Plan) OutOfOrderHold() string {
+	if len(p.OutOfOrder) == 0 {
+		return ""
+	}
+	return "deleted by someone other than the operator before their step: " + Bounded(p.OutOfOrder, ", ")
+}
+
+// deleter says who deletes out of order, as far as the API shows it: it
+// records no deleter, but OCM's own cleanup runs on a cluster that carries
+// its finalizer, and deletes there unless admission holds it.
+func (t *teardown) deleter() string {
+	if slices.Contains(t.s.Cluster.GetFinalizers(), v1alpha1.OCMResourceCleanupFinalizer) {
+		return "the API does not record who deleted them; OCM's resource cleanup runs on this cluster (finalizer " +
+			v1alpha1.OCMResourceCleanupFinalizer + "): if it deleted them, the admission policy cleanup-operator-ocm-cleanup-hold " +
+			"did not hold it: check that it exists and that the operator's --ocm-cleanup-users names the user " +
+			"OCM's registration controller runs as"
+	}
+	return "the API does not record who deleted them"
+}
+
+// ofAddOn says whether a work belongs to an add-on (an owner reference to
+// its ManagedClusterAddOn): the add-on's manager, or the garbage collector
+// once the add-on is gone, deletes it with its add-on.
+func ofAddOn(m *metav1.PartialObjectMetadata) bool {
+	return slices.ContainsFunc(m.OwnerReferences, func(o metav1.OwnerReference) bool {
+		return o.Kind == "ManagedClusterAddOn" && strings.HasPrefix(o.APIVersion, ManagedClusterAddOns.Group+"/")
+	})
 }

@@ -1,25 +1,30 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/cel"
-	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	kjson "sigs.k8s.io/json"
 )
 
 // Lister lists the objects of a resource in a namespace, as metadata, and
@@ -293,4 +298,268 @@ func (r *Reader) readLease(ctx context.Context, s *decision.Snapshot) error {
 	}
 	s.Lease = lease
 	return nil
+}
+
+// readFleet reads, for a deleted cluster whose policy (or the operator)
+// sets a blast radius, the policy's clusters: how many it governs and those
+// being deleted under the operator's finalizer. A cluster belongs to the
+// policy by its governing-policy annotation, which the operator writes with
+// its finalizer: the same set for every replica and every restart. Only the
+// clusters OCM accepted (spec.hubAcceptsClient, which OCM lets only those
+// who may accept clusters set) count toward the base of a percentage, so
+// that creating clusters does not raise a budget.
+func (r *Reader) readFleet(ctx context.Context, s *decision.Snapshot, p *cel.Policy) error {
+	if s.Cluster.GetDeletionTimestamp() == nil || p.Spec.BlastRadius == nil && !bounds(r.BlastRadius) {
+		return nil
+	}
+	// The cache's own objects, read and never changed: every reconcile of
+	// a deleted cluster under a budget reads the whole fleet.
+	list := NewManagedClusterList()
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	f := &decision.Fleet{Default: r.BlastRadius}
+	for i := range list.Items {
+		mc := &list.Items[i]
+		if !slices.Contains(mc.GetFinalizers(), v1alpha1.ClusterCleanupFinalizer) || decision.Pin(mc) != p.Name {
+			continue
+		}
+		if accepted, _, _ := unstructured.NestedBool(mc.Object, "spec", "hubAcceptsClient"); accepted {
+			f.Governed++
+		}
+		if mc.GetDeletionTimestamp() != nil {
+			f.Deleting = append(f.Deleting, mc)
+		}
+	}
+	// The cluster planned counts as read, even when the list is behind it.
+	if i := slices.IndexFunc(f.Deleting, func(c *unstructured.Unstructured) bool { return c.GetUID() == s.Cluster.GetUID() }); i >= 0 {
+		f.Deleting[i] = s.Cluster
+	} else {
+		f.Deleting = append(f.Deleting, s.Cluster)
+	}
+	if err := r.readBegun(ctx, s, p, f); err != nil {
+		return err
+	}
+	s.Fleet = f
+	return nil
+}
+
+// readBegun reads the teardowns begun under the policy from their records:
+// they count after their clusters are gone, within the longest window a
+// budget may name. A record also says that a cluster still being deleted
+// began its teardown, however long ago it was deleted (a record's start is
+// its cluster's deletion): those are read too.
+func (r *Reader) readBegun(ctx context.Context, s *decision.Snapshot, p *cel.Policy, f *decision.Fleet) error {
+	if r.RecordsNamespace == "" {
+		return nil
+	}
+	b := decision.BudgetOf(p.Spec.BlastRadius, r.BlastRadius, f.Governed)
+	since := s.Now.Add(-b.Window)
+	for _, mc := range f.Deleting {
+		if d := mc.GetDeletionTimestamp().Add(-time.Second); d.Before(since) {
+			since = d
+		}
+	}
+	records := r.Records
+	if records == nil {
+		records = r.Client
+	}
+	started, err := record.StartedUnder(ctx, records, r.RecordsNamespace, p.Name, since)
+	if err != nil {
+		return err
+	}
+	for _, st := range started {
+		f.Begun = append(f.Begun, decision.Started{Cluster: st.Cluster, UID: st.UID, Start: st.Start})
+	}
+	return nil
+}
+
+// bounds says whether a budget bounds anything.
+func bounds(b v1alpha1.BlastRadius) bool {
+	return b.MaxTeardowns != nil || b.MaxConcurrent != nil
+}
+
+// MapperLister lists from a reader, through a REST mapper that says which
+// resources the API server serves: the preview's Lister.
+type MapperLister struct {
+	Reader client.Reader
+	Mapper meta.RESTMapper
+}
+
+// List implements Lister.
+func (l MapperLister) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]metav1.PartialObjectMetadata, bool, error) {
+	gvk, err := l.Mapper.KindFor(gvr)
+	switch {
+	case meta.IsNoMatchError(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("mapping %s: %w", gvr, err)
+	}
+	items, err := ListMetadata(ctx, l.Reader, gvk, namespace)
+	return items, true, err
+}
+
+// ScopeOf says, through a REST mapper, how the API server serves a
+// resource: not at all, cluster-scoped, or namespaced. The mapper asks the
+// API server again for a group version it did not know, so a CRD installed
+// later is found.
+func ScopeOf(mapper meta.RESTMapper, gvr schema.GroupVersionResource) (decision.Scope, error) {
+	gvk, err := mapper.KindFor(gvr)
+	if err == nil {
+		var m *meta.RESTMapping
+		if m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			if m.Scope.Name() == meta.RESTScopeNameRoot {
+				return decision.ClusterScoped, nil
+			}
+			return decision.Namespaced, nil
+		}
+	}
+	if meta.IsNoMatchError(err) {
+		return decision.NotServed, nil
+	}
+	return decision.NotServed, fmt.Errorf("mapping %s: %w", gvr, err)
+}
+
+// ListMetadata lists the metadata of a kind's objects in a namespace.
+func ListMetadata(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, namespace string) ([]metav1.PartialObjectMetadata, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing %s in %s: %w", gvk.Kind, namespace, err)
+	}
+	for i := range list.Items {
+		list.Items[i].SetGroupVersionKind(gvk)
+	}
+	return list.Items, nil
+}
+
+// CompactManifest is what the operator's cache keeps of a manifest of a
+// ManifestWork: its identity (cel.ManifestIdentity), which names the object
+// an orphaned manifest leaves. A manifest that is not a JSON object is kept
+// as it is, so that a decision still finds it invalid. Only the identity is
+// decoded, the rest skipped, and its values are kept as they are written
+// (a number exactly); field names match exactly, as the API server's do.
+func CompactManifest(raw []byte) []byte {
+	var m manifestIdentity
+	if !isObject(raw) || kjson.UnmarshalCaseSensitivePreserveInts(raw, &m) != nil {
+		return raw
+	}
+	if isObject(m.Metadata) {
+		var meta metadataIdentity
+		if kjson.UnmarshalCaseSensitivePreserveInts(m.Metadata, &meta) != nil {
+			return raw
+		}
+		if m.Metadata, _ = json.Marshal(meta); m.Metadata == nil {
+			return raw
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// manifestIdentity and metadataIdentity are cel.ManifestIdentity, each
+// value as it is written; a field absent stays absent.
+type manifestIdentity struct {
+	APIVersion json.RawMessage `json:"apiVersion,omitempty"`
+	Kind       json.RawMessage `json:"kind,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+}
+
+type metadataIdentity struct {
+	Name      json.RawMessage `json:"name,omitempty"`
+	Namespace json.RawMessage `json:"namespace,omitempty"`
+}
+
+// isObject says whether raw holds a JSON object (its first byte past any
+// space opens one).
+func isObject(raw []byte) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// CompactManifestObject is CompactManifest of a decoded manifest.
+func CompactManifestObject(m map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, path := range cel.ManifestIdentity {
+		src, dst := m, out
+		for i, name := range path {
+			v, ok := src[name]
+			if !ok {
+				break
+			}
+			if i == len(path)-1 {
+				dst[name] = v
+				break
+			}
+			next, ok := v.(map[string]any)
+			if !ok {
+				// Not an object where the identity has one: kept as it
+				// is, so that a decision reads what the API server stores.
+				dst[name] = v
+				break
+			}
+			if _, ok := dst[name].(map[string]any); !ok {
+				dst[name] = map[string]any{}
+			}
+			src, dst = next, dst[name].(map[string]any)
+		}
+	}
+	return out
+}
+
+// ErrManifestsChanged says that the API server holds another generation of
+// a work than the cache: the decision waits for the cache to catch up (the
+// work's event brings it back).
+var ErrManifestsChanged = errors.New("the work changed since the cache read it")
+
+// withManifestsOf is w with the manifests of live, the same work at the same
+// generation.
+func withManifestsOf(w, live *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	if live.UID != w.UID || live.Generation != w.Generation {
+		return nil, fmt.Errorf("ManifestWork %s/%s: %w (generation %d cached, %d stored)",
+			w.Namespace, w.Name, ErrManifestsChanged, w.Generation, live.Generation)
+	}
+	out := *w
+	out.Spec.Workload = live.Spec.Workload
+	return &out, nil
+}
+
+// ListWithManifests gives each work of a namespace, read from the cache and
+// not being deleted, the manifests the API server stores, in one list. It
+// returns the works it could not give them (gone, or at another generation
+// there), whose events will come; an error when the list fails.
+func ListWithManifests(ctx context.Context, apiReader client.Reader, namespace string, works []workv1.ManifestWork) (map[types.UID]error, error) {
+	if !slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.DeletionTimestamp == nil }) {
+		return nil, nil
+	}
+	var live workv1.ManifestWorkList
+	if err := apiReader.List(ctx, &live, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("reading the manifests of the ManifestWorks in %s: %w", namespace, err)
+	}
+	byUID := make(map[types.UID]*workv1.ManifestWork, len(live.Items))
+	for i := range live.Items {
+		byUID[live.Items[i].UID] = &live.Items[i]
+	}
+	unread := map[types.UID]error{}
+	for i := range works {
+		w := &works[i]
+		if w.DeletionTimestamp != nil {
+			continue // not decided again
+		}
+		l, ok := byUID[w.UID]
+		if !ok {
+			unread[w.UID] = fmt.Errorf("ManifestWork %s/%s: %w (deleted)", namespace, w.Name, ErrManifestsChanged)
+			continue
+		}
+		full, err := withManifestsOf(w, l)
+		if err != nil {
+			unread[w.UID] = err
+			continue
+		}
+		*w = *full
+	}
+	return unread, nil
 }

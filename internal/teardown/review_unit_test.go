@@ -150,7 +150,7 @@ func TestReviewReleaseKeepsFinalizerWhenUnlabelRefused(t *testing.T) {
 	}
 }
 
-// TestReviewForceWritesOnExactlyItsObject: teardown_writes.go promises "the
+// TestReviewForceWritesOnExactlyItsObject: writes.go promises "the
 // UID is a precondition of every write". The force (and the cluster's own
 // finalizer removal) is a JSON patch that tests only the finalizer's
 // position, not the UID: a plan made on a cache that still shows the old

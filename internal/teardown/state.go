@@ -3,17 +3,16 @@ package teardown
 import (
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
-
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/record"
 )
 
 // teardownState is all this process keeps in memory of one cluster's
@@ -69,7 +68,7 @@ type teardownState struct {
 	// begun: its last report said its first write was made; policy is the
 	// policy of that report ("" before it). A teardown not begun is one a
 	// blast radius may hold: the events of the policy's other clusters
-	// wake it (teardown_wake.go).
+	// wake it (wakeHeld).
 	begun  bool
 	policy string
 	// outside are the namespaces ("" for cluster-scoped objects) outside
@@ -475,4 +474,61 @@ func (st *teardownState) observeRemaining(step string, n int) {
 	}
 	st.metrics.SetRemaining(st.cluster, st.remaining, step, n)
 	st.remaining = step
+}
+
+// DefaultProgressInterval is how often, at most, a running step's progress
+// is written on its object when nothing but its counts changed.
+const DefaultProgressInterval = 5 * time.Second
+
+// progress paces the writes of a teardown's progress: at most once per
+// interval while it runs, whether its step or only its counts changed; a
+// change held back is written by a requeue at the end of the interval, so
+// the last progress is always written. It is memory only: after a restart
+// the first change is written at once. The counts stay current in metrics
+// meanwhile.
+type progress struct {
+	interval time.Duration
+	now      func() time.Time
+}
+
+// progressMark is the step last written on an object, and when, and
+// whether it showed the teardown running; each teardown's state keeps its
+// own.
+type progressMark struct {
+	step    string
+	at      time.Time
+	running bool
+}
+
+func newProgress(interval time.Duration) *progress {
+	return &progress{interval: interval, now: time.Now}
+}
+
+// hold says how long a write of step on the object whose last write is
+// last waits: 0 to write now (another step than the last one written, none
+// written by this process, or the interval passed), else the rest of the
+// interval.
+func (p *progress) hold(last *progressMark, step string) time.Duration {
+	if last == nil || last.step != step {
+		return 0
+	}
+	return p.wait(last)
+}
+
+// wait says how long any write on the object whose last write is last
+// waits: 0 when none was written by this process or the interval passed,
+// else the rest of the interval.
+func (p *progress) wait(last *progressMark) time.Duration {
+	if p == nil || p.interval <= 0 || last == nil {
+		return 0
+	}
+	return max(p.interval-p.now().Sub(last.at), 0)
+}
+
+// mark is the mark of a write of step now.
+func (p *progress) mark(step string, running bool) *progressMark {
+	if p == nil {
+		return nil
+	}
+	return &progressMark{step: step, at: p.now(), running: running}
 }
