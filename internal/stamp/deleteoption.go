@@ -41,39 +41,29 @@ func (r Result) Written() bool { return r > 0 }
 // says who holds it otherwise. Both carry the UID: they never touch a work
 // recreated under the same name.
 func DeleteOption(ctx context.Context, c client.Client, reader client.Reader, m *metrics.Metrics, w *metav1.ObjectMeta, want decision.DeleteOption) (result Result, why string, err error) {
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(snapshot.ManifestWorkGVK)
-	obj.SetNamespace(w.Namespace)
-	obj.SetName(w.Name)
+	generation := int64(0)
 	// A work with the signal label is the operator's signal work or a copy
 	// of one: its whole spec may be the operator's, so only deleteOption
 	// is patched.
 	if w.Labels[v1alpha1.SignalWorkLabel] == "true" {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(snapshot.ManifestWorkGVK)
+		obj.SetNamespace(w.Namespace)
+		obj.SetName(w.Name)
 		patch, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"uid": w.UID},
 			"spec":     map[string]any{"deleteOption": deleteOptionSpec(want)},
 		})
 		err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		generation = obj.GetGeneration()
 	} else {
-		obj.Object["metadata"] = map[string]any{"name": w.Name, "namespace": w.Namespace, "uid": string(w.UID),
-			"annotations": map[string]any{v1alpha1.OrphaningAnnotation: want.PropagationPolicy}}
-		obj.Object["spec"] = map[string]any{"deleteOption": deleteOptionSpec(want)}
-		err = c.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-		if apierrors.IsConflict(err) && fieldManagerConflict(err) {
-			st := stamp{gvk: snapshot.ManifestWorkGVK, spec: deleteOptionPatch(want), defaulted: defaultedPropagationPolicy}
-			took, why, terr := takeDefault(ctx, c, reader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, st, err)
-			switch {
-			case terr != nil:
-				return stale, "", client.IgnoreNotFound(terr)
-			case !took:
-				return Conflict, cmp.Or(why, "another manager owns it"), nil
-			}
-			err = c.Patch(ctx, obj, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-		}
+		var applied *unstructured.Unstructured
+		applied, why, err = write(ctx, c, reader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, deleteOptionStamp(want))
+		generation = applied.GetGeneration()
 	}
 	switch {
 	case apierrors.IsConflict(err) && fieldManagerConflict(err):
-		return Conflict, "another manager owns it", nil
+		return Conflict, cmp.Or(why, "another manager owns it"), nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		return stale, "", nil // a UID precondition that failed: the watch brings the new work
 	case err != nil:
@@ -82,7 +72,7 @@ func DeleteOption(ctx context.Context, c client.Client, reader client.Reader, m 
 	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
 		m.OrphanedWorks.Inc()
 	}
-	return Result(max(obj.GetGeneration(), 1)), "", nil
+	return Result(max(generation, 1)), "", nil
 }
 
 // fieldManagerConflict says whether a server-side apply was refused

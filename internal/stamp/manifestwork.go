@@ -74,10 +74,7 @@ func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestW
 			}
 		}
 		current := desired.Equal(decision.CurrentDeleteOption(w))
-		return stampDecision{current: current, pending: !current, stamp: stamp{gvk: snapshot.ManifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
-			field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation, value: desired.PropagationPolicy,
-			spec: deleteOptionPatch(desired), describe: desired.Describe(),
-			defaulted: defaultedPropagationPolicy, released: releasedDeleteOption}}, nil
+		return stampDecision{current: current, pending: !current, stamp: deleteOptionStamp(desired)}, nil
 	})
 	return reconcile.Result{}, err
 }
@@ -103,6 +100,15 @@ func decideOrphaning(g *decision.Governed, w *workv1.ManifestWork, mapper meta.R
 // CRD's default.
 func releasedDeleteOption() map[string]any {
 	return map[string]any{"deleteOption": map[string]any{"propagationPolicy": "Foreground"}}
+}
+
+// deleteOptionStamp is the stamp of the deleteOption d on a ManifestWork
+// ("": the operator's decision released).
+func deleteOptionStamp(d decision.DeleteOption) stamp {
+	return stamp{gvk: snapshot.ManifestWorkGVK, kind: "ManifestWork", action: "Orphaning",
+		field: "spec.deleteOption", annotation: v1alpha1.OrphaningAnnotation, value: d.PropagationPolicy,
+		spec: deleteOptionPatch(d), describe: d.Describe(),
+		defaulted: defaultedPropagationPolicy, released: releasedDeleteOption}
 }
 
 // deleteOptionPatch makes, for a write, the spec fields of a stamp of d.

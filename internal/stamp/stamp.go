@@ -194,22 +194,14 @@ func (s *stamper) preview(obj client.Object, policy string, st stamp, pending bo
 }
 
 func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (conflict bool, err error) {
-	err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	_, why, err := write(ctx, s.Client, s.APIReader, obj, st)
 	if apierrors.IsInvalid(err) && st.value == "" && st.released != nil {
 		release := stampPatch(obj, st)
 		release.Object["spec"] = st.released()
 		err = s.Client.Patch(ctx, release, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 	}
-	if apierrors.IsConflict(err) && st.value != "" {
-		took, why, terr := takeDefault(ctx, s.Client, s.APIReader, obj, st, err)
-		switch {
-		case terr != nil:
-			err = terr
-		case took:
-			err = s.Client.Patch(ctx, stampPatch(obj, st), client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-		case why != "":
-			err = fmt.Errorf("%w (%s is not a default nobody wrote: %s)", err, strings.Join(st.defaulted, "."), why)
-		}
+	if why != "" {
+		err = fmt.Errorf("%w (%s is not a default nobody wrote: %s)", err, strings.Join(st.defaulted, "."), why)
 	}
 	switch {
 	case apierrors.IsConflict(err):
@@ -224,6 +216,30 @@ func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (confl
 	s.Metrics.CountStamped(st.kind, cmp.Or(st.value, "Released"))
 	logf.FromContext(ctx).V(1).Info("decision stamped", "kind", st.kind, "name", obj.GetName(), "namespace", obj.GetNamespace(), "decision", st.describe)
 	return false, nil
+}
+
+// write applies st to obj, the one write of a stamp: a server-side apply
+// under the operator's field manager, never forced, with obj's UID as a
+// precondition, so that it never touches an object recreated under the
+// same name. Refused because another manager holds the stamp's field, it
+// takes that field when its holders hold only a default nobody wrote
+// (takeDefault) and applies again; otherwise why says, where it can, whose
+// the value is, and err is the refusal. It returns the object as applied.
+func write(ctx context.Context, c client.Client, reader client.Reader, obj client.Object, st stamp) (applied *unstructured.Unstructured, why string, err error) {
+	applied = stampPatch(obj, st)
+	err = c.Patch(ctx, applied, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	if !apierrors.IsConflict(err) || st.value == "" {
+		return applied, "", err
+	}
+	took, why, terr := takeDefault(ctx, c, reader, obj, st, err)
+	switch {
+	case terr != nil:
+		return applied, "", terr
+	case !took:
+		return applied, why, err
+	}
+	applied = stampPatch(obj, st)
+	return applied, "", c.Patch(ctx, applied, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
 }
 
 // stampPatch is the apply of a stamp: the UID makes it a precondition, so
