@@ -39,7 +39,7 @@ var Targets = []Target{
 		return governance.NewManagedClusterAdapter(d.Teardown(), d.ConfirmationMaxAge, d.SignalLimits)
 	})},
 	{Name: "ManagedCluster teardown", Adapt: func(d *Deps, m manager.Manager) error {
-		return d.Teardown().SetupWithManager(m, d.Reader, cmp.Or(d.Concurrency, 1))
+		return d.Teardown().SetupWithManager(m, cmp.Or(d.Concurrency, 1))
 	}},
 	{Name: "ManifestWork", Adapt: adapt(func(d *Deps) stamp.Adapter[*workv1.ManifestWork] {
 		return stamp.NewManifestWorkAdapter(d.Manager.GetClient(), d.Manager.GetAPIReader(), d.Manager.GetRESTMapper(), d.Recorder, d.Tally, d.Metrics)
@@ -99,7 +99,7 @@ type Deps struct {
 // watches on and off.
 func (d *Deps) Teardown() *teardown.ClusterTeardown {
 	if d.teardown == nil {
-		d.teardown = teardown.NewClusterTeardown(d.Manager, d.Recorder, d.Metrics, d.ProgressInterval, d.Records, d.ConfigMaps)
+		d.teardown = teardown.NewClusterTeardown(d.Manager, d.Reader, d.Recorder, d.Metrics, d.ProgressInterval, d.Records, d.ConfigMaps)
 		d.teardown.Tally = d.Tally
 		d.teardown.NamespaceDeny = decision.NamespaceDenyList(record.Namespace(d.Records.Namespace), d.NamespaceDeny)
 		d.teardown.BlastRadius = d.BlastRadius

@@ -116,12 +116,7 @@ func (st *teardownState) gone(uid types.UID) (quiet bool, step string, remaining
 func (t *Teardowns) stateIn(namespace string) *teardownState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, st := range t.states {
-		if st.cluster == namespace {
-			return st
-		}
-	}
-	return nil
+	return t.named[namespace]
 }
 
 // worksHandler queues the deleting cluster of a work's namespace for the

@@ -65,21 +65,22 @@ type ClusterTeardown struct {
 
 var _ reconcile.Reconciler = &ClusterTeardown{}
 
-// NewClusterTeardown returns the teardown; it adds watches at run time
-// through the manager's cache and REST mapper. A step's progress is
+// NewClusterTeardown returns the teardown of the clusters governor resolves
+// the governing policy of; it adds watches at run time through the
+// manager's cache and REST mapper. A step's progress is
 // written at most once per progressInterval (0: DefaultProgressInterval;
 // negative: on every change).
 //
 // The teardown records are written, and their metadata read, through
 // configMaps: a client of the operator's own ConfigMaps (nil: the
 // manager's client).
-func NewClusterTeardown(mgr manager.Manager, recorder events.EventRecorder, metrics *metrics.Metrics, progressInterval time.Duration,
-	records RecordOptions, configMaps client.Client) *ClusterTeardown {
+func NewClusterTeardown(mgr manager.Manager, governor *snapshot.Reader, recorder events.EventRecorder, metrics *metrics.Metrics,
+	progressInterval time.Duration, records RecordOptions, configMaps client.Client) *ClusterTeardown {
 	if progressInterval == 0 {
 		progressInterval = DefaultProgressInterval
 	}
 	a := &ClusterTeardown{ClusterWriter: ClusterWriter{Client: mgr.GetClient(), Recorder: recorder, Metrics: metrics, APIReader: mgr.GetAPIReader()},
-		Mapper: mgr.GetRESTMapper(), admissionSettle: AdmissionSettle, Teardowns: NewTeardowns(metrics), progress: newProgress(progressInterval)}
+		Mapper: mgr.GetRESTMapper(), governor: governor, admissionSettle: AdmissionSettle, Teardowns: NewTeardowns(metrics), progress: newProgress(progressInterval)}
 	records.Namespace = record.Namespace(records.Namespace)
 	if configMaps == nil {
 		configMaps = mgr.GetClient()
@@ -111,9 +112,8 @@ func (a *ClusterTeardown) AllowAddOns(manager.Manager) error {
 // SetupWithManager registers the teardown's controller, "teardown", with
 // workers reconciles at once (0: one), For the ManagedClusters its events
 // pass; the watches of stage and monitored resources are added at run
-// time. governor resolves the policy that governs a cluster.
-func (a *ClusterTeardown) SetupWithManager(mgr manager.Manager, governor *snapshot.Reader, workers int) error {
-	a.governor = governor
+// time.
+func (a *ClusterTeardown) SetupWithManager(mgr manager.Manager, workers int) error {
 	b := builder.ControllerManagedBy(mgr).Named("teardown").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		For(snapshot.NewManagedCluster(), builder.WithPredicates(a.Events()))

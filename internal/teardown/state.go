@@ -167,9 +167,11 @@ func (st *teardownState) resumeReported() {
 // Every way a teardown ends goes through endLocked, which drops its state
 // with its metric series.
 type Teardowns struct {
-	mu       sync.Mutex
-	metrics  *metrics.Metrics
-	states   map[types.UID]*teardownState
+	mu      sync.Mutex
+	metrics *metrics.Metrics
+	states  map[types.UID]*teardownState
+	// named is the state of each cluster name: a name has at most one.
+	named    map[string]*teardownState
 	finished map[types.UID]string
 	// waiting and notBegun index the states that wait for objects outside
 	// their namespace, and those not begun, which events look up.
@@ -182,7 +184,7 @@ type Teardowns struct {
 
 // NewTeardowns keeps the teardowns' metric series in m (nil: none).
 func NewTeardowns(m *metrics.Metrics) *Teardowns {
-	return &Teardowns{metrics: m, states: map[types.UID]*teardownState{}, finished: map[types.UID]string{},
+	return &Teardowns{metrics: m, states: map[types.UID]*teardownState{}, named: map[string]*teardownState{}, finished: map[types.UID]string{},
 		retiring: map[string]map[types.UID]int64{}, waiting: sets.New[types.UID](), notBegun: sets.New[types.UID]()}
 }
 
@@ -198,6 +200,7 @@ func (t *Teardowns) of(cluster string, uid types.UID) *teardownState {
 		st = &teardownState{cluster: cluster, uid: uid, metrics: t.metrics, stamps: map[types.UID]int64{}, stampCount: map[types.UID]int{},
 			deleted: sets.New[types.UID](), forced: sets.New[types.UID]()}
 		t.states[uid] = st
+		t.named[cluster] = st
 		t.notBegun.Insert(uid)
 	}
 	return st
@@ -310,6 +313,9 @@ func (t *Teardowns) endLocked(uid types.UID) {
 		return
 	}
 	delete(t.states, uid)
+	if t.named[st.cluster] == st {
+		delete(t.named, st.cluster)
+	}
 	t.waiting.Delete(uid)
 	t.notBegun.Delete(uid)
 	st.mu.Lock()
@@ -337,10 +343,8 @@ func (t *Teardowns) replaced(cluster string, uid types.UID) {
 }
 
 func (t *Teardowns) replacedLocked(cluster string, uid types.UID) {
-	for old, st := range t.states {
-		if st.cluster == cluster && old != uid {
-			t.endLocked(old)
-		}
+	if st := t.named[cluster]; st != nil && st.uid != uid {
+		t.endLocked(st.uid)
 	}
 	for old, name := range t.finished {
 		if name == cluster && old != uid {
@@ -400,10 +404,8 @@ func (t *Teardowns) held() int {
 func (t *Teardowns) keeps(cluster string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, st := range t.states {
-		if st.cluster == cluster {
-			return true
-		}
+	if t.named[cluster] != nil {
+		return true
 	}
 	for _, name := range t.finished {
 		if name == cluster {

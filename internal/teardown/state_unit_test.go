@@ -99,6 +99,32 @@ func TestTeardownStateOfAClusterRecreated(t *testing.T) {
 	}
 }
 
+// TestStateOfAName: a name has one state, the latest cluster's; the
+// events of its namespace reach that one, and none once it ended.
+func TestStateOfAName(t *testing.T) {
+	td := NewTeardowns(metrics.NewMetrics())
+	old := td.of("c1", "old")
+	if td.stateIn("c1") != old || !td.keeps("c1") {
+		t.Fatal("the namespace's events do not reach the cluster's state")
+	}
+	other := td.of("c2", "other")
+	recreated := td.of("c1", "new")
+	if td.peek("old") != nil || td.stateIn("c1") != recreated {
+		t.Fatal("the state of a cluster recreated under its name is not the new cluster's alone")
+	}
+	td.end("old", false) // the old cluster's late event ends nothing of the new one
+	if td.stateIn("c1") != recreated {
+		t.Fatal("ending the old cluster's teardown dropped the new one's")
+	}
+	td.end("new", false)
+	if td.stateIn("c1") != nil || td.keeps("c1") {
+		t.Fatal("a name keeps a state after its teardown ended")
+	}
+	if td.stateIn("c2") != other {
+		t.Fatal("another cluster's state was dropped")
+	}
+}
+
 // TestNotBegunWakes: the teardowns a policy's events wake are those of the
 // policy not begun, and those not reported yet; a begun or ended one is
 // not kept.
