@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
 
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,11 +41,14 @@ func (r Result) Written() bool { return r > 0 }
 // says who holds it otherwise. Both carry the UID: they never touch a work
 // recreated under the same name.
 func DeleteOption(ctx context.Context, c client.Client, reader client.Reader, m *metrics.Metrics, w *metav1.ObjectMeta, want decision.DeleteOption) (result Result, why string, err error) {
+	if want.PropagationPolicy == "" {
+		// An empty stamp would be a release of the operator's deleteOption.
+		return stale, "", fmt.Errorf("no deleteOption to set on ManifestWork %s/%s", w.Namespace, w.Name)
+	}
 	generation := int64(0)
-	// A work with the signal label is the operator's signal work or a copy
-	// of one: its whole spec may be the operator's, so only deleteOption
-	// is patched.
-	if w.Labels[v1alpha1.SignalWorkLabel] == "true" {
+	// The operator's signal work: its whole spec is the operator's, so
+	// only deleteOption is patched.
+	if decision.IsSignalWork(w) {
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(snapshot.ManifestWorkGVK)
 		obj.SetNamespace(w.Namespace)

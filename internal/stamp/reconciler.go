@@ -131,7 +131,7 @@ func (r *Reconciler[T]) reconcileNamespace(ctx context.Context, n NamespaceAdapt
 	)
 	for i, obj := range objs {
 		current, err := check.Current(ctx, namespace, g)
-		if err == nil && (!current || g.Budget.SetRemaining() <= 0) {
+		if err == nil && (!current || g.Budget.Remaining() <= 0) {
 			var again *decision.Governed
 			if again, err = r.govern(ctx, namespace); err == nil && r.suspended(ctx, again, objs[i:]...) {
 				break

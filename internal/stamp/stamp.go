@@ -221,14 +221,14 @@ func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (confl
 // write applies st to obj, the one write of a stamp: a server-side apply
 // under the operator's field manager, never forced, with obj's UID as a
 // precondition, so that it never touches an object recreated under the
-// same name. Refused because another manager holds the stamp's field, it
+// same name. Refused because another manager holds a field it sets, it
 // takes that field when its holders hold only a default nobody wrote
 // (takeDefault) and applies again; otherwise why says, where it can, whose
 // the value is, and err is the refusal. It returns the object as applied.
 func write(ctx context.Context, c client.Client, reader client.Reader, obj client.Object, st stamp) (applied *unstructured.Unstructured, why string, err error) {
 	applied = stampPatch(obj, st)
 	err = c.Patch(ctx, applied, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-	if !apierrors.IsConflict(err) || st.value == "" {
+	if !apierrors.IsConflict(err) || !fieldManagerConflict(err) || st.value == "" {
 		return applied, "", err
 	}
 	took, why, terr := takeDefault(ctx, c, reader, obj, st, err)
