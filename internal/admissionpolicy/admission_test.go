@@ -312,7 +312,7 @@ func TestConfigMatchesObjects(t *testing.T) {
 	g.Expect(yaml.Unmarshal(raw, &kustomization)).To(Succeed())
 	g.Expect(kustomization.Resources).To(ConsistOf("deleting-cluster.yaml", "deleting-work.yaml", "deletion-protection.yaml", "delete-confirmation.yaml",
 		"policy-authority.yaml", "signal-manifests.yaml", "blast-radius-release.yaml", "protection-mark.yaml", "protected-namespace.yaml", "teardown-condition.yaml",
-		"governed-namespace.yaml", "ocm-cleanup-hold.yaml"))
+		"governed-namespace.yaml", "ocm-cleanup-hold.yaml", "work-owner.yaml"))
 
 	want := map[string]map[string]any{}
 	var rendered []string

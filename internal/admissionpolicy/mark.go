@@ -29,6 +29,12 @@ const (
 	// ContentDeleteSuccess condition, which the blast radius reads to tell
 	// a teardown begun, held or ended.
 	TeardownConditionPolicy = "cleanup-operator-teardown-condition"
+	// WorkOwnerPolicy lets only the operator give a ManifestWork the label
+	// that makes it the operator's own (v1alpha1.ManagedByLabel with the
+	// value v1alpha1.ManagedBy), or take it off: the operator changes,
+	// retires and deletes its own signal works, so whoever gave a work
+	// that label could have the operator delete it for them.
+	WorkOwnerPolicy = "cleanup-operator-work-owner"
 )
 
 // DefaultOperatorUser is the user the operator authenticates as when
@@ -49,6 +55,8 @@ func ProtectionObjects(operatorUser string) []client.Object {
 		binding(TeardownConditionPolicy),
 		governedNamespacePolicy(operatorUser),
 		binding(GovernedNamespacePolicy),
+		workOwnerPolicy(operatorUser),
+		binding(WorkOwnerPolicy),
 	}
 }
 
@@ -256,6 +264,33 @@ func teardownConditionPolicy(operatorUser string) *admissionregistrationv1.Valid
 		MessageExpression: "'ManagedCluster ' + object.metadata.name + ': only the cleanup operator sets, changes or removes the condition " +
 			v1alpha1.ContentDeleteSuccessCondition + ": it reports the cluster\\'s teardown, and the blast radius of its CleanupPolicy reads it; " +
 			"write every other condition as before'",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}}
+	return p
+}
+
+// workOwnerPolicy refuses anyone but the operator a create or update of a
+// ManifestWork that gives it the operator's managed-by label, or changes or
+// removes it. The label's key is a common one: its other values (Helm's,
+// say) are anyone's. A status write cannot change a work's labels.
+func workOwnerPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p := policy(WorkOwnerPolicy)
+	p.Spec.MatchConstraints = writes("work.open-cluster-management.io", "v1", "manifestworks")
+	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{notOperator(operatorUser)}
+	owned := func(obj string) string {
+		return obj + " != null && (" + label(obj, v1alpha1.ManagedByLabel) + ") == '" + v1alpha1.ManagedBy + "'"
+	}
+	p.Spec.Variables = []admissionregistrationv1.Variable{
+		{Name: "owned", Expression: owned("object")},
+		{Name: "wasOwned", Expression: owned("oldObject")},
+	}
+	p.Spec.Validations = []admissionregistrationv1.Validation{{
+		Expression: "variables.owned == variables.wasOwned",
+		Message: "only the cleanup operator gives a ManifestWork the label " + v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedBy +
+			", changes it or removes it",
+		MessageExpression: "'ManifestWork ' + object.metadata.namespace + '/' + object.metadata.name + ': only the cleanup operator gives a " +
+			"ManifestWork the label " + v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedBy + ", changes it or removes it: it makes the work " +
+			"the operator\\'s own, which the operator changes and deletes'",
 		Reason: ptr.To(metav1.StatusReasonForbidden),
 	}}
 	return p

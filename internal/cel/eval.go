@@ -49,7 +49,7 @@ func NewBudget(cost int64) *Budget {
 }
 
 // Remaining is the cost left.
-func (b *Budget) SetRemaining() int64 { return b.remaining.Load() }
+func (b *Budget) Remaining() int64 { return b.remaining.Load() }
 
 // Refill gives the budget the given cost again, as NewBudget would: a
 // reconcile that decides many objects under one binding gives each the
@@ -177,7 +177,7 @@ func (e *Expression) eval(a *Activation) (ref.Val, error) {
 // untracked and charged the estimate while the budget holds it (see
 // untracked.go); otherwise its program counts the cost as it runs.
 func (e *Expression) evalCost(a *Activation) (ref.Val, uint64, error) {
-	if a.budget.SetRemaining() <= 0 {
+	if a.budget.Remaining() <= 0 {
 		return nil, 0, &EvalError{Path: e.Path.String(), Err: ErrBudgetExhausted}
 	}
 	if err := a.ctx.Err(); err != nil {

@@ -62,7 +62,7 @@ func TestSelector(t *testing.T) {
 			}
 		})
 	}
-	if budget.SetRemaining() >= cel.ReconcileCostBudget {
+	if budget.Remaining() >= cel.ReconcileCostBudget {
 		t.Fatal("evaluation spent nothing from the budget")
 	}
 }

@@ -70,12 +70,12 @@ func TestReviewPlanEvaluatesOrphaningOncePerWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spentOnce := cel.ReconcileCostBudget - once.SetRemaining()
+	spentOnce := cel.ReconcileCostBudget - once.Remaining()
 
 	plan := cel.NewBudget(cel.ReconcileCostBudget)
 	g := &decision.Governed{Cluster: s.Cluster, Policy: p, Activation: p.Bind(context.Background(), plan, s.Cluster.Object)}
 	decision.PlanTeardown(g, s)
-	spentPlan := cel.ReconcileCostBudget - plan.SetRemaining()
+	spentPlan := cel.ReconcileCostBudget - plan.Remaining()
 	t.Logf("one evaluation per work: %d; PlanTeardown: %d", spentOnce, spentPlan)
 	if spentPlan > spentOnce {
 		t.Errorf("PlanTeardown spent %d of the reconcile budget on orphaning, %d more than one evaluation per work (%d)", spentPlan, spentPlan-spentOnce, spentOnce)
