@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fleetops-dev/cleanup-operator/internal/teardown"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -520,10 +523,11 @@ var _ = Describe("Deleting a group in one request", func() {
 			}
 			forward(w, r)
 		})
-		done, count, err := teardown.DeleteAll(ctx, short, short, mc, plan, acts, "manifestworks")
+		m := metrics.NewMetrics()
+		done, err := teardown.DeleteAll(ctx, short, short, mc, plan, acts, m)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(done).To(HaveLen(3))
-		Expect(count).To(Equal(3.0))
+		Expect(testutil.ToFloat64(m.DeletedObjects.WithLabelValues("manifestworks"))).To(Equal(3.0))
 		Expect(deletingWorks("coll-414", "w-0", "w-1", "w-2", "kept")).To(Equal([]string{"w-0", "w-1", "w-2"}))
 		Expect(auditVerbs("coll-414", "deletecollection")).To(Equal(0))
 		Expect(auditVerbs("coll-414", "delete")).To(Equal(3))
@@ -547,10 +551,11 @@ var _ = Describe("Deleting a group in one request", func() {
 			http.Error(w, "the connection to the API server was lost", http.StatusBadGateway)
 		})
 
-		done, count, err := teardown.DeleteAll(ctx, lossy, lossy, mc, plan, acts, "manifestworks")
+		m := metrics.NewMetrics()
+		done, err := teardown.DeleteAll(ctx, lossy, lossy, mc, plan, acts, m)
 		Expect(err).To(MatchError(ContainSubstring("the connection to the API server was lost")))
 		Expect(done).To(HaveLen(5), "each work the server deleted, being deleted now")
-		Expect(count).To(Equal(5.0))
+		Expect(testutil.ToFloat64(m.DeletedObjects.WithLabelValues("manifestworks"))).To(Equal(5.0))
 		Expect(deletingWorks("coll-lost", "w-0", "w-1", "w-2", "w-3", "w-4")).To(HaveLen(5))
 		Expect(auditVerbs("coll-lost", "deletecollection")).To(Equal(1))
 		Expect(auditVerbs("coll-lost", "delete")).To(Equal(0))
@@ -725,10 +730,11 @@ var _ = Describe("A deletecollection refused part way", func() {
 
 		mc := managedCluster(ns, nil)
 		plan := &decision.Plan{Cluster: ns, Steps: []decision.Step{{Kind: decision.StepSignal, Name: "cleanup-signal"}}}
-		done, counted, err := teardown.DeleteAll(ctx, k8s, k8s, mc, plan, acts, "managedclusteraddons")
+		m := metrics.NewMetrics()
+		done, err := teardown.DeleteAll(ctx, k8s, k8s, mc, plan, acts, m)
 		Expect(err).To(Satisfy(apierrors.IsForbidden), "a-2's own delete is refused too")
 		Expect(done).To(ConsistOf(acts[0].UID, acts[1].UID))
-		Expect(counted).To(Equal(2.0))
+		Expect(testutil.ToFloat64(m.DeletedObjects.WithLabelValues("managedclusteraddons"))).To(Equal(2.0))
 
 		events, err := testenv.ReadAuditLog(auditLog)
 		Expect(err).NotTo(HaveOccurred())

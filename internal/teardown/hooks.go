@@ -10,7 +10,6 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -44,15 +43,13 @@ func DeleteCollectionLeavingOut(ctx context.Context, c client.Client, reader cli
 	return ok, err
 }
 
-// DeleteAll runs the executor's deletes of a step, a collection first, and
-// returns the UIDs it deleted and the count of deletes it recorded for
-// resource.
+// DeleteAll runs the executor's deletes of a step, a collection first,
+// counting them in m, and returns the UIDs it deleted.
 func DeleteAll(ctx context.Context, c client.Client, reader client.Reader, mc *unstructured.Unstructured, plan *decision.Plan,
-	acts []decision.Action, resource string) ([]types.UID, float64, error) {
-	metrics := metrics.NewMetrics()
-	a := &ClusterTeardown{ClusterWriter: ClusterWriter{Client: c, APIReader: reader, Metrics: metrics}, Teardowns: NewTeardowns(metrics)}
+	acts []decision.Action, m *metrics.Metrics) ([]types.UID, error) {
+	a := &ClusterTeardown{ClusterWriter: ClusterWriter{Client: c, APIReader: reader, Metrics: m}, Teardowns: NewTeardowns(m)}
 	done, err := a.deleteAll(ctx, mc, plan, acts)
-	return sets.List(done), testutil.ToFloat64(a.Metrics.DeletedObjects.WithLabelValues(resource)), err
+	return sets.List(done), err
 }
 
 // UnlabelNamespace runs governance's removal of the cluster-deleting label
