@@ -110,6 +110,8 @@ func (u *uninstaller) run(ctx context.Context) error {
 	}
 	if err := u.retireSignalWorks(ctx, deadline); err != nil {
 		errs = append(errs, err)
+	} else if err := u.deleteWorkOwnerPolicy(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if err := u.reportKept(ctx); err != nil {
 		errs = append(errs, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,12 +62,23 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(c.Create(ctx, hashed)).To(Succeed())
 	hashedVersion := hashed.ResourceVersion
 
+	// The policy that keeps anyone else from labelling a work as the
+	// operator's stays while a signal work is left to retire.
+	workOwner := slices.DeleteFunc(admissionpolicy.AllObjects(admissionpolicy.DefaultOperatorUser), func(o client.Object) bool {
+		return o.GetName() != admissionpolicy.WorkOwnerPolicy && o.GetName() != admissionpolicy.BindingName(admissionpolicy.WorkOwnerPolicy)
+	})
+	g.Expect(admissionpolicy.EnsureObjects(ctx, c, workOwner)).To(Succeed())
+
 	out, err := kubectlCleanup(t, env.Kubeconfig, "uninstall")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("ManifestWork gone/cleanup-signal: left in place with deleteOption Orphan: cluster gone is not Available"))
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(work), work)).To(Succeed())
 	g.Expect(isOrphanWork(work)).To(BeTrue())
 	g.Expect(work.DeletionTimestamp).To(BeNil())
+	g.Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy " + admissionpolicy.WorkOwnerPolicy + ": kept while signal works are left to retire"))
+	for _, o := range workOwner {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed(), o.GetName())
+	}
 
 	// Keep leaves it alone, whatever the agent did.
 	g.Expect(setApplied(ctx, c, work)).To(Succeed())
@@ -74,6 +86,10 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("ManifestWork gone/cleanup-signal: left in place (--signal-works=keep)"))
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(work), work)).To(Succeed())
+	// Kept signal works are the user's: the policy goes.
+	for _, o := range workOwner {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(o), o))).To(BeTrue(), o.GetName())
+	}
 
 	// The agent applied the Orphan: the next run deletes the work.
 	out, err = kubectlCleanup(t, env.Kubeconfig, "uninstall")

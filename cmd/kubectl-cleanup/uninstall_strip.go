@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
@@ -219,15 +220,42 @@ func (u *uninstaller) unannotateConfigurationPolicies(ctx context.Context) error
 }
 
 func isSignalWork(obj *metav1.PartialObjectMetadata) bool {
-	return obj.Labels[v1alpha1.SignalWorkLabel] == "true"
+	return decision.IsSignalWork(obj)
 }
 
 // deleteAdmission deletes the operator's admission policy bindings, then
 // the policies, but for the protection-mark policy, which deleteMarkPolicy
-// deleted before.
+// deleted before, and the work-owner policy, which deleteWorkOwnerPolicy
+// deletes once the signal works are retired.
 func (u *uninstaller) deleteAdmission(ctx context.Context) error {
-	_, err := u.deleteAdmissionObjects(ctx, func(obj client.Object) bool { return !isMarkObject(obj) })
+	_, err := u.deleteAdmissionObjects(ctx, func(obj client.Object) bool { return !isMarkObject(obj) && !isWorkOwnerObject(obj) })
 	return err
+}
+
+// deleteWorkOwnerPolicy deletes the policy that lets only the operator
+// label a work as its own, and its binding, once no signal work of the
+// operator's is left to retire: until then it keeps anyone from having
+// uninstall orphan and delete a work of theirs as a signal work, in this
+// run or the next. Kept signal works (--signal-works=keep) are not to be
+// retired.
+func (u *uninstaller) deleteWorkOwnerPolicy(ctx context.Context) error {
+	if u.signalWorks != signalWorksKeep && !u.dryRun {
+		var works workv1.ManifestWorkList
+		if err := u.c.List(ctx, &works, client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); client.IgnoreNotFound(err) != nil &&
+			!apimeta.IsNoMatchError(err) {
+			return fmt.Errorf("listing the deletion-signal ManifestWorks: %w", err)
+		}
+		if slices.ContainsFunc(works.Items, func(w workv1.ManifestWork) bool { return decision.IsSignalWork(&w) }) {
+			u.printf("ValidatingAdmissionPolicy %s: kept while signal works are left to retire (run this again)\n", admissionpolicy.WorkOwnerPolicy)
+			return nil
+		}
+	}
+	_, err := u.deleteAdmissionObjects(ctx, isWorkOwnerObject)
+	return err
+}
+
+func isWorkOwnerObject(obj client.Object) bool {
+	return obj.GetName() == admissionpolicy.WorkOwnerPolicy || obj.GetName() == admissionpolicy.BindingName(admissionpolicy.WorkOwnerPolicy)
 }
 
 // deleteAdmissionObjects deletes the operator's admission objects that

@@ -55,18 +55,21 @@ func TestOutOfOrder(t *testing.T) {
 		return decision.PlanTeardown(g, s)
 	}
 	signal := object(decision.ManifestWorks, "alive", "", true)
-	signal.Meta.Labels = map[string]string{v1alpha1.SignalWorkLabel: "true"}
+	signal.Meta.Labels = map[string]string{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}
+	// The signal label alone makes a work no one's: its deletion is told.
+	labelled := object(decision.ManifestWorks, "w2", "", true)
+	labelled.Meta.Labels = map[string]string{v1alpha1.SignalWorkLabel: "true"}
 	atGate := map[schema.GroupVersionResource][]decision.Object{
 		configmaps:             {object(configmaps, "app", "", false)},
 		addons:                 {object(addons, "a1", "", true), object(addons, "a2", "", false)},
-		decision.ManifestWorks: {object(decision.ManifestWorks, "w1", "", true), signal},
+		decision.ManifestWorks: {object(decision.ManifestWorks, "w1", "", true), signal, labelled},
 	}
 
 	t.Run("while a gate waits, by someone the API does not name", func(t *testing.T) {
 		g := NewWithT(t)
 		pl := plan(compile(t, gated), nil, atGate)
 		g.Expect(pl.OutOfOrder).To(Equal([]string{"managedclusteraddons.addon.open-cluster-management.io/a1",
-			"manifestworks.work.open-cluster-management.io/w1"}))
+			"manifestworks.work.open-cluster-management.io/w1", "manifestworks.work.open-cluster-management.io/w2"}))
 		next := pl.Next()
 		g.Expect(next.Kind).To(Equal(decision.StepGate))
 		g.Expect(next.Report.Reason).To(Equal(v1alpha1.DeletedOutOfOrderReason))
@@ -86,7 +89,7 @@ func TestOutOfOrder(t *testing.T) {
 	})
 	t.Run("deleted by this process: not reported", func(t *testing.T) {
 		g := NewWithT(t)
-		pl := plan(compile(t, gated), nil, atGate, "a1", "w1")
+		pl := plan(compile(t, gated), nil, atGate, "a1", "w1", "w2")
 		g.Expect(pl.OutOfOrder).To(BeEmpty())
 		g.Expect(pl.Next().Report.Reason).To(Equal(v1alpha1.WaitingForMonitoredResourcesReason))
 	})

@@ -458,7 +458,7 @@ func (t *teardown) outOfOrder() {
 	for _, gvr := range []schema.GroupVersionResource{ManagedClusterAddOns, ManifestWorks} {
 		for _, o := range t.s.Objects[gvr] {
 			m := o.Meta
-			if m.DeletionTimestamp == nil || t.s.Memory.Deleted[m.UID] || m.Labels[v1alpha1.SignalWorkLabel] == "true" ||
+			if m.DeletionTimestamp == nil || t.s.Memory.Deleted[m.UID] || IsSignalWork(m) ||
 				m.Namespace != t.plan.Cluster || !before && !later[m.UID] || ofAddOn(m) {
 				continue
 			}
