@@ -92,7 +92,8 @@ func signalManifests(p *cel.Policy) ([]any, string, error) {
 }
 
 // signalWorkNeedsApply says whether the signal work must be applied: it
-// does not exist, or it is the operator's and carries other manifests. A
+// does not exist, or it is the operator's and carries other manifests or
+// lost its signal label. A
 // work of that name that the operator did not create is left alone and
 // reported; one being deleted is left to finish.
 func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *unstructured.Unstructured, name, hash string, p *cel.Policy) (bool, error) {
@@ -124,7 +125,8 @@ func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *un
 	if current.GetDeletionTimestamp() != nil {
 		return false, nil // the watch brings the cluster back once it is gone
 	}
-	return current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.ManagedByOperator(current), nil
+	// Applied again when its manifests or its signal label were changed.
+	return current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.IsSignalWork(current), nil
 }
 
 // RetireSignalWorks removes the operator's signal works other than keep,
