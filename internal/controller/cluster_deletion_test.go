@@ -196,6 +196,14 @@ var _ = Describe("Cluster deletion", func() {
 		Expect(k8s.List(ctx, &works, client.InNamespace("sig-1"), client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"})).To(Succeed())
 		Expect(works.Items).To(HaveLen(1), "the signal work is not duplicated")
 
+		By("applying it again when someone takes its signal label off")
+		Expect(k8s.Patch(ctx, signal.DeepCopy(), client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"`+v1alpha1.SignalWorkLabel+`":null}}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "sig-1", Name: "alive"}, signal)).To(Succeed())
+			g.Expect(signal.GetLabels()).To(HaveKeyWithValue(v1alpha1.SignalWorkLabel, "true"))
+		}).Should(Succeed())
+
 		By("deleting the signal first and waiting while an in-cluster controller holds it")
 		// The agent adds its finalizer once it applied the work.
 		patch := []byte(`{"metadata":{"finalizers":["` + v1alpha1.WorkAgentFinalizer + `"]}}`)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -188,15 +189,27 @@ func (a *ManagedClusterAdapter) releaseCluster(ctx context.Context, mc *unstruct
 func (a *ManagedClusterAdapter) Watches(b *builder.Builder) *builder.Builder {
 	return b.
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(signalWorkToCluster),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return o.GetLabels()[v1alpha1.SignalWorkLabel] == "true"
-			}))).
+			builder.WithPredicates(signalWorkEvents)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		})).
 		Watches(snapshot.NewCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.allClusters),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 }
+
+// signalWorkEvents are the events of works that carry the signal label,
+// or carried it before an update: a signal work that lost it is applied
+// again.
+var signalWorkEvents = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return isSignalLabelled(e.Object) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return isSignalLabelled(e.Object) },
+	GenericFunc: func(e event.GenericEvent) bool { return isSignalLabelled(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return isSignalLabelled(e.ObjectOld) || isSignalLabelled(e.ObjectNew)
+	},
+}
+
+func isSignalLabelled(o client.Object) bool { return o.GetLabels()[v1alpha1.SignalWorkLabel] == "true" }
 
 // signalWorkToCluster maps a signal work's events to its cluster. The
 // label is wider than decision.IsSignalWork on purpose: a work of the
