@@ -14,9 +14,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestFleetCountsAcceptedClusters: the base of a percentage budget is the
@@ -26,11 +24,7 @@ import (
 func TestFleetCountsAcceptedClusters(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: scheme.New()})
-	g.Expect(err).NotTo(HaveOccurred())
+	c := k8s
 
 	for i, accepted := range []bool{true, true, false, false, false} {
 		mc := snapshot.NewManagedCluster()

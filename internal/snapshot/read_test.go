@@ -15,9 +15,7 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestReadTakesWhatTheTeardownDecides reads a cluster from a real API
@@ -29,11 +27,7 @@ import (
 func TestReadTakesWhatTheTeardownDecides(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: scheme.New()})
-	g.Expect(err).NotTo(HaveOccurred())
+	c := k8s
 
 	cluster := snapshot.NewManagedCluster()
 	cluster.SetName("r1")

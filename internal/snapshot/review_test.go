@@ -17,7 +17,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	"github.com/fleetops-dev/cleanup-operator/internal/scheme"
 	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestReviewClusterScopedResourceReadAlike: a cluster-scoped resource as a
@@ -29,18 +28,14 @@ import (
 func TestReviewClusterScopedResourceReadAlike(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
 	defer cancel() // the cache's watches end before the API server stops
-	live, err := client.New(env.Config, client.Options{Scheme: scheme.New()})
-	g.Expect(err).NotTo(HaveOccurred())
+	live := k8s
 
 	cluster := snapshot.NewManagedCluster()
-	cluster.SetName("r1")
+	cluster.SetName("v1")
 	g.Expect(live.Create(ctx, cluster)).To(Succeed())
-	g.Expect(live.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "r1"}})).To(Succeed())
-	g.Expect(live.Get(ctx, client.ObjectKey{Name: "r1"}, cluster)).To(Succeed())
+	g.Expect(live.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "v1"}})).To(Succeed())
+	g.Expect(live.Get(ctx, client.ObjectKey{Name: "v1"}, cluster)).To(Succeed())
 
 	env2, err := cel.NewEnv(cel.Schemas{})
 	g.Expect(err).NotTo(HaveOccurred())
