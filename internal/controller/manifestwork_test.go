@@ -99,7 +99,7 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 	// The signal work is the operator's by its managed-by label (docs: the
 	// operator changes or deletes only objects that carry it); a work that
 	// merely carries the signal label is any work, as in a teardown.
-	It("stamps a work carrying the signal label without the managed-by label, never the operator's signal work", func() {
+	It("stamps a work carrying the signal label without the managed-by label, never the operator's own work", func() {
 		fleetCluster("orph-sig", nil, true)
 		Expect(k8s.Create(ctx, cleanupPolicy("sig-rules", v1alpha1.CleanupPolicySpec{
 			Orphaning: []v1alpha1.OrphaningRule{{Name: "keep-configmaps", When: "manifest.kind == 'ConfigMap'"}},
@@ -119,6 +119,21 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 			g.Expect(getWork(g, "orph-sig", "alive").GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
 		}).Should(Succeed())
 		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "orph-sig", "alive") }, "2s").Should(BeEmpty())
+
+		By("never stamping its own work, even one that lost its signal label")
+		alive := getWork(Default, "orph-sig", "alive")
+		Expect(k8s.Patch(ctx, alive, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"`+v1alpha1.SignalWorkLabel+`":null}}}`)))).To(Succeed())
+		Consistently(func(g Gomega) {
+			w := getWork(g, "orph-sig", "alive")
+			g.Expect(w.GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
+			manifests, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
+			g.Expect(manifests).To(HaveLen(1), "the work's manifests are kept")
+			g.Expect(deleteOption(g, "orph-sig", "alive")).To(BeEmpty())
+		}, "3s").Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(getWork(g, "orph-sig", "alive").GetLabels()).To(HaveKeyWithValue(v1alpha1.SignalWorkLabel, "true"))
+		}).Should(Succeed())
 	})
 
 	// Seed example: only the CRD is orphaned.

@@ -32,7 +32,7 @@ const (
 func (r Result) Written() bool { return r > 0 }
 
 // DeleteOption gives a work the deleteOption want and returns the
-// generation that carries it. The operator's own signal works get a merge
+// generation that carries it. The operator's own works (its signal works) get a merge
 // patch: it owns their whole spec, and an apply of deleteOption alone would
 // drop the fields it applied before, the manifests among them. Other works
 // get a server-side apply of deleteOption and the annotation recording the
@@ -46,9 +46,10 @@ func DeleteOption(ctx context.Context, c client.Client, reader client.Reader, m 
 		return stale, "", fmt.Errorf("no deleteOption to set on ManifestWork %s/%s", w.Namespace, w.Name)
 	}
 	generation := int64(0)
-	// The operator's signal work: its whole spec is the operator's, so
-	// only deleteOption is patched.
-	if decision.IsSignalWork(w) {
+	// The operator's own work (its managed-by label, which only the
+	// operator may write): its whole spec is the operator's, so only
+	// deleteOption is patched.
+	if decision.ManagedByOperator(w) {
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(snapshot.ManifestWorkGVK)
 		obj.SetNamespace(w.Namespace)

@@ -64,7 +64,10 @@ func (a *ManifestWorkAdapter) ClusterName(w *workv1.ManifestWork) string { retur
 func (a *ManifestWorkAdapter) Reconcile(ctx context.Context, w *workv1.ManifestWork, g *decision.Governed) (reconcile.Result, error) {
 	// An add-on's work is its add-on manager's, which re-applies it: its
 	// deleteOption is not written (a teardown reports what it cannot keep).
-	skip := decision.IsSignalWork(w) || decision.AddonOf(w) != "" || (g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil)
+	// The operator's own works (its signal works, by the managed-by label
+	// only it may write) are governance's: an apply of deleteOption alone
+	// under the operator's field manager would drop the rest of the work.
+	skip := decision.ManagedByOperator(w) || decision.AddonOf(w) != "" || (g.Cluster != nil && g.Cluster.GetDeletionTimestamp() != nil)
 	_, err := a.reconcileStamp(ctx, w, g, skip, "ManifestWork", "Orphaning", func() (stampDecision, error) {
 		desired := decision.DeleteOption{}
 		if g.Policy != nil {
