@@ -69,6 +69,9 @@ type uninstaller struct {
 	markGoneBy time.Time
 	// wouldRefuse, in a dry run, says what a run would refuse for now.
 	wouldRefuse []string
+	// keptWorkOwner says that the work-owner policy stays, signal works
+	// being left to retire.
+	keptWorkOwner bool
 }
 
 func (u *uninstaller) printf(format string, args ...any) {
@@ -124,6 +127,9 @@ func (u *uninstaller) run(ctx context.Context) error {
 		return &refusal{msg: fmt.Sprintf("dry run done: a run now would refuse (%s) and change none of these", strings.Join(u.wouldRefuse, "; "))}
 	case u.dryRun:
 		u.printf("Dry run done: run again without --dry-run to make these changes.\n")
+	case u.keptWorkOwner:
+		u.printf("Done, but for the signal works left in place and the admission policy %s that guards them: run this again "+
+			"once the work agent can confirm their Orphan.\n", admissionpolicy.WorkOwnerPolicy)
 	default:
 		u.printf("Done: the hub no longer holds the operator's finalizers, labels, annotations or admission policies.\n")
 	}
@@ -189,16 +195,22 @@ as it would without the operator:
     ` + admissionpolicy.ProtectedNamespacePolicy + `,
     ` + admissionpolicy.TeardownConditionPolicy + `,
     ` + admissionpolicy.AuthorityPolicy + `,
-    ` + admissionpolicy.SignalManifestsPolicy + ` and
-    ` + admissionpolicy.ReleasePolicy + `, and their bindings;
+    ` + admissionpolicy.SignalManifestsPolicy + `,
+    ` + admissionpolicy.ReleasePolicy + `,
+    ` + admissionpolicy.OCMCleanupHoldPolicy + `,
+    ` + admissionpolicy.GovernedNamespacePolicy + ` and
+    ` + admissionpolicy.WorkOwnerPolicy + `, and their bindings;
   - the deletion-signal ManifestWorks, without signalling a deletion: each
     gets deleteOption Orphan and is deleted once the work agent applied it
     (--signal-works=keep leaves them as they are).
 
-It deletes ` + admissionpolicy.ProtectionMarkPolicy + ` and its binding
-first: that policy lets only the operator change the marks uninstall removes
-from ManagedClusters (the protection label, the accepted confirmation and
-the annotation cleanup.fleetops.dev/policy). The other policies go last.
+It deletes ` + admissionpolicy.ProtectionMarkPolicy + ` and
+` + admissionpolicy.GovernedNamespacePolicy + ` and their bindings first:
+they let only the operator change the marks uninstall removes from
+ManagedClusters (the protection label, the accepted confirmation and the
+annotation cleanup.fleetops.dev/policy) and from their namespaces. The other
+policies go after, and ` + admissionpolicy.WorkOwnerPolicy + ` last, once
+the signal works are retired.
 
 It leaves the deleteOption of ManifestWorks and the pruneObjectBehavior of
 ConfigurationPolicies (real settings), the cleanup-decisions ConfigMaps (hub

@@ -76,6 +76,8 @@ func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g.Expect(isOrphanWork(work)).To(BeTrue())
 	g.Expect(work.DeletionTimestamp).To(BeNil())
 	g.Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy " + admissionpolicy.WorkOwnerPolicy + ": kept while signal works are left to retire"))
+	g.Expect(out).To(ContainSubstring("Done, but for the signal works left in place and the admission policy " + admissionpolicy.WorkOwnerPolicy))
+	g.Expect(out).NotTo(ContainSubstring("the hub no longer holds"))
 	for _, o := range workOwner {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed(), o.GetName())
 	}

@@ -239,13 +239,23 @@ func (u *uninstaller) deleteAdmission(ctx context.Context) error {
 // run or the next. Kept signal works (--signal-works=keep) are not to be
 // retired.
 func (u *uninstaller) deleteWorkOwnerPolicy(ctx context.Context) error {
-	if u.signalWorks != signalWorksKeep && !u.dryRun {
+	if u.signalWorks != signalWorksKeep {
 		var works workv1.ManifestWorkList
 		if err := u.c.List(ctx, &works, client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); client.IgnoreNotFound(err) != nil &&
 			!apimeta.IsNoMatchError(err) {
 			return fmt.Errorf("listing the deletion-signal ManifestWorks: %w", err)
 		}
-		if slices.ContainsFunc(works.Items, func(w workv1.ManifestWork) bool { return decision.IsSignalWork(&w) }) {
+		// A work being deleted is retired already.
+		left := slices.ContainsFunc(works.Items, func(w workv1.ManifestWork) bool {
+			return decision.IsSignalWork(&w) && w.DeletionTimestamp == nil
+		})
+		switch {
+		case left && u.dryRun:
+			u.printf("ValidatingAdmissionPolicy %s and its binding: would delete once the signal works above are retired\n",
+				admissionpolicy.WorkOwnerPolicy)
+			return nil
+		case left:
+			u.keptWorkOwner = true
 			u.printf("ValidatingAdmissionPolicy %s: kept while signal works are left to retire (run this again)\n", admissionpolicy.WorkOwnerPolicy)
 			return nil
 		}

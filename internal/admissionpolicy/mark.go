@@ -271,8 +271,9 @@ func teardownConditionPolicy(operatorUser string) *admissionregistrationv1.Valid
 
 // workOwnerPolicy refuses anyone but the operator a create or update of a
 // ManifestWork that gives it the operator's managed-by label, or changes or
-// removes it. The label's key is a common one: its other values (Helm's,
-// say) are anyone's. A status write cannot change a work's labels.
+// removes it, or changes the signal label of a work that carries it. The
+// managed-by label's key is a common one: its other values (Helm's, say)
+// are anyone's. A status write cannot change a work's labels.
 func workOwnerPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p := policy(WorkOwnerPolicy)
 	p.Spec.MatchConstraints = writes("work.open-cluster-management.io", "v1", "manifestworks")
@@ -280,9 +281,14 @@ func workOwnerPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdm
 	owned := func(obj string) string {
 		return obj + " != null && (" + label(obj, v1alpha1.ManagedByLabel) + ") == '" + v1alpha1.ManagedBy + "'"
 	}
+	signal := func(obj string) string {
+		return obj + " == null ? '' : (" + label(obj, v1alpha1.SignalWorkLabel) + ")"
+	}
 	p.Spec.Variables = []admissionregistrationv1.Variable{
 		{Name: "owned", Expression: owned("object")},
 		{Name: "wasOwned", Expression: owned("oldObject")},
+		{Name: "signal", Expression: signal("object")},
+		{Name: "wasSignal", Expression: signal("oldObject")},
 	}
 	p.Spec.Validations = []admissionregistrationv1.Validation{{
 		Expression: "variables.owned == variables.wasOwned",
@@ -291,6 +297,12 @@ func workOwnerPolicy(operatorUser string) *admissionregistrationv1.ValidatingAdm
 		MessageExpression: "'ManifestWork ' + object.metadata.namespace + '/' + object.metadata.name + ': only the cleanup operator gives a " +
 			"ManifestWork the label " + v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedBy + ", changes it or removes it: it makes the work " +
 			"the operator\\'s own, which the operator changes and deletes'",
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}, {
+		Expression: "!variables.wasOwned || variables.signal == variables.wasSignal",
+		Message:    "only the cleanup operator changes the label " + v1alpha1.SignalWorkLabel + " of a ManifestWork that is its own",
+		MessageExpression: "'ManifestWork ' + object.metadata.namespace + '/' + object.metadata.name + ': only the cleanup operator changes the label " +
+			v1alpha1.SignalWorkLabel + " of a ManifestWork that is its own: it tells the operator\\'s deletion-signal work from its other works'",
 		Reason: ptr.To(metav1.StatusReasonForbidden),
 	}}
 	return p

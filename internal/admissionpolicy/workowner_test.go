@@ -18,9 +18,10 @@ const ownerOperator = "owner-operator"
 // TestWorkOwnerOnlyByOperator: whoever may create and patch the works of a
 // cluster namespace, but not delete them, cannot make a work the
 // operator's own, which the operator would then orphan and delete for them
-// as a retired signal work; nor take the label off the operator's signal
-// work, nor create a work that carries it. The label's other values, and
-// every other label, stay theirs. The operator can.
+// as a retired signal work; nor take the label, or the signal label, off
+// the operator's signal work; nor create a work that carries it. The
+// label's other values, and every other label, stay theirs. The operator
+// can.
 func TestWorkOwnerOnlyByOperator(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testContext(t)
@@ -57,6 +58,11 @@ func TestWorkOwnerOnlyByOperator(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring(refused)), c.patch)
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "not Forbidden: %v", err)
 	}
+	// Nor take the signal label off the operator's work, which would make
+	// it one of its other works.
+	unsignal := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.SignalWorkLabel)
+	g.Expect(mergePatch(ctx, user, signal.DeepCopy(), unsignal)).To(MatchError(ContainSubstring(
+		"only the cleanup operator changes the label " + v1alpha1.SignalWorkLabel + " of a ManifestWork that is its own")))
 	forged := manifestWork(ns, "forged", nil)
 	forged.SetLabels(map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedBy})
 	g.Expect(user.Create(ctx, forged)).To(MatchError(ContainSubstring(refused)))
@@ -72,5 +78,6 @@ func TestWorkOwnerOnlyByOperator(t *testing.T) {
 
 	// The operator gives and takes its label.
 	g.Expect(mergePatch(ctx, operator, theirs.DeepCopy(), forge)).To(Succeed())
+	g.Expect(mergePatch(ctx, operator, signal.DeepCopy(), unsignal)).To(Succeed())
 	g.Expect(mergePatch(ctx, operator, signal.DeepCopy(), fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.ManagedByLabel))).To(Succeed())
 }
