@@ -1,13 +1,22 @@
 package cel
 
 import (
+	"encoding"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/lazy"
@@ -392,4 +401,191 @@ func declTypeOf(t *cel.Type) *apiservercel.DeclType {
 		return apiservercel.NewMapType(declTypeOf(params[0]), declTypeOf(params[1]), -1)
 	}
 	return apiservercel.DynType
+}
+
+// DecodePolicy decodes one stored CleanupPolicy, as JSON objects decode,
+// as the typed API would. A field the typed API cannot hold (a timeout
+// stored before the schema refused a word) is returned as an error naming
+// it; the policy returned then carries the metadata and the status only,
+// enough to report on it. obj is not changed.
+func DecodePolicy(obj map[string]any) (*v1alpha1.CleanupPolicy, field.ErrorList) {
+	p := &v1alpha1.CleanupPolicy{}
+	err := decodeInto(obj, p)
+	if err == nil {
+		return p, nil
+	}
+	p = &v1alpha1.CleanupPolicy{}
+	p.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("CleanupPolicy"))
+	// The API server validated the metadata; a status it let through that
+	// does not decode is left out, and rewritten by the next status patch.
+	md, _ := obj["metadata"].(map[string]any)
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(md, &p.ObjectMeta)
+	if st, ok := obj["status"].(map[string]any); ok {
+		if decodeInto(st, &p.Status) != nil {
+			p.Status = v1alpha1.CleanupPolicyStatus{}
+		}
+	}
+	errs := locate(field.NewPath("spec"), obj["spec"], reflect.TypeFor[v1alpha1.CleanupPolicySpec]())
+	if len(errs) == 0 {
+		errs = field.ErrorList{field.Invalid(field.NewPath("spec"), field.OmitValueType{}, undecodable(err))}
+	}
+	return p, errs
+}
+
+// decodeInto decodes a stored value into out through JSON, as the typed
+// client does: an integer that overflows its field, or a duration that
+// does not parse, is an error here, not a truncated value.
+func decodeInto(v any, out any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+var jsonUnmarshaler = reflect.TypeFor[interface{ UnmarshalJSON([]byte) error }]()
+
+// locate finds the fields of v that do not decode into t, deepest first:
+// it descends into the fields, items and entries that fail, and reports a
+// value that fails while all its parts decode, or that has no parts.
+func locate(path *field.Path, v any, t reflect.Type) field.ErrorList {
+	err := decodeInto(v, reflect.New(t).Interface())
+	if err == nil {
+		return nil
+	}
+	leaf := func() field.ErrorList {
+		var value any = field.OmitValueType{}
+		switch v.(type) {
+		case string, bool, int64, float64, nil:
+			value = v
+		}
+		return field.ErrorList{field.Invalid(path, value, undecodable(err))}
+	}
+	custom := reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)
+	var errs field.ErrorList
+	switch {
+	case t.Kind() == reflect.Pointer:
+		return locate(path, v, t.Elem())
+	case custom:
+		return leaf()
+	case t.Kind() == reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return leaf()
+		}
+		errs = locateFields(path, m, t)
+	case t.Kind() == reflect.Slice:
+		items, ok := v.([]any)
+		if !ok {
+			return leaf()
+		}
+		for i, item := range items {
+			errs = append(errs, locate(path.Index(i), item, t.Elem())...)
+		}
+	case t.Kind() == reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return leaf()
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			errs = append(errs, locate(path.Key(k), m[k], t.Elem())...)
+		}
+	}
+	if len(errs) == 0 {
+		return leaf()
+	}
+	return errs
+}
+
+// locateFields finds the fields of the object m that do not decode into
+// the fields of the struct t, as locate does.
+func locateFields(path *field.Path, m map[string]any, t reflect.Type) field.ErrorList {
+	var errs field.ErrorList
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case name == "" && (f.Anonymous || strings.Contains(opts, "inline")):
+			errs = append(errs, locate(path, m, f.Type)...)
+		case name != "":
+			if fv, ok := m[name]; ok {
+				errs = append(errs, locate(path.Child(name), fv, f.Type)...)
+			}
+		}
+	}
+	return errs
+}
+
+func undecodable(err error) string {
+	return "stored, but the operator cannot read it: " + err.Error()
+}
+
+// Cache holds compiled policies by (UID, generation). A policy is compiled
+// once per generation, errors included: a broken generation is not
+// recompiled on every reconcile, and the next generation always is.
+type Cache struct {
+	env          *Env
+	mu           sync.Mutex
+	entries      map[types.UID]*cacheEntry
+	compilations atomic.Int64
+}
+
+type cacheEntry struct {
+	generation int64
+	policy     *Policy
+	errs       field.ErrorList
+}
+
+// NewCache returns an empty cache compiling with env.
+func NewCache(env *Env) *Cache {
+	return &Cache{env: env, entries: map[types.UID]*cacheEntry{}}
+}
+
+// Get returns the compiled policy for p's UID and generation, compiling it
+// if the cache holds another generation or none.
+func (c *Cache) Get(p *v1alpha1.CleanupPolicy) (*Policy, field.ErrorList) {
+	return c.Load(p.UID, p.Generation, func() (*v1alpha1.CleanupPolicy, field.ErrorList) { return p, nil })
+}
+
+// Load returns the compiled policy of the given UID and generation. When the
+// cache holds another generation or none, it calls decode for the policy
+// and compiles it; the errors of a policy that does not decode are kept as
+// its compile errors are, so a stored policy is decoded once per generation.
+func (c *Cache) Load(uid types.UID, generation int64, decode func() (*v1alpha1.CleanupPolicy, field.ErrorList)) (*Policy, field.ErrorList) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[uid]; ok && e.generation == generation {
+		return e.policy, e.errs
+	}
+	c.compilations.Add(1)
+	p, errs := decode()
+	var policy *Policy
+	if len(errs) == 0 {
+		policy, errs = Compile(c.env, p)
+	}
+	c.entries[uid] = &cacheEntry{generation: generation, policy: policy, errs: errs}
+	return policy, errs
+}
+
+// Retain forgets every policy whose UID is not in live.
+func (c *Cache) Retain(live sets.Set[types.UID]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid := range c.entries {
+		if !live.Has(uid) {
+			delete(c.entries, uid)
+		}
+	}
+}
+
+// Compilations counts the compilations the cache has run.
+func (c *Cache) Compilations() int64 { return c.compilations.Load() }
+
+// Len is the number of policies cached.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
 }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 )
@@ -72,49 +71,6 @@ type Budget struct {
 	// MaxConcurrent is how many may be in progress at once; 0: no bound.
 	MaxConcurrent int
 	AfterWindow   v1alpha1.AfterWindow
-}
-
-// BudgetOf is the budget of a policy's spec.blastRadius, each unset field
-// from the operator's default, for a policy governing governed clusters.
-func BudgetOf(spec *v1alpha1.BlastRadius, def v1alpha1.BlastRadius, governed int) Budget {
-	b := Budget{MaxTeardowns: -1, Window: v1alpha1.DefaultBlastRadiusWindow.Duration, AfterWindow: v1alpha1.AfterWindowHold}
-	pick := def
-	if spec != nil {
-		pick = *spec
-		if pick.MaxTeardowns == nil {
-			pick.MaxTeardowns = def.MaxTeardowns
-		}
-		if pick.Window == nil {
-			pick.Window = def.Window
-		}
-		if pick.MaxConcurrent == nil {
-			pick.MaxConcurrent = def.MaxConcurrent
-		}
-		if pick.AfterWindow == "" {
-			pick.AfterWindow = def.AfterWindow
-		}
-	}
-	if m := pick.MaxTeardowns; m != nil {
-		if m.Type == intstr.String {
-			b.Share = m.StrVal
-		}
-		// A share rounds down: when in doubt, hold.
-		n, err := intstr.GetScaledValueFromIntOrPercent(m, governed, false)
-		if err != nil || n < 0 {
-			n = 0
-		}
-		b.MaxTeardowns = n
-	}
-	if pick.Window != nil && pick.Window.Duration > 0 {
-		b.Window = pick.Window.Duration
-	}
-	if pick.MaxConcurrent != nil && *pick.MaxConcurrent > 0 {
-		b.MaxConcurrent = int(*pick.MaxConcurrent)
-	}
-	if pick.AfterWindow != "" {
-		b.AfterWindow = pick.AfterWindow
-	}
-	return b
 }
 
 // String names the budget as the condition and the plan show it.

@@ -5,43 +5,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 )
-
-// Orphan is one manifest to leave on the managed cluster: an orphaning rule
-// of OCM's ManifestWork API.
-type Orphan struct {
-	Group, Resource, Namespace, Name string
-}
-
-// DeleteOption is the decision for one ManifestWork.
-type DeleteOption struct {
-	// PropagationPolicy is "", Orphan or SelectivelyOrphan. "" means the
-	// operator owns no deleteOption: the work's default applies.
-	PropagationPolicy string
-	// Orphans are the manifests to keep, for SelectivelyOrphan, in manifest order.
-	Orphans []Orphan
-	// Rules names, per orphaned manifest, the rule that matched it.
-	Rules []string
-}
-
-// Equal reports whether two decisions stamp the same deleteOption.
-func (d DeleteOption) Equal(o DeleteOption) bool {
-	if d.PropagationPolicy != o.PropagationPolicy || len(d.Orphans) != len(o.Orphans) {
-		return false
-	}
-	for i := range d.Orphans {
-		if d.Orphans[i] != o.Orphans[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // ResourceOf names the resource of a manifest's kind: from the work agent's
 // status when it reported it, else from the API server's REST mapping.
@@ -218,13 +189,6 @@ func (t *teardown) requiredOption(w *workv1.ManifestWork) (DeleteOption, error) 
 	})
 	t.options[w.UID] = requiredOption{option: d, err: err}
 	return d, err
-}
-
-// OrphaningHeld is the report of works whose deleteOption cannot be
-// decided or written.
-func OrphaningHeld(holds []string) *Report {
-	return held(fmt.Sprintf("held, nothing more is deleted: the deleteOption of %d ManifestWork(s) cannot be decided or written: %s",
-		len(holds), Bounded(holds, "; ")), "", 0)
 }
 
 // awaitOrphans waits for the work agent to apply the deleteOptions. While

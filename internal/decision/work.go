@@ -3,7 +3,6 @@ package decision
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,25 +125,6 @@ func CurrentDeleteOption(w *workv1.ManifestWork) DeleteOption {
 	return d
 }
 
-// Describe says what a deleteOption keeps, for people.
-func (d DeleteOption) Describe() string {
-	switch d.PropagationPolicy {
-	case "":
-		return "unset (Foreground)"
-	case "Orphan":
-		return "Orphan (every manifest stays on the managed cluster)"
-	}
-	var parts []string
-	for i, o := range d.Orphans {
-		part := o.Resource + "/" + o.Name
-		if i < len(d.Rules) { // a decision names its rules; a value read from a work does not
-			part += " by rule " + d.Rules[i]
-		}
-		parts = append(parts, part)
-	}
-	return "SelectivelyOrphan: " + strings.Join(parts, ", ")
-}
-
 // KeepsAtLeast says whether a work carrying have leaves on the managed
 // cluster everything want would leave: Orphan keeps everything.
 func KeepsAtLeast(have, want DeleteOption) bool {
@@ -173,25 +153,4 @@ func SignalRoleOf(p *cel.Policy, w metav1.Object) SignalRole {
 		return CurrentSignal
 	}
 	return RetiredSignal
-}
-
-// MaxNamed bounds the objects a message names.
-const MaxNamed = 5
-
-// Bounded joins up to MaxNamed items with sep, and says how many more
-// there are.
-func Bounded(items []string, sep string) string {
-	if len(items) <= MaxNamed {
-		return strings.Join(items, sep)
-	}
-	return strings.Join(items[:MaxNamed], sep) + fmt.Sprintf(" and %d more", len(items)-MaxNamed)
-}
-
-// Keys are the objects' keys (resource/name).
-func Keys(objs []Object) []string {
-	out := make([]string, len(objs))
-	for i, o := range objs {
-		out[i] = o.Key()
-	}
-	return out
 }

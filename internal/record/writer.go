@@ -1,13 +1,14 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
 )
 
 // The teardown record is written as the teardown goes:
@@ -427,4 +431,323 @@ func StartedUnder(ctx context.Context, c client.Reader, namespace, policy string
 		out = append(out, Started{Cluster: cm.Labels[ClusterLabel], UID: types.UID(cm.Labels[ClusterUIDLabel]), Start: start})
 	}
 	return out, nil
+}
+
+// Labels and annotations of a record's ConfigMap.
+const (
+	// RecordLabel marks a ConfigMap as a teardown record.
+	RecordLabel = "cleanup.fleetops.dev/teardown-record"
+	// ClusterLabel and ClusterUIDLabel name the cluster torn down.
+	ClusterLabel    = "cleanup.fleetops.dev/cluster"
+	ClusterUIDLabel = "cleanup.fleetops.dev/cluster-uid"
+	// DryRunLabel marks the record of a dry run.
+	DryRunLabel = "cleanup.fleetops.dev/dry-run"
+	// FingerprintAnnotation is the fingerprint of a dry run's plan, so
+	// that a record is written once per change of plan.
+	FingerprintAnnotation = "cleanup.fleetops.dev/plan-fingerprint"
+	// EndAnnotation is when the teardown ended (RFC 3339), for retention
+	// to read without decoding the record.
+	EndAnnotation = "cleanup.fleetops.dev/ended"
+	// StartAnnotation is when the teardown's cluster was deleted (RFC
+	// 3339) and PolicyAnnotation the policy that governs it, for the
+	// blast radius to count teardowns begun without decoding the record.
+	StartAnnotation  = "cleanup.fleetops.dev/started"
+	PolicyAnnotation = "cleanup.fleetops.dev/policy"
+	// NotBegunAnnotation marks the record of a teardown that has not
+	// begun (Record.Begun): the blast radius does not count it.
+	NotBegunAnnotation = "cleanup.fleetops.dev/not-begun"
+)
+
+// MetaAnnotations are the annotations of a record that its readers of
+// metadata alone (the blast radius, the retention, a review's snapshot)
+// read.
+var MetaAnnotations = []string{StartAnnotation, PolicyAnnotation, EndAnnotation, NotBegunAnnotation}
+
+// Keys of a record's ConfigMap: the record as JSON in data, or, above
+// CompressAbove bytes, gzipped in binaryData.
+const (
+	JSONKey = "record.json"
+	GzipKey = "record.json.gz"
+)
+
+const (
+	// CompressAbove is the size of the JSON above which it is gzipped.
+	CompressAbove = 32 << 10
+	// MaxPayload bounds what a record stores: well under the 1 MiB the
+	// API server accepts in a ConfigMap, leaving room for its metadata.
+	MaxPayload = 900 << 10
+	// MaxJSON bounds the JSON of a record Encode writes, however well
+	// it compresses: the most compressible records reach 36 times
+	// MaxPayload otherwise (TestDecodeBound).
+	MaxJSON = 16 << 20
+	// MaxDecoded bounds the JSON a record's gzip may decode to, twice
+	// what Encode writes: a ConfigMap that decodes to more is refused
+	// before it costs the manager more memory (its pod is limited to
+	// 512 MiB).
+	MaxDecoded = 2 * MaxJSON
+)
+
+// DefaultNamespace is the namespace config/default installs the operator in.
+const DefaultNamespace = "cleanup-operator-system"
+
+// Namespace is the operator's namespace: flag if set, else POD_NAMESPACE,
+// else DefaultNamespace. The operator and the plugin find records alike.
+func Namespace(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return DefaultNamespace
+}
+
+// Name is the name of the record of a teardown: the cluster's name and
+// the start of its UID, so that a cluster recreated under the same name
+// gets a record of its own; -dryrun for a dry run's.
+func Name(cluster string, uid types.UID, dryRun bool) string {
+	short := strings.ReplaceAll(string(uid), "-", "")
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	// A ConfigMap name is at most 253 characters.
+	if len(cluster) > 200 {
+		cluster = cluster[:200]
+	}
+	name := "teardown-" + strings.TrimSuffix(cluster, ".") + "-" + short
+	if dryRun {
+		name += "-dryrun"
+	}
+	return name
+}
+
+// Labels are the labels of a record's ConfigMap.
+func Labels(r *Record) map[string]string {
+	l := map[string]string{
+		v1alpha1.ManagedByLabel: v1alpha1.ManagedBy,
+		RecordLabel:             "true",
+		ClusterLabel:            labelValue(r.Cluster),
+		ClusterUIDLabel:         labelValue(string(r.UID)),
+	}
+	if r.DryRun {
+		l[DryRunLabel] = "true"
+	}
+	return l
+}
+
+// labelValue bounds a value to the 63 characters a label value allows.
+func labelValue(v string) string {
+	if len(v) > 63 {
+		v = strings.TrimRight(v[:63], "-_.")
+	}
+	return v
+}
+
+// IsRecord says whether the ConfigMap is a record the operator wrote.
+func IsRecord(cm metav1.Object) bool {
+	l := cm.GetLabels()
+	return l[RecordLabel] == "true" && l[v1alpha1.ManagedByLabel] == v1alpha1.ManagedBy
+}
+
+// Ended is when the record's teardown ended, from its annotation.
+func Ended(cm metav1.Object) (metav1.Time, bool) {
+	v := cm.GetAnnotations()[EndAnnotation]
+	if v == "" {
+		return metav1.Time{}, false
+	}
+	var t metav1.Time
+	if err := t.UnmarshalQueryParameter(v); err != nil {
+		return metav1.Time{}, false
+	}
+	return t, true
+}
+
+// Size is the size of the stored payload of a ConfigMap, for reports.
+func Size(cm *corev1.ConfigMap) int {
+	return len(cm.BinaryData[GzipKey]) + len(cm.Data[JSONKey])
+}
+
+// Load reads the record of the given name; nil without error when there is
+// none. A ConfigMap of that name that is not a record of the operator's is
+// an error: it is neither changed nor taken for one.
+func Load(ctx context.Context, c client.Reader, namespace, name string) (*Record, *corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("reading the teardown record %s/%s: %w", namespace, name, err)
+	}
+	if !IsRecord(cm) {
+		return nil, nil, fmt.Errorf("ConfigMap %s/%s is not a teardown record of the operator's (labels %s=true, %s=%s): "+
+			"it is left alone, and the teardown holds until it is renamed or removed", namespace, name, RecordLabel, v1alpha1.ManagedByLabel, v1alpha1.ManagedBy)
+	}
+	r, err := Decode(cm)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, cm, nil
+}
+
+// Save writes the record: a create when cm is nil, else an update of cm
+// as last read or written, so that a record someone else changed
+// meanwhile is a conflict, not overwritten. It returns the ConfigMap as
+// written.
+func Save(ctx context.Context, c client.Client, namespace string, r *Record, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	out := &corev1.ConfigMap{}
+	if cm != nil {
+		out = cm.DeepCopy()
+	}
+	out.Namespace = namespace
+	if err := Encode(r, out); err != nil {
+		return nil, err
+	}
+	var err error
+	if cm == nil {
+		err = c.Create(ctx, out)
+	} else {
+		err = c.Update(ctx, out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writing the teardown record %s/%s: %w", namespace, r.Name, err)
+	}
+	return out, nil
+}
+
+// List reads the records of a cluster (all records when cluster is empty),
+// the newest first.
+func List(ctx context.Context, c client.Reader, namespace, cluster string) ([]Record, error) {
+	cms, err := listConfigMaps(ctx, c, namespace, cluster)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, len(cms))
+	for i := range cms {
+		r, err := Decode(&cms[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	SortNewestFirst(out)
+	return out, nil
+}
+
+func listConfigMaps(ctx context.Context, c client.Reader, namespace, cluster string) ([]corev1.ConfigMap, error) {
+	sel := client.MatchingLabels{RecordLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}
+	if cluster != "" {
+		sel[ClusterLabel] = labelValue(cluster)
+	}
+	list := &corev1.ConfigMapList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), sel); err != nil {
+		return nil, fmt.Errorf("listing the teardown records in %s: %w", namespace, err)
+	}
+	var out []corev1.ConfigMap
+	for _, cm := range list.Items {
+		if cluster == "" || cm.Labels[ClusterLabel] == labelValue(cluster) {
+			out = append(out, cm)
+		}
+	}
+	return out, nil
+}
+
+// Retention bounds the records kept: at most PerCluster ended records per
+// cluster, none that ended longer than MaxAge ago. A record of a teardown
+// in progress is always kept. Zero disables a bound.
+type Retention struct {
+	PerCluster int
+	MaxAge     time.Duration
+	// Window, when set, is the blast-radius window of a policy (0: none,
+	// or no such policy). A record of a teardown its policy's window still
+	// counts is kept past MaxAge: a window longer than MaxAge (a policy
+	// admitted without the webhook, or stored before MaxAge was lowered)
+	// would otherwise count fewer teardowns than began within it.
+	Window func(ctx context.Context, policy string) (time.Duration, error)
+}
+
+// Prune deletes the ended records past the retention (of one cluster, or
+// of all when cluster is empty) and returns their names. Each delete
+// carries the record's UID: a record recreated meanwhile is not deleted.
+//
+// It reads metadata only (labels and the start, policy and end
+// annotations): through the manager's cache, which keeps the hub's
+// ConfigMaps as metadata.
+func Prune(ctx context.Context, c client.Client, namespace, cluster string, keep Retention, now time.Time) ([]string, error) {
+	sel := client.MatchingLabels{RecordLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy}
+	if cluster != "" {
+		sel[ClusterLabel] = labelValue(cluster)
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := c.List(ctx, list, client.InNamespace(namespace), sel); err != nil {
+		return nil, fmt.Errorf("listing the teardown records in %s: %w", namespace, err)
+	}
+	byCluster := map[string][]metav1.PartialObjectMetadata{}
+	for _, cm := range list.Items {
+		if _, ended := Ended(&cm); ended && IsRecord(&cm) && (cluster == "" || cm.Labels[ClusterLabel] == labelValue(cluster)) {
+			byCluster[cm.Labels[ClusterLabel]] = append(byCluster[cm.Labels[ClusterLabel]], cm)
+		}
+	}
+	counted := &windows{ctx: ctx, window: keep.Window, now: now, of: map[string]time.Duration{}}
+	var pruned []string
+	for _, ended := range byCluster {
+		slices.SortStableFunc(ended, func(a, b metav1.PartialObjectMetadata) int {
+			ta, _ := Ended(&a)
+			tb, _ := Ended(&b)
+			return tb.Compare(ta.Time)
+		})
+		for i, cm := range ended {
+			end, _ := Ended(&cm)
+			tooMany := keep.PerCluster > 0 && i >= keep.PerCluster
+			tooOld := keep.MaxAge > 0 && now.Sub(end.Time) > keep.MaxAge
+			if !tooMany && !tooOld {
+				continue
+			}
+			if !tooMany && counted.counts(&cm) {
+				continue
+			}
+			uid := cm.UID
+			cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			if err := c.Delete(ctx, &cm, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return pruned, fmt.Errorf("deleting the teardown record %s/%s: %w", namespace, cm.Name, err)
+			}
+			pruned = append(pruned, cm.Name)
+		}
+	}
+	slices.Sort(pruned)
+	return pruned, counted.err
+}
+
+// windows reads the blast-radius windows of the policies records name,
+// each once per Prune.
+type windows struct {
+	ctx    context.Context
+	window func(context.Context, string) (time.Duration, error)
+	now    time.Time
+	of     map[string]time.Duration
+	err    error // the first window that could not be read
+}
+
+// counts says whether a record's teardown is still counted by the window
+// of the policy the record names: begun (its start annotation) within it.
+// Dry runs are never counted, nor a record without a policy or a start. A
+// window that cannot be read keeps the record, and Prune returns the error.
+func (k *windows) counts(cm *metav1.PartialObjectMetadata) bool {
+	policy := cm.Annotations[PolicyAnnotation]
+	if k.window == nil || policy == "" || cm.Labels[DryRunLabel] == "true" {
+		return false
+	}
+	start, err := time.Parse(time.RFC3339, cm.Annotations[StartAnnotation])
+	if err != nil {
+		return false
+	}
+	w, ok := k.of[policy]
+	if !ok {
+		if w, err = k.window(k.ctx, policy); err != nil {
+			k.err = cmp.Or(k.err, fmt.Errorf("reading the blast-radius window of CleanupPolicy %s: %w", policy, err))
+			return true
+		}
+		k.of[policy] = w
+	}
+	return w > 0 && start.After(k.now.Add(-w))
 }

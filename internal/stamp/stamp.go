@@ -6,16 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
-	"github.com/fleetops-dev/cleanup-operator/internal/tally"
-	"github.com/fleetops-dev/cleanup-operator/internal/watch"
-
-	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
-
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -28,6 +21,10 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	"github.com/fleetops-dev/cleanup-operator/internal/tally"
+	"github.com/fleetops-dev/cleanup-operator/internal/watch"
 )
 
 // stamp is one decision to write on an object: fields under spec, and an
@@ -216,42 +213,6 @@ func (s *stamper) apply(ctx context.Context, obj client.Object, st stamp) (confl
 	s.Metrics.CountStamped(st.kind, cmp.Or(st.value, "Released"))
 	logf.FromContext(ctx).V(1).Info("decision stamped", "kind", st.kind, "name", obj.GetName(), "namespace", obj.GetNamespace(), "decision", st.describe)
 	return false, nil
-}
-
-// write applies st to obj, the one write of a stamp: a server-side apply
-// under the operator's field manager, never forced, with obj's UID as a
-// precondition, so that it never touches an object recreated under the
-// same name. Refused because another manager holds a field it sets, it
-// takes that field when its holders hold only a default nobody wrote
-// (takeDefault) and applies again; otherwise why says, where it can, whose
-// the value is, and err is the refusal. It returns the object as applied.
-func write(ctx context.Context, c client.Client, reader client.Reader, obj client.Object, st stamp) (applied *unstructured.Unstructured, why string, err error) {
-	applied = stampPatch(obj, st)
-	err = c.Patch(ctx, applied, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-	if !apierrors.IsConflict(err) || !fieldManagerConflict(err) || st.value == "" {
-		return applied, "", err
-	}
-	took, why, terr := takeDefault(ctx, c, reader, obj, st, err)
-	switch {
-	case terr != nil:
-		return applied, "", terr
-	case !took:
-		return applied, why, err
-	}
-	applied = stampPatch(obj, st)
-	return applied, "", c.Patch(ctx, applied, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
-}
-
-// stampPatch is the apply of a stamp: the UID makes it a precondition, so
-// it never creates an object that was deleted meanwhile.
-func stampPatch(obj client.Object, st stamp) *unstructured.Unstructured {
-	md := map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())}
-	patch := map[string]any{"apiVersion": st.gvk.GroupVersion().String(), "kind": st.gvk.Kind, "metadata": md}
-	if st.value != "" {
-		md["annotations"] = map[string]any{st.annotation: st.value}
-		patch["spec"] = st.spec()
-	}
-	return &unstructured.Unstructured{Object: patch}
 }
 
 // stampEvents is the stamped kinds' controller-wide event filter: changes

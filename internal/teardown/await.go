@@ -3,15 +3,25 @@ package teardown
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/workqueue"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	"github.com/fleetops-dev/cleanup-operator/internal/watch"
 )
 
 // A stage that deleted a group of works waits for them to be gone: the work
@@ -158,4 +168,138 @@ func (a *ClusterTeardown) worksHandler() handler.EventHandler {
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) { add(ctx, e.Object, q) },
 	}
+}
+
+// Events are the cluster events the teardown reconciles: a cluster being
+// deleted that carries the operator's finalizer; one whose finalizer was
+// just removed (by hand: its teardown's state is dropped); one just
+// deleted or found deleting at start without it (its namespace's mark is
+// taken off); one gone.
+func (a *ClusterTeardown) Events() predicate.Predicate {
+	tornDown := func(o client.Object) bool {
+		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, v1alpha1.ClusterCleanupFinalizer)
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetDeletionTimestamp() != nil },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return tornDown(e.ObjectNew) || tornDown(e.ObjectOld) || e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(e event.GenericEvent) bool { return tornDown(e.Object) },
+	}
+}
+
+// Watches adds the teardown's other watches: the works and namespaces of the clusters
+// being torn down, the policies, whose change can change a teardown, the
+// CRDs, whose installation can end a hold on a resource not served, and
+// the other clusters of a held teardown's policy. Add-ons and the other
+// stage and monitored resources are watched at run time (watches.go).
+func (a *ClusterTeardown) Watches(b *builder.Builder) *builder.Builder {
+	return b.
+		Watches(&workv1.ManifestWork{}, a.worksHandler()).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(a.deletingClusterNamed)).
+		Watches(snapshot.NewCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(watch.CrdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters)).
+		Watches(snapshot.NewManagedCluster(), a.wakeHeld())
+}
+
+// deletingClusterNamed maps a namespace to the cluster of its name, if
+// that cluster is being deleted.
+func (a *ClusterTeardown) deletingClusterNamed(ctx context.Context, o client.Object) []reconcile.Request {
+	mc := snapshot.NewManagedCluster()
+	if a.Client.Get(ctx, client.ObjectKey{Name: o.GetName()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+}
+
+// deletingClusters maps an event that can end a hold (a CRD installed,
+// changed or removed) to every cluster being torn down.
+func (a *ClusterTeardown) deletingClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := snapshot.NewManagedClusterList()
+	if err := a.Client.List(ctx, list); err != nil {
+		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		mc := &list.Items[i]
+		if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: mc.GetName()}})
+		}
+	}
+	return reqs
+}
+
+// deletingClusterOf maps an object in a cluster namespace to the cluster,
+// if that cluster is being deleted.
+func (a *ClusterTeardown) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
+	// The teardowns that wait for objects here, outside their own
+	// namespace (a stage's namespaces, or cluster-scoped objects).
+	reqs := a.Teardowns.waitingIn(o.GetNamespace())
+	mc := snapshot.NewManagedCluster()
+	// Read, not kept: no copy of the cache.
+	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc, client.UnsafeDisableDeepCopy) != nil ||
+		mc.GetDeletionTimestamp() == nil {
+		return reqs
+	}
+	return append(watch.NamespaceToCluster(ctx, o), reqs...)
+}
+
+// wakeHeld is the handler of ManagedCluster events that wakes the held
+// teardowns of the same policy.
+func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return
+			}
+			began := e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+			turned := e.ObjectNew.GetDeletionTimestamp() != nil && turnOf(e.ObjectOld) != turnOf(e.ObjectNew)
+			// The finalizer or the pin changing, deleting or not, changes
+			// the clusters a policy governs: the base of a share, and the
+			// end of a teardown.
+			regoverned := controllerutil.ContainsFinalizer(e.ObjectOld, v1alpha1.ClusterCleanupFinalizer) !=
+				controllerutil.ContainsFinalizer(e.ObjectNew, v1alpha1.ClusterCleanupFinalizer)
+			repinned := decision.PinOf(e.ObjectOld) != decision.PinOf(e.ObjectNew)
+			if began || turned || regoverned || repinned {
+				a.enqueueHeld(ctx, e.ObjectOld, q)
+			}
+			if repinned {
+				a.enqueueHeld(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object != nil {
+				a.enqueueHeld(ctx, e.Object, q)
+			}
+		},
+	}
+}
+
+// enqueueHeld enqueues the teardowns of the policy that governs (or
+// governed) the cluster that have not begun, other than the cluster's own:
+// the held ones, and those whose first report is not written yet, which
+// may have planned on what the event changed. They are kept in memory
+// (teardowns.notBegun), so an event costs nothing where none waits: a
+// fleet being governed sends one per cluster.
+func (a *ClusterTeardown) enqueueHeld(_ context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	policy := decision.PinOf(mc)
+	if policy == "" {
+		return
+	}
+	for _, req := range a.Teardowns.notBegunOf(policy, mc.GetName()) {
+		q.Add(req)
+	}
+}
+
+// turnOf is what the blast radius reads of a deleted cluster to decide the
+// turns of the others (decision.TurnOf); the zero Turn for another object.
+func turnOf(o client.Object) decision.Turn {
+	mc, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return decision.Turn{}
+	}
+	return decision.TurnOf(mc)
 }

@@ -2,33 +2,39 @@ package teardown
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
-	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
-	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
-	"github.com/fleetops-dev/cleanup-operator/internal/record"
-	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
-	"github.com/fleetops-dev/cleanup-operator/internal/watch"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
-	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
+	"github.com/fleetops-dev/cleanup-operator/internal/cel"
+	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+	"github.com/fleetops-dev/cleanup-operator/internal/record"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	"github.com/fleetops-dev/cleanup-operator/internal/tally"
+	"github.com/fleetops-dev/cleanup-operator/internal/watch"
 )
 
 // ClusterTeardown runs the teardown of each ManagedCluster being deleted
@@ -150,25 +156,6 @@ func (a *ClusterTeardown) Reconcile(ctx context.Context, req reconcile.Request) 
 	return a.reconcileCluster(ctx, mc, g)
 }
 
-// Events are the cluster events the teardown reconciles: a cluster being
-// deleted that carries the operator's finalizer; one whose finalizer was
-// just removed (by hand: its teardown's state is dropped); one just
-// deleted or found deleting at start without it (its namespace's mark is
-// taken off); one gone.
-func (a *ClusterTeardown) Events() predicate.Predicate {
-	tornDown := func(o client.Object) bool {
-		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, v1alpha1.ClusterCleanupFinalizer)
-	}
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetDeletionTimestamp() != nil },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return tornDown(e.ObjectNew) || tornDown(e.ObjectOld) || e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(e event.GenericEvent) bool { return tornDown(e.Object) },
-	}
-}
-
 // reconcileCluster reconciles a cluster under the policy that governs it.
 func (a *ClusterTeardown) reconcileCluster(ctx context.Context, mc *unstructured.Unstructured, g *decision.Governed) (reconcile.Result, error) {
 	if mc.GetDeletionTimestamp() == nil {
@@ -196,64 +183,6 @@ func (a *ClusterTeardown) sawSuspended(mc *unstructured.Unstructured) {
 	}
 }
 
-// Watches adds the teardown's other watches: the works and namespaces of the clusters
-// being torn down, the policies, whose change can change a teardown, the
-// CRDs, whose installation can end a hold on a resource not served, and
-// the other clusters of a held teardown's policy. Add-ons and the other
-// stage and monitored resources are watched at run time (watches.go).
-func (a *ClusterTeardown) Watches(b *builder.Builder) *builder.Builder {
-	return b.
-		Watches(&workv1.ManifestWork{}, a.worksHandler()).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(a.deletingClusterNamed)).
-		Watches(snapshot.NewCleanupPolicy(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(watch.CrdMetadata(), handler.EnqueueRequestsFromMapFunc(a.deletingClusters)).
-		Watches(snapshot.NewManagedCluster(), a.wakeHeld())
-}
-
-// deletingClusterNamed maps a namespace to the cluster of its name, if
-// that cluster is being deleted.
-func (a *ClusterTeardown) deletingClusterNamed(ctx context.Context, o client.Object) []reconcile.Request {
-	mc := snapshot.NewManagedCluster()
-	if a.Client.Get(ctx, client.ObjectKey{Name: o.GetName()}, mc) != nil || mc.GetDeletionTimestamp() == nil {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-}
-
-// deletingClusters maps an event that can end a hold (a CRD installed,
-// changed or removed) to every cluster being torn down.
-func (a *ClusterTeardown) deletingClusters(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := snapshot.NewManagedClusterList()
-	if err := a.Client.List(ctx, list); err != nil {
-		logf.FromContext(ctx).Error(err, "listing ManagedClusters")
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		mc := &list.Items[i]
-		if mc.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(mc, v1alpha1.ClusterCleanupFinalizer) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: mc.GetName()}})
-		}
-	}
-	return reqs
-}
-
-// deletingClusterOf maps an object in a cluster namespace to the cluster,
-// if that cluster is being deleted.
-func (a *ClusterTeardown) deletingClusterOf(ctx context.Context, o client.Object) []reconcile.Request {
-	// The teardowns that wait for objects here, outside their own
-	// namespace (a stage's namespaces, or cluster-scoped objects).
-	reqs := a.Teardowns.waitingIn(o.GetNamespace())
-	mc := snapshot.NewManagedCluster()
-	// Read, not kept: no copy of the cache.
-	if o.GetNamespace() == "" || a.Client.Get(ctx, client.ObjectKey{Name: o.GetNamespace()}, mc, client.UnsafeDisableDeepCopy) != nil ||
-		mc.GetDeletionTimestamp() == nil {
-		return reqs
-	}
-	return append(watch.NamespaceToCluster(ctx, o), reqs...)
-}
-
 // RecordOptions say where teardown records are kept and for how long.
 type RecordOptions struct {
 	// Namespace is the operator's namespace (record.Namespace).
@@ -279,59 +208,456 @@ type RecordOptions struct {
 // leaving the window, a release from a clock ahead coming to count) is a
 // time, and the plan requeues at it.
 
-// wakeHeld is the handler of ManagedCluster events that wakes the held
-// teardowns of the same policy.
-func (a *ClusterTeardown) wakeHeld() handler.EventHandler {
-	return handler.Funcs{
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld == nil || e.ObjectNew == nil {
-				return
-			}
-			began := e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
-			turned := e.ObjectNew.GetDeletionTimestamp() != nil && turnOf(e.ObjectOld) != turnOf(e.ObjectNew)
-			// The finalizer or the pin changing, deleting or not, changes
-			// the clusters a policy governs: the base of a share, and the
-			// end of a teardown.
-			regoverned := controllerutil.ContainsFinalizer(e.ObjectOld, v1alpha1.ClusterCleanupFinalizer) !=
-				controllerutil.ContainsFinalizer(e.ObjectNew, v1alpha1.ClusterCleanupFinalizer)
-			repinned := decision.PinOf(e.ObjectOld) != decision.PinOf(e.ObjectNew)
-			if began || turned || regoverned || repinned {
-				a.enqueueHeld(ctx, e.ObjectOld, q)
-			}
-			if repinned {
-				a.enqueueHeld(ctx, e.ObjectNew, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.Object != nil {
-				a.enqueueHeld(ctx, e.Object, q)
-			}
-		},
-	}
+// clusterPatch is the one writer of a ManagedCluster in its teardown, made
+// once per reconcile from the cluster as read. The teardown changes the
+// cluster in memory (its annotations, the ContentDeleteSuccess condition)
+// and flushes the changes where the order of writes matters, each flush
+// named after what must be on the cluster before what follows it:
+//
+//	flushUnconfirmed      the works' unconfirmed orphans, before they are deleted
+//	flushForcing          the objects about to be forced, before any finalizer goes
+//	flushReport           the step's condition, at the end of the step
+//	flushBeforeFinalizer  the outcome, before the record ends and the finalizer goes
+//	removeFinalizer       the operator's finalizer, last
+//
+// Every write is on the cluster as last read or written: the metadata and
+// the status go in merge patches carrying the resourceVersion, as the
+// teardown reads, changes and writes back values another writer may have
+// changed (the annotations' lists and counts; the conditions list, which a
+// merge patch replaces whole), so a change another writer made since (OCM's registration controllers write
+// the cluster's labels, annotations and status) is a conflict, never
+// overwritten. A conflict returns an error and nothing after the flush is
+// written; the other writer's event brings the cluster back.
+type clusterPatch struct {
+	client client.Client
+	// mc is the cluster as the teardown changed it: what it reads.
+	mc *unstructured.Unstructured
+	// base is the cluster as read, or as the last write returned it.
+	base *unstructured.Unstructured
+	// written: a write of this helper returned base.
+	written bool
 }
 
-// enqueueHeld enqueues the teardowns of the policy that governs (or
-// governed) the cluster that have not begun, other than the cluster's own:
-// the held ones, and those whose first report is not written yet, which
-// may have planned on what the event changed. They are kept in memory
-// (teardowns.notBegun), so an event costs nothing where none waits: a
-// fleet being governed sends one per cluster.
-func (a *ClusterTeardown) enqueueHeld(_ context.Context, mc client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	policy := decision.PinOf(mc)
-	if policy == "" {
+// flushed is what a flush wrote.
+type flushed struct {
+	metadata, status bool
+	// checked: nothing had changed, and an empty patch on the
+	// resourceVersion confirmed the cluster is as base has it.
+	checked bool
+}
+
+// check says when a flush with nothing to write still confirms that the
+// cluster is as the teardown read it: before a write that acts on what it
+// read (the cluster unavailable, not paused), a cluster changed since is a
+// conflict, as a write with something to write would be.
+type check int
+
+const (
+	// noCheck: nothing changed, nothing is sent.
+	noCheck check = iota
+	// checkAlways: an empty patch on the resourceVersion whenever
+	// nothing changed.
+	checkAlways
+	// checkIfUnwritten: an empty patch only while this helper has written
+	// nothing, so base is still the cluster as read (from a cache that may
+	// lag behind the teardown's own last write).
+	checkIfUnwritten
+)
+
+func newClusterPatch(c client.Client, mc *unstructured.Unstructured) *clusterPatch {
+	return &clusterPatch{client: c, mc: mc, base: mc.DeepCopy()}
+}
+
+// annotate sets an annotation, in memory.
+func (p *clusterPatch) annotate(key, value string) { SetAnnotation(p.mc, key, value) }
+
+// setCondition sets ContentDeleteSuccess, the one condition the operator
+// owns on the cluster, in memory, and says whether it changed. The other
+// controllers' conditions are kept as read.
+func (p *clusterPatch) setCondition(status metav1.ConditionStatus, reason, message string) bool {
+	return setContentDeleteCondition(p.mc, status, reason, message)
+}
+
+// flushUnconfirmed writes the unconfirmed orphans recorded, before the
+// works they name are deleted: the outcome reports them after a restart.
+func (p *clusterPatch) flushUnconfirmed(ctx context.Context) (flushed, error) {
+	return p.flush(ctx, "recording the unconfirmed orphans", checkAlways)
+}
+
+// flushForcing writes the count of forced objects and the batch about to
+// be forced, before any finalizer is removed: a teardown that forced
+// anything never ends as Completed, whenever the operator stops. A batch
+// recorded already (a force retried, or cut by a restart) is still
+// checked: a force decided on a cluster read unavailable or not paused
+// must not go once it is available or paused again.
+func (p *clusterPatch) flushForcing(ctx context.Context) (flushed, error) {
+	return p.flush(ctx, "recording the forced objects", checkAlways)
+}
+
+// flushReport writes the step's condition, at the end of the step.
+func (p *clusterPatch) flushReport(ctx context.Context) (flushed, error) {
+	return p.flush(ctx, "reporting the step", noCheck)
+}
+
+// flushBeforeFinalizer writes the outcome, before the record ends and the
+// finalizer goes: a cluster gone says how its teardown ended. An outcome
+// the cluster, as read, carries already is checked: the cache may not
+// show a report written over it since (a record that failed to end).
+func (p *clusterPatch) flushBeforeFinalizer(ctx context.Context) (flushed, error) {
+	return p.flush(ctx, "writing the outcome", checkIfUnwritten)
+}
+
+// flush writes what changed in memory since the cluster was read or last
+// written: the metadata (labels, annotations) first, then the status, each
+// in a merge patch on the resourceVersion; with nothing changed, it checks
+// the cluster as c says. why names the flush in errors.
+func (p *clusterPatch) flush(ctx context.Context, why string, c check) (flushed, error) {
+	var done flushed
+	if p.metadataSame() && p.statusSame() && (c == checkAlways || c == checkIfUnwritten && !p.written) {
+		after := p.base.DeepCopy()
+		if err := p.client.Patch(ctx, after, client.MergeFromWithOptions(p.base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return done, fmt.Errorf("%s of %s: %w", why, p.mc.GetName(), err)
+		}
+		p.wrote(after, false, false)
+		done.checked = true
+		return done, nil
+	}
+	if !p.metadataSame() {
+		after := p.base.DeepCopy()
+		after.SetLabels(p.mc.GetLabels())
+		after.SetAnnotations(p.mc.GetAnnotations())
+		if err := p.client.Patch(ctx, after, client.MergeFromWithOptions(p.base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return done, fmt.Errorf("%s of %s: %w", why, p.mc.GetName(), err)
+		}
+		p.wrote(after, false, !p.statusSame())
+		done.metadata = true
+	}
+	if !p.statusSame() {
+		after := p.base.DeepCopy()
+		setStatus(after, p.mc.Object["status"])
+		if err := p.client.Status().Patch(ctx, after, client.MergeFromWithOptions(p.base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return done, fmt.Errorf("%s of %s: %w", why, p.mc.GetName(), err)
+		}
+		p.wrote(after, !p.metadataSame(), false)
+		done.status = true
+	}
+	return done, nil
+}
+
+// removeFinalizer removes the finalizer, and the annotations named, from
+// the cluster: the teardown's last write, after anything still in memory
+// is flushed. It says whether it removed it: not when the cluster, as
+// read, no longer carries it.
+//
+// A JSON patch, not a merge patch: the finalizers are a list, which a
+// merge patch replaces whole. Without the resourceVersion it would drop a
+// finalizer another controller added since the read; with it, any other
+// write since (OCM's controllers write the cluster's status) would refuse
+// the teardown's last write. The JSON patch tests exactly what the removal
+// relies on, the cluster's UID and the finalizer at its index, and removes
+// the annotations only where they are: a finalizer moved, or an annotation
+// gone, is refused (Invalid), never written over; so is, when only is
+// true, a finalizer added since the read.
+func (p *clusterPatch) removeFinalizer(ctx context.Context, finalizer string, annotations []string, only bool) (bool, error) {
+	if _, err := p.flush(ctx, "removing the finalizer", noCheck); err != nil {
+		return false, err
+	}
+	patch, ok := removeFinalizerPatch(p.base, finalizer, annotations, only)
+	if !ok {
+		return false, nil
+	}
+	after := p.base.DeepCopy()
+	if err := p.client.Patch(ctx, after, patch); err != nil {
+		return false, err
+	}
+	p.wrote(after, false, false)
+	return true, nil
+}
+
+// metadataSame says whether the labels and annotations are as last written.
+func (p *clusterPatch) metadataSame() bool {
+	return maps.Equal(p.base.GetLabels(), p.mc.GetLabels()) && maps.Equal(p.base.GetAnnotations(), p.mc.GetAnnotations())
+}
+
+// statusSame says whether the status is as last written.
+func (p *clusterPatch) statusSame() bool {
+	return equality.Semantic.DeepEqual(p.base.Object["status"], p.mc.Object["status"])
+}
+
+// wrote takes the cluster a write returned as the new base, and as the
+// cluster the teardown reads, keeping the metadata or the status changed
+// in memory that the write did not carry.
+func (p *clusterPatch) wrote(server *unstructured.Unstructured, keepMetadata, keepStatus bool) {
+	next := server.DeepCopy()
+	if keepMetadata {
+		next.SetLabels(p.mc.GetLabels())
+		next.SetAnnotations(p.mc.GetAnnotations())
+	}
+	if keepStatus {
+		setStatus(next, p.mc.Object["status"])
+	}
+	p.base, p.written = server, true
+	p.mc.Object = next.Object
+}
+
+// setStatus sets the object's status to a copy of status; nil removes it.
+func setStatus(obj *unstructured.Unstructured, status any) {
+	if status == nil {
+		delete(obj.Object, "status")
 		return
 	}
-	for _, req := range a.Teardowns.notBegunOf(policy, mc.GetName()) {
-		q.Add(req)
-	}
+	obj.Object["status"] = runtime.DeepCopyJSONValue(status)
 }
 
-// turnOf is what the blast radius reads of a deleted cluster to decide the
-// turns of the others (decision.TurnOf); the zero Turn for another object.
-func turnOf(o client.Object) decision.Turn {
-	mc, ok := o.(*unstructured.Unstructured)
-	if !ok {
-		return decision.Turn{}
+// setContentDeleteCondition sets ContentDeleteSuccess on the cluster and
+// reports whether it changed. Other controllers' conditions are kept as they are.
+func setContentDeleteCondition(mc *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) bool {
+	conds := decision.ClusterConditions(mc)
+	changed := meta.SetStatusCondition(&conds, metav1.Condition{
+		Type:    v1alpha1.ContentDeleteSuccessCondition,
+		Status:  status,
+		Reason:  reason,
+		Message: v1alpha1.ConditionMessage(message),
+	})
+	if !changed {
+		return false
 	}
-	return decision.TurnOf(mc)
+	raw := make([]any, len(conds))
+	for i := range conds {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conds[i])
+		if err != nil {
+			return false
+		}
+		raw[i] = m
+	}
+	_ = unstructured.SetNestedSlice(mc.Object, raw, "status", "conditions")
+	return true
+}
+
+// ClusterAnnotations are the annotations the operator puts on a
+// ManagedCluster; a released cluster keeps none of them.
+var ClusterAnnotations = decision.ClusterAnnotations
+
+// UnlabelNamespace removes the cluster-deleting label from the namespace
+// of a cluster not being deleted. Admission refuses new ManifestWorks and
+// add-ons in a labelled namespace, so a label left behind would refuse
+// every work of a cluster re-imported under the same name, the operator's
+// signal work included.
+//
+// The label may instead be a teardown's that began after the cluster was
+// read: a fresh read of the cluster, after the namespace's, says so, and
+// the label stays. The namespace (nil: none) is unlabelled only as it was
+// read (its UID and resourceVersion): a namespace changed meanwhile is left
+// to its event, which brings the cluster back. It says whether it wrote.
+func (a *ClusterWriter) UnlabelNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+	if ns == nil || ns.DeletionTimestamp != nil {
+		return false, nil
+	}
+	if _, labelled := ns.Labels[v1alpha1.ClusterDeletingLabel]; !labelled {
+		return false, nil
+	}
+	if deleting, err := a.DeletingNow(ctx, ns.Name); err != nil || deleting {
+		return false, err // a teardown's label
+	}
+	return a.setDeletingLabel(ctx, ns.Name, ns.UID, ns.ResourceVersion, false)
+}
+
+// ClusterNamespace reads the namespace of the cluster name from the cache;
+// nil when there is none.
+func (a *ClusterWriter) ClusterNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return ns, nil
+}
+
+// DeletingNow says whether the cluster is being deleted, read from the API
+// server rather than the cache: governance, which acts on a cluster it read
+// not being deleted, asks before it undoes what a teardown begun since may
+// rely on.
+func (a *ClusterWriter) DeletingNow(ctx context.Context, name string) (bool, error) {
+	reader := a.APIReader
+	if reader == nil {
+		reader = a.Client
+	}
+	mc := snapshot.NewManagedCluster()
+	if err := reader.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return mc.GetDeletionTimestamp() != nil, nil
+}
+
+// setDeletingLabel puts the cluster-deleting label on a namespace, or takes
+// it off, on exactly the namespace of that UID and, when rv is set, only as
+// it was read, and says whether it did: a namespace changed meanwhile (or a
+// cache behind the last write) is refused, not written, and left to its
+// event.
+func (a *ClusterWriter) setDeletingLabel(ctx context.Context, name string, uid types.UID, rv string, on bool) (written bool, err error) {
+	var value any
+	verb := "unlabelled"
+	if on {
+		value, verb = "true", "labelled"
+	}
+	return a.patchNamespace(ctx, name, uid, rv, namespaceMarks{labels: map[string]any{v1alpha1.ClusterDeletingLabel: value}}, verb)
+}
+
+// namespaceMarks are labels and annotations to write on a namespace; a nil
+// value removes one.
+type namespaceMarks struct {
+	labels, annotations map[string]any
+}
+
+// patchNamespace writes marks on the namespace of that UID and, when rv is
+// set, only as it was read, and says whether it did, as setDeletingLabel.
+func (a *ClusterWriter) patchNamespace(ctx context.Context, name string, uid types.UID, rv string, m namespaceMarks, verb string) (written bool, err error) {
+	md := map[string]any{"uid": uid, "labels": m.labels}
+	if rv != "" {
+		md["resourceVersion"] = rv
+	}
+	if len(m.annotations) > 0 {
+		md["annotations"] = m.annotations
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": md})
+	if err != nil {
+		return false, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := a.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsConflict(err) {
+			logf.FromContext(ctx).Info("cluster namespace changed since it was read; not "+verb+" yet", "namespace", name)
+			return false, nil
+		}
+		return false, client.IgnoreNotFound(err)
+	}
+	logf.FromContext(ctx).Info("cluster namespace "+verb, "namespace", name, "labels", slices.Sorted(maps.Keys(m.labels)))
+	return true, nil
+}
+
+func HasClusterAnnotations(mc *unstructured.Unstructured) bool {
+	for _, key := range ClusterAnnotations {
+		if _, ok := mc.GetAnnotations()[key]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ClusterWriter is what the governance of clusters and their teardown
+// both write with.
+type ClusterWriter struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Metrics  *metrics.Metrics
+	// Tally counts, per policy, the objects the operator leaves alone
+	// because it did not create them.
+	Tally *tally.Tally
+	// apiReader reads a work, managedFields included, when orphaning it
+	// conflicts, and a signal work the cache may not show applied yet.
+	APIReader client.Reader
+}
+
+func SetAnnotation(o metav1.Object, key, value string) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	o.SetAnnotations(a)
+}
+
+func RemoveAnnotation(o metav1.Object, key string) {
+	a := o.GetAnnotations()
+	delete(a, key)
+	o.SetAnnotations(a)
+}
+
+// The mark of a governed cluster's namespace (v1alpha1.GovernedNamespaceLabel
+// and the policy's name) holds OCM's own cleanup at admission, so that the
+// policy's teardown alone decides when and in which order the cluster's
+// add-ons and works go. Governance writes it while a policy governs the
+// cluster, before any deletion; the teardown keeps it and takes it off at
+// its end, with the cluster-deleting label.
+
+// markOf is the mark a namespace should carry for policy: none for "".
+func markOf(policy string) namespaceMarks {
+	if policy == "" {
+		return namespaceMarks{labels: map[string]any{v1alpha1.GovernedNamespaceLabel: nil},
+			annotations: map[string]any{v1alpha1.GoverningPolicyAnnotation: nil}}
+	}
+	return namespaceMarks{labels: map[string]any{v1alpha1.GovernedNamespaceLabel: "true"},
+		annotations: map[string]any{v1alpha1.GoverningPolicyAnnotation: policy}}
+}
+
+// HeldBy is the policy whose mark a cluster it governs carries: none in
+// dry run.
+func HeldBy(p *cel.Policy) string {
+	if p.Spec.DryRun {
+		return ""
+	}
+	return p.Name
+}
+
+// MarkNamespace gives the namespace (nil: none) of a cluster not being
+// deleted the mark of policy, or takes it off for "" (no policy governs
+// the cluster, or its policy is in dry run, which changes nothing OCM
+// does), and says whether the namespace carries what it should: a
+// namespace changed meanwhile is not written, and its event brings the
+// cluster back. A namespace not there yet is marked on its creation's
+// event. The mark is taken off only after a fresh read says the cluster is
+// still not being deleted: a teardown begun since relies on it.
+func (a *ClusterWriter) MarkNamespace(ctx context.Context, ns *corev1.Namespace, policy string) (bool, error) {
+	switch {
+	case ns == nil || ns.DeletionTimestamp != nil:
+		return true, nil
+	case policy != "":
+		if decision.Marked(ns) == policy {
+			return true, nil
+		}
+	case !decision.HasMark(ns):
+		return true, nil
+	default:
+		if deleting, err := a.DeletingNow(ctx, ns.Name); err != nil || deleting {
+			return true, err
+		}
+	}
+	return a.writeMark(ctx, ns, policy)
+}
+
+// writeMark writes the mark of policy on the namespace as it was read, and
+// says whether it did.
+func (a *ClusterWriter) writeMark(ctx context.Context, ns *corev1.Namespace, policy string) (bool, error) {
+	verb := "marked governed by " + policy
+	if policy == "" {
+		verb = "unmarked"
+	}
+	return a.patchNamespace(ctx, ns.Name, ns.UID, ns.ResourceVersion, markOf(policy), verb)
+}
+
+// unmark takes the mark off the namespace of a cluster being deleted that
+// no teardown of the operator's holds (it lost or never had the finalizer):
+// OCM cleans it, as it would without the operator.
+func (a *ClusterTeardown) unmark(ctx context.Context, name string) error {
+	ns, err := a.ClusterNamespace(ctx, name)
+	if err != nil || ns == nil || ns.DeletionTimestamp != nil || !decision.HasMark(ns) {
+		return err
+	}
+	_, err = a.writeMark(ctx, ns, "")
+	return err
+}
+
+// keepMark marks the namespace of a cluster whose teardown its policy runs
+// (not in dry run, not held, not suspended) when it is not marked yet: the
+// cluster was deleted before governance marked it.
+func (a *ClusterTeardown) keepMark(ctx context.Context, s *decision.Snapshot, plan *decision.Plan) error {
+	ns := s.Namespace
+	if plan.Policy == "" || plan.DryRun || plan.Held != "" || plan.Suspended != "" ||
+		ns == nil || ns.Name != plan.Cluster || ns.DeletionTimestamp != nil || decision.Marked(ns) == plan.Policy {
+		return nil
+	}
+	if next := plan.Next(); next == nil || next.Kind == decision.StepFinish {
+		return nil
+	}
+	_, err := a.writeMark(ctx, ns, plan.Policy)
+	return err
 }

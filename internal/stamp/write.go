@@ -1,6 +1,7 @@
 package stamp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +11,127 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/metrics"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
 )
+
+// Result is what became of a stamp: the generation of the work that
+// carries it (positive), or why none does.
+type Result int64
+
+const (
+	Conflict Result = -1 // another field manager owns deleteOption
+	stale    Result = -2 // the work was replaced, changed or deleted meanwhile
+)
+
+// Written says whether the stamp was written.
+func (r Result) Written() bool { return r > 0 }
+
+// DeleteOption gives a work the deleteOption want and returns the
+// generation that carries it. The operator's own works (its signal works) get a merge
+// patch: it owns their whole spec, and an apply of deleteOption alone would
+// drop the fields it applied before, the manifests among them. Other works
+// get a server-side apply of deleteOption and the annotation recording the
+// decision, never forced unless another manager holds only the CRD's
+// default propagationPolicy, which it never wrote (see takeDefault); why
+// says who holds it otherwise. Both carry the UID: they never touch a work
+// recreated under the same name.
+func DeleteOption(ctx context.Context, c client.Client, reader client.Reader, m *metrics.Metrics, w *metav1.ObjectMeta, want decision.DeleteOption) (result Result, why string, err error) {
+	if want.PropagationPolicy == "" {
+		// An empty stamp would be a release of the operator's deleteOption.
+		return stale, "", fmt.Errorf("no deleteOption to set on ManifestWork %s/%s", w.Namespace, w.Name)
+	}
+	generation := int64(0)
+	// The operator's own work (its managed-by label, which only the
+	// operator may write): its whole spec is the operator's, so only
+	// deleteOption is patched.
+	if decision.ManagedByOperator(w) {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(snapshot.ManifestWorkGVK)
+		obj.SetNamespace(w.Namespace)
+		obj.SetName(w.Name)
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": w.UID},
+			"spec":     map[string]any{"deleteOption": deleteOptionSpec(want)},
+		})
+		err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		generation = obj.GetGeneration()
+	} else {
+		var applied *unstructured.Unstructured
+		applied, why, err = write(ctx, c, reader, &metav1.PartialObjectMetadata{ObjectMeta: *w}, deleteOptionStamp(want))
+		generation = applied.GetGeneration()
+	}
+	switch {
+	case apierrors.IsConflict(err) && fieldManagerConflict(err):
+		return Conflict, cmp.Or(why, "another manager owns it"), nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return stale, "", nil // a UID precondition that failed: the watch brings the new work
+	case err != nil:
+		return stale, "", err
+	}
+	if want.PropagationPolicy == string(workv1.DeletePropagationPolicyTypeOrphan) {
+		m.OrphanedWorks.Inc()
+	}
+	return Result(max(generation, 1)), "", nil
+}
+
+// fieldManagerConflict says whether a server-side apply was refused
+// because another manager owns a field it sets.
+func fieldManagerConflict(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == metav1.CauseTypeFieldManagerConflict {
+			return true
+		}
+	}
+	return false
+}
+
+// write applies st to obj, the one write of a stamp: a server-side apply
+// under the operator's field manager, never forced, with obj's UID as a
+// precondition, so that it never touches an object recreated under the
+// same name. Refused because another manager holds a field it sets, it
+// takes that field when its holders hold only a default nobody wrote
+// (takeDefault) and applies again; otherwise why says, where it can, whose
+// the value is, and err is the refusal. It returns the object as applied.
+func write(ctx context.Context, c client.Client, reader client.Reader, obj client.Object, st stamp) (applied *unstructured.Unstructured, why string, err error) {
+	applied = stampPatch(obj, st)
+	err = c.Patch(ctx, applied, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+	if !apierrors.IsConflict(err) || !fieldManagerConflict(err) || st.value == "" {
+		return applied, "", err
+	}
+	took, why, terr := takeDefault(ctx, c, reader, obj, st, err)
+	switch {
+	case terr != nil:
+		return applied, "", terr
+	case !took:
+		return applied, why, err
+	}
+	applied = stampPatch(obj, st)
+	return applied, "", c.Patch(ctx, applied, client.Apply, client.FieldOwner(v1alpha1.FieldManager))
+}
+
+// stampPatch is the apply of a stamp: the UID makes it a precondition, so
+// it never creates an object that was deleted meanwhile.
+func stampPatch(obj client.Object, st stamp) *unstructured.Unstructured {
+	md := map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())}
+	patch := map[string]any{"apiVersion": st.gvk.GroupVersion().String(), "kind": st.gvk.Kind, "metadata": md}
+	if st.value != "" {
+		md["annotations"] = map[string]any{st.annotation: st.value}
+		patch["spec"] = st.spec()
+	}
+	return &unstructured.Unstructured{Object: patch}
+}
 
 // LastAppliedAnnotation is where a client-side apply (kubectl apply, Argo CD
 // without server-side apply, kubectl create --save-config) records the
