@@ -24,7 +24,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/controller"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
@@ -47,11 +46,6 @@ func TestOptionalKinds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	env, err := testenv.StartWith(testenv.Options{WithoutCRDs: optionalCRDs})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	k8s, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
 	op, err := env.StartOperator(ctx, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(op.Stop()).To(Succeed()) }()
@@ -143,6 +137,7 @@ func TestOptionalKinds(t *testing.T) {
 	cpCRD, err := testenv.CRDsNamed(controller.ConfigurationPolicyCRD)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: cpCRD})).NotTo(BeEmpty())
+	t.Cleanup(func() { _ = envtest.UninstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: cpCRD}) })
 	g.Eventually(func() int { return logs.count("optional CRD installed", `"`+controller.ConfigurationPolicyCRD+`"`) }).Should(Equal(2))
 	h.cluster("again")
 	h.governed("again")
@@ -172,10 +167,8 @@ func TestOptionalKinds(t *testing.T) {
 // start, and says which CRD it needs.
 func TestRequiredKinds(t *testing.T) {
 	g := NewWithT(t)
-	env, err := testenv.StartWith(testenv.Options{WithoutCRDs: []string{cel.ManifestWorkCRD}})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	_, err = env.StartOperator(context.Background(), nil)
+	withoutCRDs(t, g, cel.ManifestWorkCRD)
+	_, err := env.StartOperator(context.Background(), nil)
 	g.Expect(err).To(MatchError(ContainSubstring("CRD " + cel.ManifestWorkCRD + " is not installed")))
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // appliedWork is a ManifestWork as a hub holds it once its agent applied it:
@@ -201,14 +200,7 @@ func TestTransformOtherKinds(t *testing.T) {
 func TestCachedManifestWork(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() {
-		cancel() // the cache's watches first
-		g.Expect(env.Stop()).To(Succeed())
-	}()
-	k8s, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	defer cancel()
 
 	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-1"}})).To(Succeed())
 	w := appliedWork()
