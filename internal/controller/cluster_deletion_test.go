@@ -64,41 +64,6 @@ var _ = Describe("Cluster deletion", func() {
 	})
 	AfterEach(deleteAll)
 
-	// OCM cluster deletion, story 1: the namespace goes after the add-ons and works.
-	It("removes add-ons, then works, then the namespace, then the finalizer", func() {
-		fleetCluster("del-1", map[string]string{"env": "prod"}, true)
-		addon("del-1", "search")
-		addon("del-1", "policy")
-		work("del-1", "app", nil)
-		work("del-1", "del-1-klusterlet", nil)
-		Expect(k8s.Create(ctx, cleanupPolicy("prod", v1alpha1.CleanupPolicySpec{
-			ClusterSelector: "cluster.metadata.labels[?'env'].orValue('') == 'prod'",
-		}))).To(Succeed())
-		governedBy("del-1", "prod")
-
-		deleteCluster("del-1")
-		clusterGone("del-1")
-		Expect(objectGone("ManagedClusterAddOn", "del-1", "search")()).To(BeTrue())
-		Expect(objectGone("ManifestWork", "del-1", "app")()).To(BeTrue())
-		Eventually(func(g Gomega) bool { return namespaceDeleting(g, "del-1") }).Should(BeTrue())
-
-		// The record lists each step's deletes in order; the outcome is
-		// an Event (recorded asynchronously), the deletes are not.
-		var steps []string
-		for _, e := range endedRecord("del-1").Entries {
-			if len(steps) == 0 || steps[len(steps)-1] != e.Step {
-				steps = append(steps, e.Step)
-			}
-		}
-		Expect(steps).To(Equal([]string{"signal", "stage/addons", "stage/manifestworks", "namespace"}))
-		Eventually(func(g Gomega) {
-			g.Expect(strings.Join(events("del-1"), "\n")).To(ContainSubstring(v1alpha1.CompletedReason))
-		}).Should(Succeed())
-		reasons := strings.Join(events("del-1"), "\n")
-		Expect(reasons).NotTo(ContainSubstring(v1alpha1.DeletingStageReason))
-		Expect(reasons).NotTo(ContainSubstring(v1alpha1.DeletingNamespaceReason))
-	})
-
 	// OCM cluster deletion, story 2: a namespace the policy keeps stays.
 	It("keeps the namespace when keepNamespace is true, and unlabels it", func() {
 		fleetCluster("keep-1", map[string]string{"env": "prod"}, true)

@@ -69,9 +69,12 @@ var _ = Describe("Teardown record", func() {
 	})
 	AfterEach(deleteAll)
 
+	// OCM cluster deletion, story 1: the add-ons go, then the works, then
+	// the namespace.
 	It("lists each object the teardown deleted, once, in order, and how the teardown ended", func() {
 		fleetCluster("rec-1", nil, true)
 		addon("rec-1", "search")
+		addon("rec-1", "policy")
 		priority := func(p string) map[string]string {
 			return map[string]string{"open-cluster-management.io/cleanup-priority": p}
 		}
@@ -100,6 +103,7 @@ var _ = Describe("Teardown record", func() {
 		Expect(entryKeys(r.Entries)).To(Equal([]string{
 			"signal namespaces/rec-1 labelled done",
 			"signal manifestworks.work.open-cluster-management.io/alive deleted done",
+			"stage/addons managedclusteraddons.addon.open-cluster-management.io/policy deleted done",
 			"stage/addons managedclusteraddons.addon.open-cluster-management.io/search deleted done",
 			"stage/manifestworks manifestworks.work.open-cluster-management.io/early deleted done",
 			"stage/manifestworks manifestworks.work.open-cluster-management.io/late deleted done",
@@ -115,6 +119,15 @@ var _ = Describe("Teardown record", func() {
 		Expect(cm.Labels).To(HaveKeyWithValue(record.ClusterLabel, "rec-1"))
 		Expect(cm.Labels).To(HaveKeyWithValue(record.ClusterUIDLabel, string(r.UID)))
 		Expect(cm.Labels).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
+		Eventually(func(g Gomega) bool { return namespaceDeleting(g, "rec-1") }).Should(BeTrue())
+
+		// The outcome is an Event (recorded asynchronously); the deletes are not.
+		Eventually(func(g Gomega) {
+			g.Expect(strings.Join(events("rec-1"), "\n")).To(ContainSubstring(v1alpha1.CompletedReason))
+		}).Should(Succeed())
+		reasons := strings.Join(events("rec-1"), "\n")
+		Expect(reasons).NotTo(ContainSubstring(v1alpha1.DeletingStageReason))
+		Expect(reasons).NotTo(ContainSubstring(v1alpha1.DeletingNamespaceReason))
 	})
 
 	It("lists a namespace the policy keeps as kept", func() {
