@@ -7,22 +7,19 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/stamp"
-	"github.com/fleetops-dev/cleanup-operator/internal/tally"
-
-	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-
-	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/cel"
 	"github.com/fleetops-dev/cleanup-operator/internal/decision"
+	"github.com/fleetops-dev/cleanup-operator/internal/snapshot"
+	"github.com/fleetops-dev/cleanup-operator/internal/stamp"
+	"github.com/fleetops-dev/cleanup-operator/internal/tally"
 )
 
 // applySignalWork creates or updates the deletion-signal work, and writes
@@ -50,7 +47,8 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 	if err != nil {
 		return err
 	}
-	if apply, err := a.signalWorkNeedsApply(ctx, mc, name, hash, p); err != nil || !apply {
+	apply, current, err := a.signalWorkNeedsApply(ctx, mc, name, hash, p)
+	if err != nil || !apply {
 		return err
 	}
 	work := &unstructured.Unstructured{Object: map[string]any{
@@ -64,9 +62,21 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 		},
 		"spec": map[string]any{"workload": map[string]any{"manifests": manifests}},
 	}}
-	// The signal work is the operator's own: it owns every field.
-	if err := a.Client.Patch(ctx, work, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying the deletion-signal work %s/%s: %w", namespace, name, err)
+	if current == nil {
+		// Created, not applied: a work someone creates under that name
+		// after the read is refused here (AlreadyExists), and the next
+		// reconcile reports it as not the operator's.
+		if err := a.Client.Create(ctx, work, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return fmt.Errorf("creating the deletion-signal work %s/%s: %w", namespace, name, err)
+		}
+	} else {
+		// The signal work is the operator's own: it owns every field. Its
+		// UID is a precondition, so that a work deleted and created again
+		// under that name after the read is never taken over.
+		work.SetUID(current.UID)
+		if err := a.Client.Patch(ctx, work, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying the deletion-signal work %s/%s: %w", namespace, name, err)
+		}
 	}
 	logf.FromContext(ctx).Info("deletion-signal work applied", "cluster", namespace, "work", name)
 	return nil
@@ -91,15 +101,15 @@ func signalManifests(p *cel.Policy) ([]any, string, error) {
 	return manifests, hex.EncodeToString(sum[:8]), nil
 }
 
-// signalWorkNeedsApply says whether the signal work must be applied: it
-// does not exist, or it is the operator's and carries other manifests or
-// lost its signal label. A
-// work of that name that the operator did not create is left alone and
-// reported; one being deleted is left to finish.
-func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *unstructured.Unstructured, name, hash string, p *cel.Policy) (bool, error) {
+// signalWorkNeedsApply says whether the signal work must be written: it
+// does not exist (current is nil), or it is the operator's (current) and
+// carries other manifests or lost its signal label. A work of that name
+// that the operator did not create is left alone and reported; one being
+// deleted is left to finish.
+func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *unstructured.Unstructured, name, hash string, p *cel.Policy) (apply bool, current *workv1.ManifestWork, err error) {
 	namespace := mc.GetName()
-	current := &workv1.ManifestWork{}
-	err := a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
+	current = &workv1.ManifestWork{}
+	err = a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, current)
 	if apierrors.IsNotFound(err) {
 		// The cache may not show yet the work the previous reconcile
 		// applied (the cluster's own update brings it back first): ask the
@@ -109,9 +119,9 @@ func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *un
 	switch {
 	case apierrors.IsNotFound(err):
 		tally.ClearNotOwnedWorks(a.Tally, namespace)
-		return true, nil
+		return true, nil, nil
 	case err != nil:
-		return false, err
+		return false, nil, err
 	}
 	if !decision.ManagedByOperator(current) {
 		msg := decision.NotOwnedMessage("ManifestWork", namespace, name, current) + fmt.Sprintf(
@@ -119,14 +129,14 @@ func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *un
 			p.Name, namespace)
 		tally.ReportNotOwned(a.Tally, a.Recorder, p.Name, "ManifestWork "+namespace+"/"+name, msg, mc, tally.PolicyRef(p.Name, p.UID))
 		logf.FromContext(ctx).Info("deletion-signal work not owned, left alone", "cluster", namespace, "work", name)
-		return false, nil
+		return false, nil, nil
 	}
 	tally.ClearNotOwnedWorks(a.Tally, namespace)
 	if current.GetDeletionTimestamp() != nil {
-		return false, nil // the watch brings the cluster back once it is gone
+		return false, nil, nil // the watch brings the cluster back once it is gone
 	}
 	// Applied again when its manifests or its signal label were changed.
-	return current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.IsSignalWork(current), nil
+	return current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.IsSignalWork(current), current, nil
 }
 
 // RetireSignalWorks removes the operator's signal works other than keep,
