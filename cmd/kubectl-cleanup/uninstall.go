@@ -127,6 +127,9 @@ func (u *uninstaller) run(ctx context.Context) error {
 		return &refusal{msg: fmt.Sprintf("dry run done: a run now would refuse (%s) and change none of these", strings.Join(u.wouldRefuse, "; "))}
 	case u.dryRun:
 		u.printf("Dry run done: run again without --dry-run to make these changes.\n")
+	case u.keptWorkOwner && u.signalWorks == signalWorksKeep:
+		u.printf("Done, but for the signal works left in place and the admission policy %s that guards them: once they "+
+			"are deleted, or retired by a run without --signal-works=keep, run this again.\n", admissionpolicy.WorkOwnerPolicy)
 	case u.keptWorkOwner:
 		u.printf("Done, but for the signal works left in place and the admission policy %s that guards them: run this again "+
 			"once the work agent can confirm their Orphan.\n", admissionpolicy.WorkOwnerPolicy)

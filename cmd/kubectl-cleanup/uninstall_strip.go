@@ -234,31 +234,29 @@ func (u *uninstaller) deleteAdmission(ctx context.Context) error {
 
 // deleteWorkOwnerPolicy deletes the policy that lets only the operator
 // label a work as its own, and its binding, once no signal work of the
-// operator's is left to retire: until then it keeps anyone from having
-// uninstall orphan and delete a work of theirs as a signal work, in this
-// run or the next. Kept signal works (--signal-works=keep) are not to be
-// retired.
+// operator's is left: until then it keeps anyone from having uninstall
+// orphan and delete a work of theirs as a signal work, in this run or a
+// later one. Signal works kept (--signal-works=keep) keep it too: they are
+// left as they are, the operator's.
 func (u *uninstaller) deleteWorkOwnerPolicy(ctx context.Context) error {
-	if u.signalWorks != signalWorksKeep {
-		var works workv1.ManifestWorkList
-		if err := u.c.List(ctx, &works, client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); client.IgnoreNotFound(err) != nil &&
-			!apimeta.IsNoMatchError(err) {
-			return fmt.Errorf("listing the deletion-signal ManifestWorks: %w", err)
-		}
-		// A work being deleted is retired already.
-		left := slices.ContainsFunc(works.Items, func(w workv1.ManifestWork) bool {
-			return decision.IsSignalWork(&w) && w.DeletionTimestamp == nil
-		})
-		switch {
-		case left && u.dryRun:
-			u.printf("ValidatingAdmissionPolicy %s and its binding: would delete once the signal works above are retired\n",
-				admissionpolicy.WorkOwnerPolicy)
-			return nil
-		case left:
-			u.keptWorkOwner = true
-			u.printf("ValidatingAdmissionPolicy %s: kept while signal works are left to retire (run this again)\n", admissionpolicy.WorkOwnerPolicy)
-			return nil
-		}
+	var works workv1.ManifestWorkList
+	if err := u.c.List(ctx, &works, client.MatchingLabels{v1alpha1.SignalWorkLabel: "true"}); client.IgnoreNotFound(err) != nil &&
+		!apimeta.IsNoMatchError(err) {
+		return fmt.Errorf("listing the deletion-signal ManifestWorks: %w", err)
+	}
+	// A work being deleted is retired already.
+	left := slices.ContainsFunc(works.Items, func(w workv1.ManifestWork) bool {
+		return decision.IsSignalWork(&w) && w.DeletionTimestamp == nil
+	})
+	switch {
+	case left && u.dryRun:
+		u.printf("ValidatingAdmissionPolicy %s and its binding: would delete once the signal works above are gone\n",
+			admissionpolicy.WorkOwnerPolicy)
+		return nil
+	case left:
+		u.keptWorkOwner = true
+		u.printf("ValidatingAdmissionPolicy %s: kept while the operator's signal works are left\n", admissionpolicy.WorkOwnerPolicy)
+		return nil
 	}
 	_, err := u.deleteAdmissionObjects(ctx, isWorkOwnerObject)
 	return err
