@@ -169,6 +169,15 @@ var _ = Describe("Cluster deletion", func() {
 			g.Expect(signal.GetLabels()).To(HaveKeyWithValue(v1alpha1.SignalWorkLabel, "true"))
 		}).Should(Succeed())
 
+		By("putting its deleteOption back when someone has it orphan its manifests")
+		Expect(k8s.Patch(ctx, signal.DeepCopy(), client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "sig-1", Name: "alive"}, signal)).To(Succeed())
+			policy, _, _ := unstructured.NestedString(signal.Object, "spec", "deleteOption", "propagationPolicy")
+			g.Expect(policy).To(Equal("Foreground"))
+		}).Should(Succeed())
+
 		By("deleting the signal first and waiting while an in-cluster controller holds it")
 		// The agent adds its finalizer once it applied the work.
 		patch := []byte(`{"metadata":{"finalizers":["` + v1alpha1.WorkAgentFinalizer + `"]}}`)

@@ -118,7 +118,9 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(getWork(g, "orph-sig", "alive").GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
 		}).Should(Succeed())
-		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "orph-sig", "alive") }, "2s").Should(BeEmpty())
+		// The signal's own deleteOption: deleting the work deletes its manifests.
+		Consistently(func(g Gomega) map[string]any { return deleteOption(g, "orph-sig", "alive") }, "2s").
+			Should(Equal(map[string]any{"propagationPolicy": "Foreground"}))
 
 		By("never stamping its own work, even one that lost its signal label")
 		alive := getWork(Default, "orph-sig", "alive")
@@ -129,7 +131,7 @@ var _ = Describe("Orphaning rules on ManifestWorks", func() {
 			g.Expect(w.GetLabels()).To(HaveKeyWithValue(v1alpha1.ManagedByLabel, v1alpha1.ManagedBy))
 			manifests, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
 			g.Expect(manifests).To(HaveLen(1), "the work's manifests are kept")
-			g.Expect(deleteOption(g, "orph-sig", "alive")).To(BeEmpty())
+			g.Expect(deleteOption(g, "orph-sig", "alive")).To(Equal(map[string]any{"propagationPolicy": "Foreground"}))
 		}, "3s").Should(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(getWork(g, "orph-sig", "alive").GetLabels()).To(HaveKeyWithValue(v1alpha1.SignalWorkLabel, "true"))

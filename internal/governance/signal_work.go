@@ -60,7 +60,9 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 			"labels":      map[string]any{v1alpha1.SignalWorkLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedBy},
 			"annotations": map[string]any{v1alpha1.SpecHashAnnotation: hash},
 		},
-		"spec": map[string]any{"workload": map[string]any{"manifests": manifests}},
+		// Deleting the work deletes its manifests: that is the signal.
+		"spec": map[string]any{"workload": map[string]any{"manifests": manifests},
+			"deleteOption": map[string]any{"propagationPolicy": string(workv1.DeletePropagationPolicyTypeForeground)}},
 	}}
 	if current == nil {
 		// Created, not applied: a work someone creates under that name
@@ -135,8 +137,13 @@ func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *un
 	if current.GetDeletionTimestamp() != nil {
 		return false, nil, nil // the watch brings the cluster back once it is gone
 	}
-	// Applied again when its manifests or its signal label were changed.
-	return current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.IsSignalWork(current), current, nil
+	// Applied again when its manifests, its signal label or its
+	// deleteOption were changed: a signal work that orphans its manifests
+	// sends no signal (a retirement cut short by a change of the policy
+	// back to this work leaves one).
+	changed := current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.IsSignalWork(current) ||
+		(current.Spec.DeleteOption != nil && current.Spec.DeleteOption.PropagationPolicy != workv1.DeletePropagationPolicyTypeForeground)
+	return changed, current, nil
 }
 
 // RetireSignalWorks removes the operator's signal works other than keep,

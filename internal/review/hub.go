@@ -35,7 +35,7 @@ const (
 // resources the API server serves, and the objects the decisions read.
 // Secrets are never in it, nor the data of a Secret written inside another
 // object (a ManifestWork's manifest, a ConfigurationPolicy's template), nor
-// managedFields (but a signal work's) and last-applied annotations.
+// managedFields and last-applied annotations.
 type Hub struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -210,17 +210,14 @@ var takenCRDs = []string{cel.ManagedClusterCRD, cel.ManifestWorkCRD, cel.Configu
 
 // sanitize drops what a snapshot never holds: the data of any Secret
 // written inside the object, its last-applied annotation, and its
-// managedFields (but a signal work's, which say whether it is the
-// operator's).
+// managedFields.
 func sanitize(u *unstructured.Unstructured) *unstructured.Unstructured {
 	redactSecrets(u.Object)
 	if a := u.GetAnnotations(); a != nil {
 		delete(a, "kubectl.kubernetes.io/last-applied-configuration")
 		u.SetAnnotations(a)
 	}
-	if u.GetLabels()[v1alpha1.SignalWorkLabel] == "" {
-		u.SetManagedFields(nil)
-	}
+	u.SetManagedFields(nil)
 	return u
 }
 
