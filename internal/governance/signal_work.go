@@ -72,10 +72,17 @@ func (a *ManagedClusterAdapter) applySignalWork(ctx context.Context, mc *unstruc
 			return fmt.Errorf("creating the deletion-signal work %s/%s: %w", namespace, name, err)
 		}
 	} else {
-		// The signal work is the operator's own: it owns every field. Its
-		// UID is a precondition, so that a work deleted and created again
-		// under that name after the read is never taken over.
+		// A teardown begun since the cluster was read may have stamped the
+		// work (orphaning its objects under Needless): not undone.
+		if deleting, err := a.DeletingNow(ctx, namespace); err != nil || deleting {
+			return err
+		}
+		// The signal work is the operator's own: it owns every field. The
+		// work as read is a precondition (its UID and resourceVersion), so
+		// that a work changed after the read (a teardown's stamp), or
+		// deleted and created again under that name, is never written.
 		work.SetUID(current.UID)
+		work.SetResourceVersion(current.ResourceVersion)
 		if err := a.Client.Patch(ctx, work, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying the deletion-signal work %s/%s: %w", namespace, name, err)
 		}
