@@ -59,6 +59,14 @@ var _ = Describe("The deletion-signal work", func() {
 
 	It("never takes over a work someone creates, or creates again, under its name while the operator writes it", func() {
 		fleetCluster("sig-race", nil, true)
+		// Governed by a suspended policy, the cluster gets no write from the
+		// running operator, which would otherwise retire the signal works
+		// of an ungoverned cluster: the test writes them alone.
+		Expect(k8s.Create(ctx, cleanupPolicy("sig-race-hold", v1alpha1.CleanupPolicySpec{
+			ClusterSelector: "cluster.metadata.name == 'sig-race'", Suspend: true}))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(condition(status("sig-race-hold")(g), v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.SuspendedReason))
+		}).Should(Succeed())
 		mc := getClusterNow("sig-race")
 		key := client.ObjectKey{Namespace: "sig-race", Name: "alive"}
 		signalWork := func() *unstructured.Unstructured {
