@@ -16,9 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/settings"
 	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
@@ -113,14 +111,10 @@ func twoContexts(t *testing.T, g *WithT, kubeconfig string) string {
 func TestExitCodesAndFlags(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := sharedHub(t)
 	g.Expect(createCluster(ctx, c, "dev-1")).To(Succeed())
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ops"}})).To(Succeed())
-	_, err = record.Save(ctx, c, "ops", bigRecord("gone-1", 1, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)), nil)
+	_, err := record.Save(ctx, c, "ops", bigRecord("gone-1", 1, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)), nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	kc := env.Kubeconfig
 	plugin := func(args ...string) result { return run(t, kc, "kubectl-cleanup", args...) }

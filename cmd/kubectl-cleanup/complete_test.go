@@ -9,11 +9,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // completions are the candidates of a cobra __complete answer, without
@@ -37,17 +34,13 @@ func completions(out string) []string {
 func TestCompletionThroughKubectl(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := sharedHub(t)
 	for _, name := range []string{"prod-eu", "prod-us", "dev-1"} {
 		g.Expect(createCluster(ctx, c, name)).To(Succeed())
 	}
 	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	old := bigRecord("old-1", 1, start)
-	_, err = record.Save(ctx, c, record.DefaultNamespace, old, nil)
+	_, err := record.Save(ctx, c, record.DefaultNamespace, old, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ops"}})).To(Succeed())
 	other := bigRecord("other-1", 2, start)

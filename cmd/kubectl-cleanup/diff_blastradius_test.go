@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
 	"github.com/fleetops-dev/cleanup-operator/internal/review"
 	"github.com/fleetops-dev/cleanup-operator/internal/settings"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // policyDoc is a policy of a name governing every cluster, with more of
@@ -48,15 +48,14 @@ func TestDiffBlastRadius(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
+	env, c := sharedHub(t)
 	two := intstr.FromInt32(2)
 	running, err := env.StartOperatorWith(ctx, nil, operator.Options{BlastRadius: v1alpha1.BlastRadius{MaxTeardowns: &two},
 		Records: teardownctl.RecordOptions{Retention: record.Retention{MaxAge: 2 * time.Hour}}})
 	g.Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	// The test stops it half-way; this stops it if the test ends before.
+	stopOperator := sync.OnceValue(running.Stop)
+	defer func() { g.Expect(stopOperator()).To(Succeed()) }()
 
 	// The operator published its settings.
 	g.Eventually(func(g Gomega) {
@@ -98,7 +97,7 @@ func TestDiffBlastRadius(t *testing.T) {
 	g.Expect(started).To(HaveLen(1))
 
 	// The operator stops: f2 and f3 are deleted and nothing decides them.
-	g.Expect(running.Stop()).To(Succeed())
+	g.Expect(stopOperator()).To(Succeed())
 	// No webhook server answers the dry runs now.
 	deleteWebhookConfigurations(ctx, g, c)
 	for _, name := range []string{"f2", "f3"} {

@@ -254,7 +254,8 @@ func (b *syncBuffer) String() string {
 }
 
 // userKubeconfig creates the ClusterRole of rules, binds it to a new user
-// of env and returns the path of a kubeconfig of that user.
+// of env and returns the path of a kubeconfig of that user. The API server
+// is shared: each test names users and roles of its own.
 func userKubeconfig(ctx context.Context, t *testing.T, g *WithT, c client.Client, env *testenv.Env,
 	user, role string, rules []rbacv1.PolicyRule) string {
 	g.Expect(c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules})).To(Succeed())
@@ -270,8 +271,8 @@ func userKubeconfig(ctx context.Context, t *testing.T, g *WithT, c client.Client
 	return path
 }
 
-// hubWithOperator starts an API server and, on it, the operator as its own
-// service account; both stop when the test ends. It returns the server and
+// hubWithOperator starts, on the shared API server, the operator as its own
+// service account; it stops when the test ends. It returns the server and
 // an administrator's client.
 func hubWithOperator(ctx context.Context, t *testing.T) (*testenv.Env, client.Client) {
 	t.Helper()
@@ -287,17 +288,16 @@ func hubWithAdminOperator(ctx context.Context, t *testing.T) (*testenv.Env, clie
 	return env, c
 }
 
-// startHub starts an API server and the operator on it, as its own service
-// account or as the administrator; both stop when the test ends, and stop
-// stops the operator before that (once).
+// startHub starts the operator on the shared API server, as its own
+// service account or as the administrator; it stops when the test ends, and
+// stop stops it before that (once).
 func startHub(ctx context.Context, t *testing.T, asServiceAccount bool) (env *testenv.Env, c client.Client, stop func() error) {
 	t.Helper()
 	g := NewWithT(t)
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(env.Stop()).To(Succeed()) })
+	env, c = sharedHub(t)
 	var cfg *rest.Config
 	if asServiceAccount {
+		var err error
 		cfg, err = env.OperatorConfig(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
@@ -305,7 +305,5 @@ func startHub(ctx context.Context, t *testing.T, asServiceAccount bool) (env *te
 	g.Expect(err).NotTo(HaveOccurred())
 	stop = sync.OnceValue(running.Stop)
 	t.Cleanup(func() { g.Expect(stop()).To(Succeed()) })
-	c, err = client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
 	return env, c, stop
 }

@@ -12,12 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // bigRecord is the record of a teardown of n works and ten add-ons, each
@@ -60,11 +57,7 @@ func bigRecord(cluster string, n int, start time.Time) *record.Record {
 func TestHistoryOfALargeTeardown(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := sharedHub(t)
 	kubeconfig := env.Kubeconfig
 
 	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)

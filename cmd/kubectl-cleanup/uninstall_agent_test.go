@@ -19,8 +19,6 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestUninstallLeavesWhatTheAgentCannotConfirm: the signal work of a
@@ -33,11 +31,7 @@ import (
 func TestUninstallLeavesWhatTheAgentCannotConfirm(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := sharedHub(t)
 
 	g.Expect(c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",

@@ -21,7 +21,6 @@ import (
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
 	"github.com/fleetops-dev/cleanup-operator/internal/operator"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestUninstallByAPersonWithMarksGuarded: on a hub where the operator's
@@ -35,11 +34,7 @@ import (
 func TestUninstallByAPersonWithMarksGuarded(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	env, c := sharedHub(t)
 
 	const accepted = "2026-01-02T15:04:05Z"
 	mc := &unstructured.Unstructured{Object: map[string]any{

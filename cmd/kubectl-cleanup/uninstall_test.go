@@ -21,9 +21,7 @@ import (
 
 	"github.com/fleetops-dev/cleanup-operator/api/v1alpha1"
 	"github.com/fleetops-dev/cleanup-operator/internal/admissionpolicy"
-	"github.com/fleetops-dev/cleanup-operator/internal/operator"
 	"github.com/fleetops-dev/cleanup-operator/internal/record"
-	"github.com/fleetops-dev/cleanup-operator/internal/testenv"
 )
 
 // TestUninstall runs the operator with leader election, as a Deployment
@@ -37,9 +35,7 @@ func TestUninstall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	env, err := testenv.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(env.Stop()).To(Succeed()) }()
+	env, c := sharedHub(t)
 	stopOperator, err := startLeaderElectedOperator(ctx, env)
 	g.Expect(err).NotTo(HaveOccurred())
 	stopped := false
@@ -49,8 +45,6 @@ func TestUninstall(t *testing.T) {
 		}
 	}()
 
-	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
-	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applyFile(ctx, c, filepath.Join("testdata", "uninstall.yaml"))).To(Succeed())
 	// What a CleanupPolicy carries while teardowns it started run (the
 	// operator puts it there; here it stays until uninstall removes it).
