@@ -2,7 +2,6 @@ package operator_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -25,24 +24,12 @@ var (
 	k8s client.Client
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	var err error
-	if env, err = testenv.StartWith(testenv.Options{WithoutCRDs: optionalCRDs}); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the API server:", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
-		}
-	}()
-	if k8s, err = client.New(env.Config, client.Options{Scheme: operator.NewScheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{WithoutCRDs: optionalCRDs}, func(e *testenv.Env) (err error) {
+		env = e
+		k8s, err = client.New(e.Config, client.Options{Scheme: operator.NewScheme()})
+		return err
+	}))
 }
 
 // withoutCRDs removes the named CRDs and waits until they are gone; they

@@ -1,7 +1,6 @@
 package snapshot_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -18,22 +17,10 @@ var (
 	k8s client.Client
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	var err error
-	if env, err = testenv.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the API server:", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
-		}
-	}()
-	if k8s, err = client.New(env.Config, client.Options{Scheme: scheme.New()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{}, func(e *testenv.Env) (err error) {
+		env = e
+		k8s, err = client.New(e.Config, client.Options{Scheme: scheme.New()})
+		return err
+	}))
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -197,4 +198,26 @@ func (e *Env) WaitForWebhook(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Main runs the tests of a package on one API server that its files share:
+// it starts the server with opts, hands it to share, runs the tests and
+// stops the server. A package's TestMain calls it:
+// os.Exit(testenv.Main(m, opts, share)).
+func Main(m *testing.M, opts Options, share func(*Env) error) int {
+	env, err := StartWith(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the API server:", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
+		}
+	}()
+	if err := share(env); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
 }
