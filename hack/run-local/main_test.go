@@ -71,11 +71,10 @@ func checkSignalWorkWrites(t *testing.T, audit, kept, deleted string) {
 			writes[ref.Namespace] = append(writes[ref.Namespace], fmt.Sprintf("%s %d", ev.Verb, ev.ResponseStatus.Code))
 		}
 	}
-	// A server-side apply that creates is a patch answered 201 Created.
-	if got := writes[kept]; len(got) != 1 || got[0] != "patch 201" {
-		t.Errorf("the operator wrote the signal work of %s %d times (%v); want one create (patch 201)", kept, len(got), got)
+	if got := writes[kept]; len(got) != 1 || got[0] != "create 201" {
+		t.Errorf("the operator wrote the signal work of %s %d times (%v); want one create (create 201)", kept, len(got), got)
 	}
-	if got := writes[deleted]; len(got) > 1 || len(got) == 1 && got[0] != "patch 201" {
-		t.Errorf("the operator wrote the signal work of %s %d times (%v) before it was deleted; want at most one create (patch 201)", deleted, len(got), got)
+	if got := writes[deleted]; len(got) > 1 || len(got) == 1 && got[0] != "create 201" {
+		t.Errorf("the operator wrote the signal work of %s %d times (%v) before it was deleted; want at most one create (create 201)", deleted, len(got), got)
 	}
 }
