@@ -112,7 +112,8 @@ func signalManifests(p *cel.Policy) ([]any, string, error) {
 
 // signalWorkNeedsApply says whether the signal work must be written: it
 // does not exist (current is nil), or it is the operator's (current) and
-// carries other manifests or lost its signal label. A work of that name
+// carries other manifests, lost its signal label or orphans some of its
+// objects. A work of that name
 // that the operator did not create is left alone and reported; one being
 // deleted is left to finish.
 func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *unstructured.Unstructured, name, hash string, p *cel.Policy) (apply bool, current *workv1.ManifestWork, err error) {
@@ -149,7 +150,7 @@ func (a *ManagedClusterAdapter) signalWorkNeedsApply(ctx context.Context, mc *un
 	// sends no signal (a retirement cut short by a change of the policy
 	// back to this work leaves one).
 	changed := current.GetAnnotations()[v1alpha1.SpecHashAnnotation] != hash || !decision.IsSignalWork(current) ||
-		(current.Spec.DeleteOption != nil && current.Spec.DeleteOption.PropagationPolicy != workv1.DeletePropagationPolicyTypeForeground)
+		decision.CurrentDeleteOption(current).PropagationPolicy != ""
 	return changed, current, nil
 }
 
