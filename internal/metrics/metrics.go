@@ -151,6 +151,19 @@ func (m *Metrics) newClusterSeries() {
 	}, []string{"cluster", "step"})
 }
 
+// newBlastRadiusSeries makes the metrics of the teardowns blast radiuses
+// hold.
+func (m *Metrics) newBlastRadiusSeries() {
+	m.BlastRadiusHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cleanup_blast_radius_held_teardowns",
+		Help: "Teardowns held before their first write by the blast radius of their CleanupPolicy (reason BlastRadiusExceeded), by policy.",
+	}, []string{"policy"})
+	m.BlastRadiusHolds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cleanup_blast_radius_holds_total",
+		Help: "Teardowns the blast radius of their CleanupPolicy began to hold, by policy.",
+	}, []string{"policy"})
+}
+
 // newPolicySeries makes the series kept per CleanupPolicy, mirroring its
 // status, and the resources its teardowns watch.
 func (m *Metrics) newPolicySeries() {
