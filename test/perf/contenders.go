@@ -83,7 +83,7 @@ var contenders = map[string]contender{
 		about: "open-cluster-management.io/ocm v1.0.0 registration hub gc controller, in the harness process, with OCM's default client limits (50/100 and 100/200 QPS/burst for deletes)",
 		start: startOCMGC},
 	"operator": {name: "operator, defaults", user: userOperator,
-		about: "the manager binary built from ./cmd, no flags beyond the address ones, the shipped RBAC, running as on a hub: its admission policies in force for " + admissionSettle.String(),
+		about: "the manager binary (built from ./cmd unless BENCH_MANAGER names one), no flags beyond the address ones, the shipped RBAC, running as on a hub: its admission policies in force for " + admissionSettle.String(),
 		start: startOperator(true)},
 	"operator-cold": {name: "operator, defaults, just started", user: userOperator,
 		about: "as operator, the clusters deleted as soon as it governs them: its admission policies are seconds old, so every group goes one by one",

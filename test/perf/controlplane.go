@@ -357,11 +357,14 @@ func yamlDocs[T any](file string) ([]T, error) {
 }
 
 // buildManager builds the manager from ./cmd of the repository, as shipped,
-// into dir; BENCH_MANAGER names a binary to use instead.
-func buildManager(p paths, dir string) (string, error) {
+// into dir; BENCH_MANAGER names a binary to use instead. It says on w
+// which.
+func buildManager(p paths, dir string, w io.Writer) (string, error) {
 	if bin := os.Getenv("BENCH_MANAGER"); bin != "" {
+		fmt.Fprintf(w, "the manager: %s (BENCH_MANAGER), not built from ./cmd\n", bin)
 		return filepath.Abs(bin)
 	}
+	fmt.Fprintf(w, "building the manager from %s/cmd\n", p.root)
 	out := filepath.Join(dir, "manager")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd")
 	cmd.Dir = p.root

@@ -193,8 +193,7 @@ func runAll(ctx context.Context, cfg config, out io.Writer) error {
 			defer os.RemoveAll(dir)
 		}
 	}
-	fmt.Fprintf(out, "building the manager from %s/cmd\n", p.root)
-	mgrBin, err := buildManager(p, dir)
+	mgrBin, err := buildManager(p, dir, out)
 	if err != nil {
 		return err
 	}

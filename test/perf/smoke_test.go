@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestSmoke(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	mgrBin, err := buildManager(p, dir)
+	mgrBin, err := buildManager(p, dir, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
